@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Install what Oar needs to build and test on Debian 12 (idempotent: nothing happens when all is there).
+#   ci/install-deps.sh            core toolchain and libraries
+#   ci/install-deps.sh --bench    also libtorch-dev, the peer the benchmarks compare against
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ pkg-config binutils coreutils
+  libboost-dev libfmt-dev nlohmann-json3-dev libcli11-dev libdlpack-dev
+  libdnnl-dev ocl-icd-opencl-dev opencl-headers
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(libtorch-dev)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y --no-install-recommends "${missing[@]}"

@@ -1,0 +1,14 @@
+// Subcommands of the `oar` tool. Each registers itself on the CLI11 app and runs when selected.
+#ifndef OAR_CORE_CLI_COMMANDS_H_
+#define OAR_CORE_CLI_COMMANDS_H_
+
+#include <CLI/CLI.hpp>
+
+namespace oar::cli {
+
+/// `oar devices [--json]`: every device, every plugin and every skipped plugin with its reason.
+void AddDevicesCommand(CLI::App& app);
+
+}  // namespace oar::cli
+
+#endif  // OAR_CORE_CLI_COMMANDS_H_

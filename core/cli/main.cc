@@ -1,0 +1,45 @@
+// oar — command-line entry point.
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/base/error.h"
+#include "core/base/logging.h"
+#include "core/cli/commands.h"
+#include "core/runtime/runtime.h"
+#include "oar/plugin/version.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"oar — plugin-based deep-learning framework core", "oar"};
+  app.set_version_flag("--version", fmt::format("oar {} (plugin ABI {}.{})", OAR_VERSION_STRING,
+                                                OAR_PLUGIN_ABI_MAJOR, OAR_PLUGIN_ABI_MINOR));
+  std::vector<std::string> plugins;
+  app.add_option("--plugin", plugins, "Load this plugin file first (repeatable); then OAR_PLUGIN_PATH and the "
+                                      "install folder are searched");
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "Log plugin discovery (same as OAR_LOG_LEVEL=debug)");
+  app.require_subcommand(1);
+  oar::cli::AddDevicesCommand(app);
+
+  app.parse_complete_callback([&] {
+    if (verbose) oar::log::SetThreshold(oar::log::Level::kDebug);
+    oar::runtime::Runtime::Options options;
+    for (const std::string& p : plugins) options.plugin_files.emplace_back(p);
+    oar::runtime::Runtime::Configure(options);
+  });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const oar::Error& e) {
+    std::fprintf(stderr, "oar: error: %s\n", e.ToString().c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "oar: internal error: %s\n", e.what());
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,203 @@
+// The generic eager path: infer outputs from the schema, allocate them on the device, bring the inputs
+// into the kernel's form (docs/ops.md) and launch.
+#include <array>
+#include <cmath>
+
+#include "core/ops/ops.h"
+#include "core/runtime/copy.h"
+#include "core/runtime/dispatch.h"
+#include "core/runtime/runtime.h"
+
+namespace oar {
+namespace ops {
+namespace {
+
+constexpr int kMaxInputs = 8;
+
+// oar_attr_t views of one call's attributes; list payloads point into `values`.
+struct KernelAttrs {
+  std::array<oar_attr_t, 8> attrs;
+  int n = 0;
+  std::span<const oar_attr_t> span() const { return {attrs.data(), static_cast<size_t>(n)}; }
+};
+
+KernelAttrs ToKernelAttrs(const OpSchema& s, const AttrValues& values, bool integral_fill) {
+  KernelAttrs out;
+  for (size_t i = 0; i < s.attrs.size(); ++i) {
+    oar_attr_t& a = out.attrs[out.n++];
+    a = oar_attr_t{};
+    a.struct_size = OAR_ATTR_STRUCT_SIZE;
+    a.name = s.attrs[i].name.data();  // schema names are string literals: NUL-terminated
+    a.type = s.attrs[i].type;
+    const AttrValue& v = values[i];
+    switch (a.type) {
+      case OAR_ATTR_INT: a.v.i = std::get<int64_t>(v); break;
+      case OAR_ATTR_BOOL: a.v.b = std::get<bool>(v); break;
+      case OAR_ATTR_FLOAT:
+        if (integral_fill) {
+          a.type = OAR_ATTR_INT;
+          a.v.i = static_cast<int64_t>(std::get<double>(v));
+        } else {
+          a.v.f = std::get<double>(v);
+        }
+        break;
+      case OAR_ATTR_INTS: {
+        const auto& list = std::get<std::vector<int64_t>>(v);
+        a.v.ints.data = list.data();
+        a.v.ints.size = list.size();
+        break;
+      }
+      default: Throw(ErrorCode::kInternal, "{}: unsupported attribute type {}", s.name, a.type);
+    }
+  }
+  return out;
+}
+
+// Check each value's alternative against the spec and fill defaults for missing trailing attributes.
+void CompleteAttrs(const OpSchema& s, AttrValues& values) {
+  OAR_CHECK_ARG(values.size() <= s.attrs.size(), "{}: expected at most {} attributes, got {}", s.name,
+                s.attrs.size(), values.size());
+  for (size_t i = values.size(); i < s.attrs.size(); ++i) values.push_back(s.attrs[i].default_value);
+  for (size_t i = 0; i < s.attrs.size(); ++i) {
+    const bool ok = (s.attrs[i].type == OAR_ATTR_INT && std::holds_alternative<int64_t>(values[i])) ||
+                    (s.attrs[i].type == OAR_ATTR_FLOAT && std::holds_alternative<double>(values[i])) ||
+                    (s.attrs[i].type == OAR_ATTR_BOOL && std::holds_alternative<bool>(values[i])) ||
+                    (s.attrs[i].type == OAR_ATTR_INTS && std::holds_alternative<std::vector<int64_t>>(values[i]));
+    OAR_CHECK_ARG(ok, "{}: attribute '{}' has the wrong type", s.name, s.attrs[i].name);
+  }
+}
+
+Tensor ExpandTo(const Tensor& t, const Dims& shape) { return t.shape() == shape ? t : t.expand(shape); }
+
+}  // namespace
+
+std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs, std::optional<Device> device) {
+  const OpSchema& s = Schema(op);
+  OAR_CHECK_ARG(inputs.size() == s.inputs.size() && inputs.size() <= kMaxInputs, "{}: expected {} inputs, got {}",
+                s.name, s.inputs.size(), inputs.size());
+  CompleteAttrs(s, attrs);
+  std::array<TensorMeta, kMaxInputs> metas;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    OAR_CHECK_ARG(inputs[i].defined(), "{}: argument '{}' is an undefined tensor", s.name, s.inputs[i]);
+    metas[i] = {inputs[i].dtype(), inputs[i].shape()};
+  }
+  if (!device) {
+    OAR_CHECK_ARG(!inputs.empty(), "{}: no inputs, so a device must be given", s.name);
+    device = inputs[0].device();
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    OAR_CHECK_ARG(inputs[i].device() == *device, "{}: argument '{}' is on {} but the op runs on {}; move it with .to()",
+                  s.name, s.inputs[i], inputs[i].device().str(), device->str());
+  }
+  std::vector<TensorMeta> out_meta = s.Infer({metas.data(), inputs.size()}, attrs);
+
+  std::array<Tensor, kMaxInputs> kin;
+  std::vector<Tensor> results;
+  Tensor kernel_out;  // the output in kernel form (may differ in shape from the user-visible result)
+  switch (s.kind) {
+    case OpKind::kUnary:
+    case OpKind::kCast:
+      kin[0] = inputs[0];
+      kernel_out = runtime::Empty(out_meta[0].shape, out_meta[0].dtype, *device);
+      results.push_back(kernel_out);
+      break;
+    case OpKind::kBinary:
+      kin[0] = ExpandTo(inputs[0], out_meta[0].shape);
+      kin[1] = ExpandTo(inputs[1], out_meta[0].shape);
+      kernel_out = runtime::Empty(out_meta[0].shape, out_meta[0].dtype, *device);
+      results.push_back(kernel_out);
+      break;
+    case OpKind::kMatmul: {
+      Tensor a = inputs[0].rank() == 1 ? inputs[0].unsqueeze(0) : inputs[0];
+      Tensor b = inputs[1].rank() == 1 ? inputs[1].unsqueeze(-1) : inputs[1];
+      Dims batch = BroadcastShapes(Dims(std::span<const int64_t>(a.shape().data(), a.rank() - 2)),
+                                   Dims(std::span<const int64_t>(b.shape().data(), b.rank() - 2)), "matmul");
+      Dims ashape = batch, bshape = batch, oshape = batch;
+      ashape.push_back(a.dim(-2));
+      ashape.push_back(a.dim(-1));
+      bshape.push_back(b.dim(-2));
+      bshape.push_back(b.dim(-1));
+      oshape.push_back(a.dim(-2));
+      oshape.push_back(b.dim(-1));
+      kin[0] = ExpandTo(a, ashape);
+      kin[1] = ExpandTo(b, bshape);
+      kernel_out = runtime::Empty(oshape, out_meta[0].dtype, *device);
+      results.push_back(kernel_out.view(out_meta[0].shape));
+      break;
+    }
+    case OpKind::kReduce: {
+      const int axes_i = s.AttrIndex("axes");
+      auto& axes = std::get<std::vector<int64_t>>(attrs[axes_i]);
+      axes = NormalizeAxes(axes, inputs[0].rank(), s.name);
+      Dims keep = inputs[0].shape();
+      for (int64_t a : axes) keep[static_cast<int>(a)] = 1;
+      kin[0] = inputs[0];
+      kernel_out = runtime::Empty(keep, out_meta[0].dtype, *device);
+      results.push_back(kernel_out.view(out_meta[0].shape));
+      break;
+    }
+    case OpKind::kFill:
+      kernel_out = runtime::Empty(out_meta[0].shape, out_meta[0].dtype, *device);
+      results.push_back(kernel_out);
+      break;
+    case OpKind::kCopy:
+      Throw(ErrorCode::kInternal, "copy runs through Tensor::copy_");
+  }
+  const bool integral_fill = s.kind == OpKind::kFill && !IsFloating(out_meta[0].dtype);
+  const KernelAttrs kattrs = ToKernelAttrs(s, attrs, integral_fill);
+  runtime::Launch(*device, s.kernel_id, {kin.data(), inputs.size()}, {&kernel_out, 1}, kattrs.span());
+  return results;
+}
+
+}  // namespace ops
+
+namespace {
+Tensor Run1(ops::Op op, std::initializer_list<Tensor> inputs, ops::AttrValues attrs = {}) {
+  return ops::Run(op, std::span<const Tensor>(inputs.begin(), inputs.size()), std::move(attrs))[0];
+}
+Tensor Scalar(const Tensor& like, double value) {
+  return full({}, value, like.dtype(), like.device());
+}
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kAdd, {a, b}); }
+Tensor sub(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kSub, {a, b}); }
+Tensor mul(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kMul, {a, b}); }
+Tensor div(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kDiv, {a, b}); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kMaximum, {a, b}); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kMinimum, {a, b}); }
+Tensor add(const Tensor& a, double b) { return add(a, Scalar(a, b)); }
+Tensor sub(const Tensor& a, double b) { return sub(a, Scalar(a, b)); }
+Tensor mul(const Tensor& a, double b) { return mul(a, Scalar(a, b)); }
+Tensor div(const Tensor& a, double b) { return div(a, Scalar(a, b)); }
+Tensor neg(const Tensor& x) { return Run1(ops::Op::kNeg, {x}); }
+Tensor exp(const Tensor& x) { return Run1(ops::Op::kExp, {x}); }
+Tensor relu(const Tensor& x) { return Run1(ops::Op::kRelu, {x}); }
+Tensor matmul(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kMatmul, {a, b}); }
+Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
+  return Run1(ops::Op::kSum, {x}, {std::move(axes), keepdim});
+}
+Tensor mean(const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
+  return Run1(ops::Op::kMean, {x}, {std::move(axes), keepdim});
+}
+Tensor cast(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  return Run1(ops::Op::kCast, {x}, {int64_t{static_cast<int32_t>(dtype)}});
+}
+
+Device DefaultDevice() { return runtime::Runtime::Get().DefaultDevice(); }
+
+Tensor empty(const Dims& shape, DType dtype, std::optional<Device> device) {
+  return runtime::Empty(shape, dtype, device.value_or(DefaultDevice()));
+}
+
+Tensor full(const Dims& shape, double value, DType dtype, std::optional<Device> device) {
+  OAR_CHECK_ARG(DTypeSize(dtype) != 0, "full: invalid dtype");
+  return ops::Run(ops::Op::kFill, {},
+                  {value, std::vector<int64_t>(shape.begin(), shape.end()), int64_t{static_cast<int32_t>(dtype)}},
+                  device.value_or(DefaultDevice()))[0];
+}
+Tensor zeros(const Dims& shape, DType dtype, std::optional<Device> device) { return full(shape, 0, dtype, device); }
+Tensor ones(const Dims& shape, DType dtype, std::optional<Device> device) { return full(shape, 1, dtype, device); }
+
+}  // namespace oar

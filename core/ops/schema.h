@@ -1,0 +1,87 @@
+// Op schemas: the ONE definition of every op — name, inputs, outputs, typed attributes with defaults,
+// accepted dtypes, and shape/dtype inference. Eager entry points (ops.h), kernel keys and, later, the
+// graph IR's op dialect, VJP rules and decompositions all read these records; no second op list exists.
+//
+// Shape inference works on TensorMeta (dtype + extents). It is written against Dims so that symbolic
+// extents can replace int64 later without changing the rules' structure.
+#ifndef OAR_CORE_OPS_SCHEMA_H_
+#define OAR_CORE_OPS_SCHEMA_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/tensor/dims.h"
+#include "core/tensor/dtype.h"
+#include "oar/plugin/types.h"
+
+namespace oar::ops {
+
+/// Identifies an op in the built-in table (index into AllSchemas()).
+enum class Op : int {
+  kAdd, kSub, kMul, kDiv, kMaximum, kMinimum,  // binary elementwise
+  kNeg, kExp, kRelu,                           // unary elementwise
+  kMatmul,
+  kSum, kMean,
+  kCast, kFill, kCopy,
+  kCount_
+};
+
+/// How an op's inputs reach its kernel (the kernel contract in docs/ops.md).
+enum class OpKind { kUnary, kBinary, kMatmul, kReduce, kCast, kFill, kCopy };
+
+/// An attribute value; ints lists for axes and shapes.
+using AttrValue = std::variant<int64_t, double, bool, std::vector<int64_t>>;
+
+struct AttrSpec {
+  std::string_view name;
+  int32_t type;  // oar_attr_type
+  AttrValue default_value;
+  std::string_view doc;
+};
+
+struct TensorMeta {
+  DType dtype = DType::kInvalid;
+  Dims shape;
+};
+
+/// Attribute values of one call, in schema order.
+using AttrValues = std::vector<AttrValue>;
+
+struct OpSchema {
+  Op op;
+  std::string_view name;
+  OpKind kind;
+  std::vector<std::string_view> inputs;
+  std::vector<std::string_view> outputs;
+  std::vector<AttrSpec> attrs;
+  uint32_t dtypes;  // bit (1 << oar_dtype) for every dtype the op accepts
+  std::string_view doc;
+  int kernel_id;    // runtime::InternOp(name)
+
+  bool Accepts(DType t) const { return (dtypes >> static_cast<int>(t)) & 1u; }
+  /// Output metadata for these inputs and attributes; throws oar::Error naming the op, the argument and
+  /// the shapes/dtypes on bad input.
+  std::vector<TensorMeta> Infer(std::span<const TensorMeta> inputs, const AttrValues& attrs) const;
+  /// Index of attribute `name`; throws kInternal when the schema has none.
+  int AttrIndex(std::string_view name) const;
+};
+
+/// Every built-in op, indexed by Op.
+const std::vector<OpSchema>& AllSchemas();
+inline const OpSchema& Schema(Op op) { return AllSchemas()[static_cast<int>(op)]; }
+/// By name; throws kNotFound listing the known ops.
+const OpSchema& SchemaByName(std::string_view name);
+
+/// "float32, float64, ..." for an accepted-dtype mask.
+std::string DTypeMaskString(uint32_t mask);
+
+/// Normalise reduction axes (negative allowed) into a sorted, unique list; empty means all axes.
+std::vector<int64_t> NormalizeAxes(std::span<const int64_t> axes, int rank, std::string_view op);
+
+}  // namespace oar::ops
+
+#endif  // OAR_CORE_OPS_SCHEMA_H_

@@ -1,0 +1,193 @@
+#include "core/runtime/allocator.h"
+
+#include <algorithm>
+
+#include "core/base/error.h"
+#include "core/base/logging.h"
+
+namespace oar::runtime {
+
+struct CachingAllocator::Block {
+  char* ptr = nullptr;
+  size_t size = 0;
+  bool allocated = false;
+  bool small = false;        // which pool it returns to
+  Block* prev = nullptr;     // neighbours within the same segment
+  Block* next = nullptr;
+  CachingAllocator* owner = nullptr;
+};
+
+bool CachingAllocator::BySize::operator()(const Block* a, const Block* b) const {
+  return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
+}
+
+CachingAllocator::CachingAllocator(std::string device, RawMemory raw)
+    : device_(std::move(device)), raw_(std::move(raw)) {}
+
+CachingAllocator::~CachingAllocator() {
+  for (Block* head : segments_) {
+    try {
+      raw_.free(head->ptr);
+    } catch (const std::exception& e) {
+      OAR_LOG_WARNING("{}: freeing a memory segment at teardown failed: {}", device_, e.what());
+    }
+    for (Block* b = head; b != nullptr;) {
+      Block* next = b->next;
+      delete b;
+      b = next;
+    }
+  }
+  for (Block* b : spare_blocks_) delete b;
+}
+
+CachingAllocator::Block* CachingAllocator::NewBlock() {
+  if (spare_blocks_.empty()) return new Block();
+  Block* b = spare_blocks_.back();
+  spare_blocks_.pop_back();
+  *b = Block();
+  return b;
+}
+
+void CachingAllocator::DeleteBlock(Block* b) { spare_blocks_.push_back(b); }
+
+void* CachingAllocator::BlockData(const Block* block) { return block ? block->ptr : nullptr; }
+
+CachingAllocator::Block* CachingAllocator::TryMalloc(size_t rounded, bool small) {
+  Pool& pool = small ? small_pool_ : large_pool_;
+  Block key;
+  key.size = rounded;
+  auto it = pool.lower_bound(&key);
+  Block* block = nullptr;
+  if (it != pool.end()) {
+    block = *it;
+    pool.erase(it);
+  } else {
+    const size_t segment = small ? kSmallSegment : (rounded + kLargeRound - 1) / kLargeRound * kLargeRound;
+    void* ptr = raw_.malloc(segment);  // throws on failure
+    block = NewBlock();
+    block->ptr = static_cast<char*>(ptr);
+    block->size = segment;
+    block->small = small;
+    segments_.push_back(block);
+    ++stats_.num_device_mallocs;
+    stats_.reserved_bytes += segment;
+    stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+  }
+  // Split off the tail when it is worth keeping: any remainder for small blocks, > 1 MiB for large ones
+  // (smaller large tails would mostly fragment).
+  const size_t remaining = block->size - rounded;
+  if ((small && remaining >= kRound) || (!small && remaining > kSmallRequest)) {
+    Block* rest = NewBlock();
+    rest->ptr = block->ptr + rounded;
+    rest->size = remaining;
+    rest->small = small;
+    rest->prev = block;
+    rest->next = block->next;
+    if (block->next) block->next->prev = rest;
+    block->next = rest;
+    block->size = rounded;
+    pool.insert(rest);
+  }
+  block->allocated = true;
+  block->owner = this;
+  return block;
+}
+
+CachingAllocator::Block* CachingAllocator::Malloc(size_t nbytes) {
+  if (nbytes == 0) return nullptr;
+  const size_t rounded = (nbytes + kRound - 1) / kRound * kRound;
+  const bool small = rounded <= kSmallRequest;
+  std::lock_guard<std::mutex> lock(mutex_);
+  Block* block = nullptr;
+  try {
+    block = TryMalloc(rounded, small);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kResourceExhausted) throw;
+    ++stats_.num_cache_flushes;
+    const uint64_t cached_before = stats_.cached_bytes();
+    ReleaseFreeSegments();
+    try {
+      block = TryMalloc(rounded, small);
+    } catch (const Error& retry) {
+      if (retry.code() != ErrorCode::kResourceExhausted) throw;
+      Throw(ErrorCode::kResourceExhausted,
+            "{}: out of device memory: requested {} bytes ({} rounded); {} bytes in use by tensors, {} bytes "
+            "were cached and {} remain cached after returning free segments; device said: {}",
+            device_, nbytes, rounded, stats_.allocated_bytes, cached_before, stats_.cached_bytes(),
+            retry.what());
+    }
+  }
+  stats_.allocated_bytes += block->size;
+  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  ++stats_.num_allocations;
+  return block;
+}
+
+void CachingAllocator::Free(Block* block) {
+  if (block == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  Pool& pool = block->small ? small_pool_ : large_pool_;
+  stats_.allocated_bytes -= block->size;
+  block->allocated = false;
+  // Coalesce with free neighbours.
+  if (Block* next = block->next; next != nullptr && !next->allocated) {
+    pool.erase(next);
+    block->size += next->size;
+    block->next = next->next;
+    if (next->next) next->next->prev = block;
+    DeleteBlock(next);
+  }
+  if (Block* prev = block->prev; prev != nullptr && !prev->allocated) {
+    pool.erase(prev);
+    prev->size += block->size;
+    prev->next = block->next;
+    if (block->next) block->next->prev = prev;
+    DeleteBlock(block);
+    block = prev;
+  }
+  pool.insert(block);
+}
+
+void CachingAllocator::ReleaseFreeSegments() {
+  std::vector<Block*> kept;
+  for (Block* head : segments_) {
+    if (head->allocated || head->next != nullptr) {  // in use or split: keep
+      kept.push_back(head);
+      continue;
+    }
+    (head->small ? small_pool_ : large_pool_).erase(head);
+    stats_.reserved_bytes -= head->size;
+    ++stats_.num_device_frees;
+    try {
+      raw_.free(head->ptr);
+    } catch (const std::exception& e) {
+      OAR_LOG_WARNING("{}: returning a free segment to the device failed: {}", device_, e.what());
+    }
+    DeleteBlock(head);
+  }
+  segments_ = std::move(kept);
+}
+
+void CachingAllocator::EmptyCache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ReleaseFreeSegments();
+}
+
+AllocatorStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+std::shared_ptr<Storage> CachingAllocator::AllocateStorage(Device device, size_t nbytes) {
+  Block* block = Malloc(nbytes);
+  if (block == nullptr) return std::make_shared<Storage>(device, nullptr, 0, nullptr, nullptr);
+  return std::make_shared<Storage>(
+      device, block->ptr, nbytes,
+      [](void* context, void*, size_t) {
+        auto* b = static_cast<Block*>(context);
+        b->owner->Free(b);
+      },
+      block);
+}
+
+}  // namespace oar::runtime

@@ -1,0 +1,98 @@
+// CachingAllocator: per-device memory cache in front of the plugin's malloc/free.
+//
+// Requests are rounded up to 512 bytes. Small requests (<= 1 MiB) are carved from 2 MiB segments, large
+// ones from segments rounded up to 2 MiB. Freed blocks go back to a best-fit pool (ordered by size, then
+// address), are split when the remainder is worth keeping and coalesce with free neighbours of the same
+// segment. When the device reports RESOURCE_EXHAUSTED the allocator returns every wholly free segment to
+// the device and retries once; if that fails too it throws oar::Error(kResourceExhausted) stating the
+// bytes requested, in use and cached.
+//
+// Stream semantics: blocks are handed out for work on the device's compute stream; a block freed while
+// kernels that use it are still queued may be reused at once by later work on that same stream (stream
+// order makes that safe), exactly as CUDA caching allocators do.
+//
+// Thread-safety: all methods are thread-safe.
+#ifndef OAR_CORE_RUNTIME_ALLOCATOR_H_
+#define OAR_CORE_RUNTIME_ALLOCATOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/tensor/storage.h"
+
+namespace oar::runtime {
+
+/// The device memory the allocator draws from. `malloc` throws oar::Error on failure.
+struct RawMemory {
+  std::function<void*(size_t)> malloc;
+  std::function<void(void*)> free;
+};
+
+struct AllocatorStats {
+  uint64_t allocated_bytes = 0;       // in blocks handed out
+  uint64_t peak_allocated_bytes = 0;
+  uint64_t reserved_bytes = 0;        // in segments obtained from the device
+  uint64_t peak_reserved_bytes = 0;
+  uint64_t num_allocations = 0;       // Malloc calls served
+  uint64_t num_device_mallocs = 0;    // segments obtained
+  uint64_t num_device_frees = 0;      // segments returned
+  uint64_t num_cache_flushes = 0;     // times the cache was emptied to satisfy a request
+  uint64_t cached_bytes() const { return reserved_bytes - allocated_bytes; }
+};
+
+class CachingAllocator {
+ public:
+  struct Block;
+
+  static constexpr size_t kRound = 512;
+  static constexpr size_t kSmallRequest = 1 << 20;
+  static constexpr size_t kSmallSegment = 2 << 20;
+  static constexpr size_t kLargeRound = 2 << 20;
+
+  /// `device` names the device in error messages.
+  CachingAllocator(std::string device, RawMemory raw);
+  ~CachingAllocator();  // returns every segment to the device
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  /// A block of at least `nbytes` (nullptr for 0 bytes).
+  Block* Malloc(size_t nbytes);
+  void Free(Block* block);
+  static void* BlockData(const Block* block);
+
+  /// A Storage on `device` owning a fresh block.
+  std::shared_ptr<Storage> AllocateStorage(Device device, size_t nbytes);
+
+  /// Return every wholly free segment to the device.
+  void EmptyCache();
+  AllocatorStats stats() const;
+
+ private:
+  struct BySize {
+    bool operator()(const Block* a, const Block* b) const;
+  };
+  using Pool = std::set<Block*, BySize>;
+
+  Block* TryMalloc(size_t rounded, bool small);
+  void ReleaseFreeSegments();
+  Block* NewBlock();
+  void DeleteBlock(Block* b);
+
+  std::string device_;
+  RawMemory raw_;
+  mutable std::mutex mutex_;
+  Pool small_pool_, large_pool_;
+  std::vector<Block*> spare_blocks_;  // recycled Block records (no heap traffic on the hot path)
+  std::vector<Block*> segments_;      // first block of every segment (for teardown)
+  AllocatorStats stats_;
+};
+
+}  // namespace oar::runtime
+
+#endif  // OAR_CORE_RUNTIME_ALLOCATOR_H_

@@ -1,0 +1,158 @@
+// The caching allocator's policy, over host memory with a capacity limit standing in for a device.
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "core/base/error.h"
+#include "core/runtime/allocator.h"
+
+namespace oar::runtime {
+namespace {
+
+struct FakeDevice {
+  size_t capacity;
+  size_t used = 0;
+  int mallocs = 0, frees = 0;
+  std::map<void*, size_t> live;
+
+  RawMemory Raw() {
+    return {[this](size_t n) -> void* {
+              if (used + n > capacity) Throw(ErrorCode::kResourceExhausted, "fake device: {} bytes left", capacity - used);
+              void* p = std::malloc(n);
+              live[p] = n;
+              used += n;
+              ++mallocs;
+              return p;
+            },
+            [this](void* p) {
+              used -= live.at(p);
+              live.erase(p);
+              ++frees;
+              std::free(p);
+            }};
+  }
+};
+
+using Block = CachingAllocator::Block;
+char* Ptr(Block* b) { return static_cast<char*>(CachingAllocator::BlockData(b)); }
+
+TEST(CachingAllocator, ReusesFreedBlocksWithoutNewDeviceMallocs) {
+  FakeDevice dev{64 << 20};
+  CachingAllocator a("fake:0", dev.Raw());
+  Block* x = a.Malloc(1000);
+  ASSERT_NE(x, nullptr);
+  a.Free(x);
+  for (int i = 0; i < 100; ++i) a.Free(a.Malloc(1000));
+  EXPECT_EQ(dev.mallocs, 1);
+  EXPECT_EQ(a.stats().num_allocations, 101u);
+  EXPECT_EQ(a.stats().allocated_bytes, 0u);
+  EXPECT_EQ(a.Malloc(0), nullptr);
+}
+
+TEST(CachingAllocator, SplitsSmallSegmentsAndCoalescesOnFree) {
+  FakeDevice dev{64 << 20};
+  CachingAllocator a("fake:0", dev.Raw());
+  Block* x = a.Malloc(512);
+  Block* y = a.Malloc(512);
+  Block* z = a.Malloc(512);
+  char* x_ptr = Ptr(x);
+  EXPECT_EQ(dev.mallocs, 1);  // all three come from one 2 MiB segment
+  EXPECT_EQ(Ptr(y), Ptr(x) + 512);
+  EXPECT_EQ(Ptr(z), Ptr(y) + 512);
+  a.Free(y);
+  a.Free(x);
+  a.Free(z);
+  // Coalesced back into one free block: three blocks' worth starts where x did. Without coalescing the
+  // best fit would be the segment's tail, which starts after z.
+  Block* joined = a.Malloc(3 * 512);
+  EXPECT_EQ(Ptr(joined), x_ptr);
+  EXPECT_EQ(a.stats().num_device_mallocs, 1u);
+  a.Free(joined);
+}
+
+TEST(CachingAllocator, BestFitPicksTheSmallestAdequateBlock) {
+  FakeDevice dev{64 << 20};
+  CachingAllocator a("fake:0", dev.Raw());
+  Block* big = a.Malloc(8 << 20);
+  Block* small = a.Malloc(4 << 20);
+  char* small_ptr = Ptr(small);
+  a.Free(big);
+  a.Free(small);
+  Block* again = a.Malloc(3 << 20);
+  EXPECT_EQ(Ptr(again), small_ptr);
+  a.Free(again);
+}
+
+TEST(CachingAllocator, OnExhaustionFreesCacheRetriesThenReportsNumbers) {
+  FakeDevice dev{10 << 20};
+  CachingAllocator a("fake:0", dev.Raw());
+  Block* x = a.Malloc(6 << 20);
+  a.Free(x);  // 6 MiB cached
+  Block* y = a.Malloc(8 << 20);  // needs the cache returned first
+  ASSERT_NE(y, nullptr);
+  EXPECT_EQ(a.stats().num_cache_flushes, 1u);
+  EXPECT_EQ(dev.frees, 1);
+  try {
+    a.Malloc(4 << 20);
+    FAIL() << "allocation beyond capacity succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("fake:0"), std::string::npos) << m;
+    EXPECT_NE(m.find("requested 4194304 bytes"), std::string::npos) << m;
+    EXPECT_NE(m.find("8388608 bytes in use"), std::string::npos) << m;
+  }
+  a.Free(y);
+  EXPECT_EQ(a.stats().allocated_bytes, 0u);
+}
+
+TEST(CachingAllocator, TeardownReturnsEverySegment) {
+  FakeDevice dev{64 << 20};
+  {
+    CachingAllocator a("fake:0", dev.Raw());
+    a.Malloc(100);
+    a.Free(a.Malloc(5 << 20));
+  }
+  EXPECT_EQ(dev.used, 0u);
+  EXPECT_EQ(dev.mallocs, dev.frees);
+}
+
+TEST(CachingAllocator, RandomWorkloadKeepsBlocksDisjointAndStatsExact) {
+  FakeDevice dev{size_t{1} << 30};
+  CachingAllocator a("fake:0", dev.Raw());
+  std::srand(7);
+  std::vector<std::pair<Block*, size_t>> live;
+  size_t expected = 0;
+  for (int step = 0; step < 5000; ++step) {
+    if (live.empty() || std::rand() % 2 == 0) {
+      const size_t n = 1 + static_cast<size_t>(std::rand()) % ((std::rand() % 10 == 0) ? (8 << 20) : 20000);
+      Block* b = a.Malloc(n);
+      const size_t rounded = (n + 511) / 512 * 512;
+      Ptr(b)[0] = static_cast<char>(step);  // the block is writable at both ends
+      Ptr(b)[n - 1] = static_cast<char>(step);
+      live.push_back({b, rounded});
+      expected += rounded;
+    } else {
+      const size_t i = static_cast<size_t>(std::rand()) % live.size();
+      expected -= live[i].second;
+      a.Free(live[i].first);
+      live.erase(live.begin() + static_cast<long>(i));
+    }
+  }
+  std::set<std::pair<char*, char*>> ranges;
+  for (auto [b, n] : live) ranges.insert({Ptr(b), Ptr(b) + n});
+  char* end = nullptr;
+  for (auto [lo, hi] : ranges) {
+    EXPECT_GE(lo, end);  // no overlap
+    end = hi;
+  }
+  EXPECT_GE(a.stats().allocated_bytes, expected);  // large blocks may keep a tail of up to 1 MiB
+  for (auto [b, n] : live) a.Free(b);
+  EXPECT_EQ(a.stats().allocated_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace oar::runtime

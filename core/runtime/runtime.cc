@@ -1,0 +1,331 @@
+#include "core/runtime/runtime.h"
+
+#include <algorithm>
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <set>
+
+#include "core/base/env.h"
+#include "core/base/error.h"
+#include "core/base/logging.h"
+#include "core/runtime/status.h"
+
+namespace oar::runtime {
+namespace {
+
+std::string Where(const DeviceContext& ctx, std::string_view what) {
+  return fmt::format("{} ({}) {}", ctx.device().str(), ctx.plugin().path().filename().string(), what);
+}
+
+AttrValue CopyAttr(const oar_attr_t& a) {
+  AttrValue v;
+  v.name = a.name ? a.name : "";
+  v.type = a.type;
+  switch (a.type) {
+    case OAR_ATTR_INT: v.i = a.v.i; break;
+    case OAR_ATTR_FLOAT: v.f = a.v.f; break;
+    case OAR_ATTR_BOOL: v.b = a.v.b; break;
+    case OAR_ATTR_STRING: v.s.assign(a.v.s.data ? a.v.s.data : "", a.v.s.data ? a.v.s.size : 0); break;
+    case OAR_ATTR_INTS:
+      if (a.v.ints.data) v.ints.assign(a.v.ints.data, a.v.ints.data + a.v.ints.size);
+      break;
+    case OAR_ATTR_FLOATS:
+      if (a.v.floats.data) v.floats.assign(a.v.floats.data, a.v.floats.data + a.v.floats.size);
+      break;
+    default: Throw(ErrorCode::kInvalidArgument, "attribute '{}' has unknown type {}", v.name, a.type);
+  }
+  return v;
+}
+
+}  // namespace
+
+std::string AttrValue::ToString() const {
+  switch (type) {
+    case OAR_ATTR_INT: return std::to_string(i);
+    case OAR_ATTR_FLOAT: return fmt::format("{:g}", f);
+    case OAR_ATTR_BOOL: return b ? "true" : "false";
+    case OAR_ATTR_STRING: return s;
+    case OAR_ATTR_INTS: return fmt::format("[{}]", fmt::join(ints, ", "));
+    case OAR_ATTR_FLOATS: return fmt::format("[{}]", fmt::join(floats, ", "));
+    default: return "?";
+  }
+}
+
+// ---- DeviceContext ---------------------------------------------------------------------------------
+
+DeviceContext::DeviceContext(DeviceType* type, int ordinal)
+    : type_(type), ordinal_(ordinal), device_(type->name(), ordinal) {
+  const oar_attr_t* attrs = nullptr;
+  int32_t n = 0;
+  ThrowIfError(api()->device_attributes(ordinal, &attrs, &n), Where(*this, "device_attributes"));
+  OAR_CHECK(n >= 0 && (n == 0 || attrs != nullptr), kInternal, "{}: device_attributes returned {} entries",
+            Where(*this, ""), n);
+  for (int i = 0; i < n; ++i) {
+    attributes_.push_back(CopyAttr(attrs[i]));
+    if (attributes_.back().name == OAR_DEVICE_ATTR_HOST_ACCESSIBLE && attributes_.back().type == OAR_ATTR_BOOL) {
+      host_accessible_ = attributes_.back().b;
+    }
+  }
+  const oar_device_api_t* dev = api();
+  const int32_t ord = ordinal;
+  const std::string where = device_.str();
+  allocator_ = std::make_unique<CachingAllocator>(
+      where, RawMemory{[dev, ord, where](size_t n) {
+                         void* p = nullptr;
+                         ThrowIfError(dev->malloc(ord, n, &p), fmt::format("{} malloc({} bytes)", where, n));
+                         OAR_CHECK(p != nullptr, kInternal, "{} malloc({} bytes) returned NULL without an error",
+                                   where, n);
+                         return p;
+                       },
+                       [dev, ord, where](void* p) { ThrowIfError(dev->free(ord, p), where + " free"); }});
+}
+
+DeviceContext::~DeviceContext() {
+  allocator_.reset();
+  if (stream_ != nullptr) {
+    oar_status_t* s = api()->stream_destroy(ordinal_, stream_);
+    if (s != nullptr) OAR_LOG_WARNING("{}: {}", Where(*this, "stream_destroy"), TakeStatus(s).message);
+  }
+}
+
+const Plugin& DeviceContext::plugin() const { return type_->plugin(); }
+const oar_device_api_t* DeviceContext::api() const { return type_->plugin().device(); }
+
+const AttrValue* DeviceContext::FindAttribute(std::string_view name) const {
+  for (const AttrValue& a : attributes_) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+oar_stream_t DeviceContext::stream() {
+  std::call_once(stream_once_, [this] {
+    ThrowIfError(api()->stream_create(ordinal_, &stream_), Where(*this, "stream_create"));
+  });
+  return stream_;
+}
+
+void DeviceContext::Synchronize() {
+  ThrowIfError(api()->device_synchronize(ordinal_), Where(*this, "device_synchronize"));
+}
+
+DeviceContext::MemoryStats DeviceContext::PluginMemoryStats() {
+  MemoryStats out;
+  if (!OAR_HAS_SLOT(api(), memory_stats)) return out;
+  oar_memory_stats_t s{};
+  s.struct_size = OAR_MEMORY_STATS_STRUCT_SIZE;
+  ThrowIfError(api()->memory_stats(ordinal_, &s), Where(*this, "memory_stats"));
+  if (s.bytes_in_use_is_set) out.bytes_in_use = s.bytes_in_use;
+  if (s.peak_bytes_in_use_is_set) out.peak_bytes_in_use = s.peak_bytes_in_use;
+  if (s.bytes_limit_is_set) out.bytes_limit = s.bytes_limit;
+  if (s.num_allocs_is_set) out.num_allocs = s.num_allocs;
+  return out;
+}
+
+// ---- DeviceType ------------------------------------------------------------------------------------
+
+DeviceType::DeviceType(std::unique_ptr<Plugin> plugin) : plugin_(std::move(plugin)) {
+  int32_t count = 0;
+  oar_status_t* s = plugin_->device()->device_count(&count);
+  if (s != nullptr) {
+    StatusInfo info = TakeStatus(s);
+    unavailable_reason_ = fmt::format("{}: {}", ErrorCodeName(info.code), info.message);
+    count = 0;
+  }
+  OAR_CHECK(count >= 0 && count < 4096, kInternal, "device_count returned {}", count);
+  for (int i = 0; i < count; ++i) devices_.push_back(std::make_unique<DeviceContext>(this, i));
+}
+
+std::map<std::string, uint64_t> DeviceType::FallbackCounts() const {
+  std::lock_guard<std::mutex> lock(fallback_mutex_);
+  std::map<std::string, uint64_t> out;
+  for (const auto& [op, n] : fallbacks_) out[OpName(op)] = n;
+  return out;
+}
+
+uint64_t DeviceType::RecordFallback(int op_id) {
+  std::lock_guard<std::mutex> lock(fallback_mutex_);
+  return ++fallbacks_[op_id];
+}
+
+// ---- Runtime ---------------------------------------------------------------------------------------
+
+std::filesystem::path DefaultPluginDir() {
+  boost::dll::fs::error_code ec;
+  const boost::dll::fs::path exe = boost::dll::program_location(ec);
+  if (ec) return {};
+  return std::filesystem::path(exe.parent_path().string()) / ".." / "lib" / "oar" / "plugins";
+}
+
+Runtime::Runtime(const Options& options) {
+  strict_ = GetEnvFlag("OAR_STRICT_DEVICE");
+  for (const auto& file : options.plugin_files) Consider(file, "explicit");
+  if (options.use_env_path) {
+    if (const std::optional<std::string> env = GetEnv("OAR_PLUGIN_PATH")) {
+      size_t start = 0;
+      while (start <= env->size()) {
+        const size_t end = std::min(env->find(':', start), env->size());
+        const std::string entry = env->substr(start, end - start);
+        start = end + 1;
+        if (entry.empty()) continue;
+        std::error_code ec;
+        if (std::filesystem::is_directory(entry, ec)) {
+          std::vector<std::filesystem::path> files;
+          for (const auto& e : std::filesystem::directory_iterator(entry, ec)) {
+            if (e.path().extension() == ".so") files.push_back(e.path());
+          }
+          std::sort(files.begin(), files.end());
+          OAR_LOG_DEBUG("OAR_PLUGIN_PATH folder {}: {} candidate(s)", entry, files.size());
+          for (const auto& f : files) Consider(f, "OAR_PLUGIN_PATH");
+        } else {
+          Consider(entry, "OAR_PLUGIN_PATH");
+        }
+      }
+    }
+  }
+  if (options.use_default_dir) {
+    const std::filesystem::path dir = DefaultPluginDir();
+    std::error_code ec;
+    if (!dir.empty() && std::filesystem::is_directory(dir, ec)) {
+      std::vector<std::filesystem::path> files;
+      for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        if (e.path().extension() == ".so") files.push_back(e.path());
+      }
+      std::sort(files.begin(), files.end());
+      OAR_LOG_DEBUG("default plugin folder {}: {} candidate(s)", dir.lexically_normal().string(), files.size());
+      for (const auto& f : files) Consider(f, "default");
+    } else {
+      OAR_LOG_DEBUG("default plugin folder {} does not exist", dir.string());
+    }
+  }
+}
+
+Runtime::~Runtime() = default;
+
+void Runtime::Consider(const std::filesystem::path& given, const std::string& source) {
+  std::error_code ec;
+  std::filesystem::path path = std::filesystem::weakly_canonical(given, ec);
+  if (ec) path = given;
+  for (const Candidate& c : candidates_) {
+    if (c.path == path) {
+      OAR_LOG_DEBUG("plugin candidate {} ({}) already considered; skipping", path.string(), source);
+      return;
+    }
+  }
+  Candidate candidate{path, source, false, ""};
+  OAR_LOG_DEBUG("plugin candidate {} ({})", path.string(), source);
+  if (!std::filesystem::exists(path, ec)) {
+    candidate.reason = "file does not exist";
+  } else {
+    auto loaded = LoadPlugin(path);
+    if (auto* refusal = std::get_if<Refusal>(&loaded)) {
+      candidate.reason = refusal->reason;
+    } else {
+      std::unique_ptr<Plugin>& plugin = std::get<std::unique_ptr<Plugin>>(loaded);
+      if (DeviceType* existing = FindType(plugin->name())) {
+        candidate.reason = fmt::format("device type '{}' is already provided by {}", plugin->name(),
+                                       existing->plugin().path().string());
+      } else {
+        try {
+          auto type = std::make_unique<DeviceType>(std::move(plugin));
+          const int id = Device::InternType(type->name());
+          if (by_type_id_.size() <= static_cast<size_t>(id)) by_type_id_.resize(id + 1, nullptr);
+          by_type_id_[id] = type.get();
+          types_.push_back(std::move(type));
+          candidate.loaded = true;
+        } catch (const Error& e) {
+          candidate.reason = fmt::format("device setup failed: {}", e.what());
+        }
+      }
+    }
+  }
+  if (candidate.loaded) {
+    const DeviceType& t = *types_.back();
+    OAR_LOG_DEBUG("plugin '{}' from {}: {} device(s){}", t.name(), path.string(), t.device_count(),
+                  t.unavailable_reason().empty() ? "" : " — " + t.unavailable_reason());
+  } else {
+    OAR_LOG_WARNING("skipped plugin {} ({}): {}", path.string(), source, candidate.reason);
+  }
+  candidates_.push_back(std::move(candidate));
+}
+
+namespace {
+std::mutex g_runtime_mutex;
+Runtime* g_runtime = nullptr;
+std::optional<Runtime::Options> g_options;
+}  // namespace
+
+Runtime& Runtime::Get() {
+  // Double-checked through a function-local static: the common path is one atomic load.
+  static Runtime* const runtime = [] {
+    std::lock_guard<std::mutex> lock(g_runtime_mutex);
+    g_runtime = new Runtime(g_options.value_or(Options{}));
+    return g_runtime;
+  }();
+  return *runtime;
+}
+
+void Runtime::Configure(const Options& options) {
+  std::lock_guard<std::mutex> lock(g_runtime_mutex);
+  OAR_CHECK(g_runtime == nullptr, kFailedPrecondition,
+            "Runtime::Configure must be called before the runtime is first used");
+  g_options = options;
+}
+
+std::vector<Device> Runtime::devices() const {
+  std::vector<Device> out;
+  for (const auto& t : types_) {
+    for (int i = 0; i < t->device_count(); ++i) out.push_back(t->device(i).device());
+  }
+  return out;
+}
+
+DeviceType* Runtime::FindType(std::string_view name) const {
+  for (const auto& t : types_) {
+    if (t->name() == name) return t.get();
+  }
+  return nullptr;
+}
+
+std::string Runtime::AvailableDevicesString() const {
+  std::string s;
+  for (Device d : devices()) s += (s.empty() ? "" : ", ") + d.str();
+  return s.empty() ? "none" : s;
+}
+
+void Runtime::ThrowUnknownDevice(Device device) const {
+  if (const DeviceType* t = FindType(device.type())) {
+    if (t->device_count() == 0) {
+      Throw(ErrorCode::kNotFound, "device {} is not available: plugin '{}' reports no devices ({}); available "
+            "devices: {}",
+            device.str(), t->name(), t->unavailable_reason().empty() ? "no reason given" : t->unavailable_reason(),
+            AvailableDevicesString());
+    }
+    Throw(ErrorCode::kNotFound, "device {} does not exist: {} has {} device(s); available devices: {}",
+          device.str(), t->name(), t->device_count(), AvailableDevicesString());
+  }
+  std::string refused;
+  for (const Candidate& c : candidates_) {
+    if (!c.loaded) refused += fmt::format("; skipped {}: {}", c.path.filename().string(), c.reason);
+  }
+  Throw(ErrorCode::kNotFound, "unknown device '{}'; available devices: {}{} (run `oar devices` for details)",
+        device.str(), AvailableDevicesString(), refused);
+}
+
+Device Runtime::DefaultDevice() {
+  std::lock_guard<std::mutex> lock(default_mutex_);
+  if (!default_device_) {
+    Device d("cpu", 0);
+    if (const std::optional<std::string> env = GetEnv("OAR_DEVICE")) {
+      try {
+        d = Device(*env);
+      } catch (const Error& e) {
+        Throw(ErrorCode::kInvalidArgument, "OAR_DEVICE='{}': {}", *env, e.what());
+      }
+    }
+    Context(d);  // validates, naming the available devices
+    default_device_ = d;
+  }
+  return *default_device_;
+}
+
+}  // namespace oar::runtime

@@ -1,0 +1,87 @@
+#include "core/runtime/stream.h"
+
+#include "core/base/logging.h"
+#include "core/runtime/status.h"
+
+namespace oar::runtime {
+namespace {
+
+std::string Where(const DeviceContext& ctx, const char* what) { return ctx.device().str() + " " + what; }
+
+void RunCallback(void* user_data) {
+  auto* fn = static_cast<std::function<void()>*>(user_data);
+  try {
+    (*fn)();
+  } catch (const std::exception& e) {
+    OAR_LOG_ERROR("stream callback threw: {}", e.what());  // no caller to report to
+  }
+  delete fn;
+}
+
+}  // namespace
+
+Stream::Stream(Device device) : ctx_(&Runtime::Get().Context(device)) {
+  ThrowIfError(ctx_->api()->stream_create(ctx_->ordinal(), &stream_), Where(*ctx_, "stream_create"));
+}
+
+Stream::~Stream() {
+  if (oar_status_t* s = ctx_->api()->stream_destroy(ctx_->ordinal(), stream_)) {
+    OAR_LOG_WARNING("{}: {}", Where(*ctx_, "stream_destroy"), TakeStatus(s).message);
+  }
+}
+
+void Stream::Synchronize() {
+  ThrowIfError(ctx_->api()->stream_synchronize(ctx_->ordinal(), stream_), Where(*ctx_, "stream_synchronize"));
+}
+
+bool Stream::Query() {
+  bool idle = false;
+  ThrowIfError(ctx_->api()->stream_query(ctx_->ordinal(), stream_, &idle), Where(*ctx_, "stream_query"));
+  return idle;
+}
+
+void Stream::WaitEvent(const Event& event) {
+  ThrowIfError(ctx_->api()->stream_wait_event(ctx_->ordinal(), stream_, event.handle()),
+               Where(*ctx_, "stream_wait_event"));
+}
+
+void Stream::AddCallback(std::function<void()> fn) {
+  auto* heap = new std::function<void()>(std::move(fn));
+  oar_status_t* s = ctx_->api()->stream_add_callback(ctx_->ordinal(), stream_, RunCallback, heap);
+  if (s != nullptr) {
+    delete heap;  // not enqueued: it will never run
+    ThrowIfError(s, Where(*ctx_, "stream_add_callback"));
+  }
+}
+
+Event::Event(Device device) : ctx_(&Runtime::Get().Context(device)) {
+  ThrowIfError(ctx_->api()->event_create(ctx_->ordinal(), &event_), Where(*ctx_, "event_create"));
+}
+
+Event::~Event() {
+  if (oar_status_t* s = ctx_->api()->event_destroy(ctx_->ordinal(), event_)) {
+    OAR_LOG_WARNING("{}: {}", Where(*ctx_, "event_destroy"), TakeStatus(s).message);
+  }
+}
+
+void Event::Record(const Stream& stream) {
+  ThrowIfError(ctx_->api()->event_record(ctx_->ordinal(), event_, stream.handle()), Where(*ctx_, "event_record"));
+}
+
+void Event::Record() {
+  ThrowIfError(ctx_->api()->event_record(ctx_->ordinal(), event_, ctx_->stream()), Where(*ctx_, "event_record"));
+}
+
+bool Event::Query() {
+  bool done = false;
+  ThrowIfError(ctx_->api()->event_query(ctx_->ordinal(), event_, &done), Where(*ctx_, "event_query"));
+  return done;
+}
+
+void Event::Synchronize() {
+  ThrowIfError(ctx_->api()->event_synchronize(ctx_->ordinal(), event_), Where(*ctx_, "event_synchronize"));
+}
+
+void Synchronize(Device device) { Runtime::Get().Context(device).Synchronize(); }
+
+}  // namespace oar::runtime

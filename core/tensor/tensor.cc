@@ -1,0 +1,229 @@
+#include "core/tensor/tensor.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "core/base/error.h"
+
+namespace oar {
+namespace {
+
+const TensorImpl& Checked(const std::shared_ptr<TensorImpl>& impl) {
+  OAR_CHECK(impl != nullptr, kFailedPrecondition, "the tensor is undefined (default-constructed)");
+  return *impl;
+}
+
+// Resolve a single -1 in `shape` against `numel`; throws when impossible.
+Dims InferShape(const Dims& requested, int64_t numel, const Dims& from) {
+  Dims shape = requested;
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      OAR_CHECK_ARG(infer < 0, "view/reshape: shape {} has more than one -1", requested.ToString());
+      infer = i;
+    } else {
+      OAR_CHECK_ARG(shape[i] >= 0, "view/reshape: shape {} has a negative extent", requested.ToString());
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    OAR_CHECK_ARG(known != 0 && numel % known == 0,
+                  "view/reshape: cannot infer -1 in {} for a tensor of shape {} ({} elements)",
+                  requested.ToString(), from.ToString(), numel);
+    shape[infer] = numel / known;
+  } else {
+    OAR_CHECK_ARG(known == numel, "view/reshape: shape {} has {} elements but the tensor of shape {} has {}",
+                  requested.ToString(), known, from.ToString(), numel);
+  }
+  return shape;
+}
+
+// Strides that let `shape` view the same elements as (old_shape, old_strides), or nullopt when the
+// elements are not laid out evenly enough. Walk the old dims from the innermost, grouping runs of dims
+// that are contiguous with each other ("chunks"); each chunk must be covered exactly by a run of new dims.
+std::optional<Dims> ViewStrides(const Dims& old_shape, const Dims& old_strides, const Dims& shape) {
+  Dims strides = Dims::Filled(shape.size(), 0);
+  if (old_shape.Product() == 0 || old_shape.empty()) return ContiguousStrides(shape);
+  int view_d = shape.size() - 1;
+  int64_t chunk_base = old_strides.back();
+  int64_t tensor_numel = 1;
+  int64_t view_numel = 1;
+  for (int d = old_shape.size() - 1; d >= 0; --d) {
+    tensor_numel *= old_shape[d];
+    const bool chunk_ends =
+        d == 0 || (old_shape[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base);
+    if (!chunk_ends) continue;
+    while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+      strides[view_d] = view_numel * chunk_base;
+      view_numel *= shape[view_d];
+      --view_d;
+    }
+    if (view_numel != tensor_numel) return std::nullopt;
+    if (d > 0) {
+      chunk_base = old_strides[d - 1];
+      tensor_numel = 1;
+      view_numel = 1;
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return strides;
+}
+
+}  // namespace
+
+Tensor::Tensor(std::shared_ptr<Storage> storage, DType dtype, Dims shape, Dims strides, int64_t offset) {
+  OAR_CHECK_ARG(storage != nullptr, "Tensor: storage is null");
+  OAR_CHECK_ARG(shape.size() == strides.size(), "Tensor: shape {} and strides {} differ in rank",
+                shape.ToString(), strides.ToString());
+  OAR_CHECK_ARG(DTypeSize(dtype) != 0, "Tensor: invalid dtype {}", static_cast<int>(dtype));
+  impl_ = std::make_shared<TensorImpl>(std::move(storage), dtype, shape, strides, offset);
+}
+
+DType Tensor::dtype() const { return Checked(impl_).dtype; }
+Device Tensor::device() const { return Checked(impl_).storage->device(); }
+const Dims& Tensor::shape() const { return Checked(impl_).shape; }
+const Dims& Tensor::strides() const { return Checked(impl_).strides; }
+int64_t Tensor::offset() const { return Checked(impl_).offset; }
+const std::shared_ptr<Storage>& Tensor::storage() const { return Checked(impl_).storage; }
+int64_t Tensor::numel() const { return shape().Product(); }
+
+int64_t Tensor::dim(int64_t d) const { return shape()[NormalizeAxis(d, rank(), "dim")]; }
+
+void* Tensor::data_ptr() const {
+  const TensorImpl& t = Checked(impl_);
+  return static_cast<char*>(t.storage->data()) + t.offset * static_cast<int64_t>(DTypeSize(t.dtype));
+}
+
+bool Tensor::is_contiguous() const {
+  const TensorImpl& t = Checked(impl_);
+  int64_t expected = 1;
+  for (int i = t.shape.size() - 1; i >= 0; --i) {
+    if (t.shape[i] != 1 && t.strides[i] != expected) return false;
+    expected *= t.shape[i];
+  }
+  return true;
+}
+
+Tensor Tensor::view(const Dims& requested) const {
+  const TensorImpl& t = Checked(impl_);
+  const Dims shape = InferShape(requested, numel(), t.shape);
+  const std::optional<Dims> strides = ViewStrides(t.shape, t.strides, shape);
+  OAR_CHECK_ARG(strides.has_value(),
+                "view: a tensor of shape {} with strides {} cannot be viewed as {} without a copy; use "
+                "reshape() or contiguous()",
+                t.shape.ToString(), t.strides.ToString(), shape.ToString());
+  return Tensor(t.storage, t.dtype, shape, *strides, t.offset);
+}
+
+Tensor Tensor::permute(std::span<const int64_t> dims) const {
+  const TensorImpl& t = Checked(impl_);
+  const int rank = t.shape.size();
+  OAR_CHECK_ARG(static_cast<int>(dims.size()) == rank, "permute: got {} dims for a tensor of rank {}",
+                dims.size(), rank);
+  Dims shape, strides;
+  bool seen[Dims::kMaxRank] = {};
+  for (int64_t d : dims) {
+    const int a = NormalizeAxis(d, rank, "permute");
+    OAR_CHECK_ARG(!seen[a], "permute: dimension {} appears twice", a);
+    seen[a] = true;
+    shape.push_back(t.shape[a]);
+    strides.push_back(t.strides[a]);
+  }
+  return Tensor(t.storage, t.dtype, shape, strides, t.offset);
+}
+
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  const int rank = this->rank();
+  const int a = NormalizeAxis(dim0, rank, "transpose");
+  const int b = NormalizeAxis(dim1, rank, "transpose");
+  Dims order;
+  for (int i = 0; i < rank; ++i) order.push_back(i);
+  std::swap(order[a], order[b]);
+  return permute(order);
+}
+
+Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
+  const TensorImpl& t = Checked(impl_);
+  const int d = NormalizeAxis(dim, t.shape.size(), "slice");
+  OAR_CHECK_ARG(step > 0, "slice: step must be positive, got {}", step);
+  const int64_t n = t.shape[d];
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  Dims shape = t.shape, strides = t.strides;
+  shape[d] = (end - start + step - 1) / step;
+  strides[d] = t.strides[d] * step;
+  return Tensor(t.storage, t.dtype, shape, strides, t.offset + start * t.strides[d]);
+}
+
+Tensor Tensor::expand(const Dims& target) const {
+  const TensorImpl& t = Checked(impl_);
+  const int rank = target.size();
+  OAR_CHECK_ARG(rank >= t.shape.size(), "expand: cannot expand shape {} to fewer dimensions {}",
+                t.shape.ToString(), target.ToString());
+  Dims shape = Dims::Filled(rank, 0), strides = Dims::Filled(rank, 0);
+  const int lead = rank - t.shape.size();
+  for (int i = 0; i < rank; ++i) {
+    if (i < lead) {
+      OAR_CHECK_ARG(target[i] >= 0, "expand: new leading dimension {} of {} must be >= 0", i,
+                    target.ToString());
+      shape[i] = target[i];
+      continue;
+    }
+    const int64_t have = t.shape[i - lead];
+    const int64_t want = target[i] == -1 ? have : target[i];
+    if (have == want) {
+      shape[i] = have;
+      strides[i] = t.strides[i - lead];
+    } else {
+      OAR_CHECK_ARG(have == 1, "expand: dimension {} has extent {} and cannot become {} (shape {} -> {})", i,
+                    have, want, t.shape.ToString(), target.ToString());
+      shape[i] = want;
+    }
+  }
+  return Tensor(t.storage, t.dtype, shape, strides, t.offset);
+}
+
+Tensor Tensor::squeeze(int64_t dim) const {
+  const TensorImpl& t = Checked(impl_);
+  const int d = NormalizeAxis(dim, t.shape.size(), "squeeze");
+  if (t.shape.size() == 0 || t.shape[d] != 1) return *this;
+  Dims shape = t.shape, strides = t.strides;
+  shape.erase(d);
+  strides.erase(d);
+  return Tensor(t.storage, t.dtype, shape, strides, t.offset);
+}
+
+Tensor Tensor::unsqueeze(int64_t dim) const {
+  const TensorImpl& t = Checked(impl_);
+  const int rank = t.shape.size();
+  OAR_CHECK(dim >= -(rank + 1) && dim <= rank, kOutOfRange,
+            "unsqueeze: dim {} is out of range for a tensor of rank {} (expected {} <= dim <= {})", dim,
+            rank, -(rank + 1), rank);
+  const int d = static_cast<int>(dim < 0 ? dim + rank + 1 : dim);
+  Dims shape = t.shape, strides = t.strides;
+  const int64_t stride = d < rank ? t.strides[d] * t.shape[d] : 1;
+  shape.insert(d, 1);
+  strides.insert(d, stride);
+  return Tensor(t.storage, t.dtype, shape, strides, t.offset);
+}
+
+Dims BroadcastShapes(const Dims& a, const Dims& b, const char* op) {
+  const int rank = std::max(a.size(), b.size());
+  Dims out = Dims::Filled(rank, 1);
+  for (int i = 0; i < rank; ++i) {
+    const int ia = i - (rank - a.size());
+    const int ib = i - (rank - b.size());
+    const int64_t x = ia >= 0 ? a[ia] : 1;
+    const int64_t y = ib >= 0 ? b[ib] : 1;
+    OAR_CHECK_ARG(x == y || x == 1 || y == 1,
+                  "{}: shapes {} and {} are not broadcastable (dimension {} has extents {} and {})", op,
+                  a.ToString(), b.ToString(), i, x, y);
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+}  // namespace oar

@@ -1,0 +1,111 @@
+// Tensor: a strided view (shape, strides, offset, dtype) of a Storage on one device.
+//
+// Metadata-only views (view, permute, transpose, slice, expand, squeeze, unsqueeze) are implemented here
+// and never move data. Methods that run kernels (contiguous, reshape, to, clone, item, ToVector,
+// ToString, arithmetic operators) are declared here for convenience and defined in core/ops, which every
+// user of the core links (oar::core).
+//
+// Thread-safety: a Tensor is a shared handle; concurrent reads are safe, concurrent writes to the same
+// elements are the caller's problem (as with any array library).
+#ifndef OAR_CORE_TENSOR_TENSOR_H_
+#define OAR_CORE_TENSOR_TENSOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor/device.h"
+#include "core/tensor/dims.h"
+#include "core/tensor/dtype.h"
+#include "core/tensor/storage.h"
+
+namespace oar {
+
+class TensorImpl;
+
+class Tensor {
+ public:
+  /// An undefined tensor (defined() == false).
+  Tensor() = default;
+  /// A view of `storage`: elements at storage + (offset + sum(index_i * strides_i)) * element size.
+  Tensor(std::shared_ptr<Storage> storage, DType dtype, Dims shape, Dims strides, int64_t offset);
+
+  bool defined() const { return impl_ != nullptr; }
+  DType dtype() const;
+  Device device() const;
+  const Dims& shape() const;
+  const Dims& strides() const;
+  /// Offset of the first element in the storage, in elements.
+  int64_t offset() const;
+  int rank() const { return shape().size(); }
+  /// Extent of dimension `d` (negative counts from the end).
+  int64_t dim(int64_t d) const;
+  int64_t numel() const;
+  size_t element_size() const { return DTypeSize(dtype()); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
+  /// Row-major dense (size-1 dimensions may have any stride).
+  bool is_contiguous() const;
+  const std::shared_ptr<Storage>& storage() const;
+  /// Device address of the first element.
+  void* data_ptr() const;
+
+  // ---- metadata-only views ------------------------------------------------------------------------
+  /// Same elements with a new shape (one entry may be -1). Throws when the strides cannot express it;
+  /// reshape() copies instead.
+  Tensor view(const Dims& shape) const;
+  Tensor permute(std::span<const int64_t> dims) const;
+  Tensor permute(std::initializer_list<int64_t> dims) const {
+    return permute(std::span<const int64_t>(dims.begin(), dims.size()));
+  }
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  /// Elements start, start+step, ... < end along `dim` (Python slice semantics for start/end, step > 0).
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  /// Broadcast to `shape` (size-1 or new leading dims get stride 0; -1 keeps a dimension).
+  Tensor expand(const Dims& shape) const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+
+  // ---- defined in core/ops (they run kernels) -----------------------------------------------------
+  Tensor contiguous() const;
+  Tensor reshape(const Dims& shape) const;
+  Tensor to(Device device) const;
+  Tensor to(DType dtype) const;
+  Tensor clone() const;
+  /// Copy `src` (broadcastable, same dtype) into this tensor's elements (which may be a view).
+  Tensor& copy_(const Tensor& src);
+  /// The single element as T (converted from the tensor's dtype); throws unless numel() == 1.
+  template <typename T>
+  T item() const;
+  /// All elements in row-major order, converted to T.
+  template <typename T>
+  std::vector<T> ToVector() const;
+  /// Multi-line human-readable dump (device, dtype, shape, values; long tensors are abbreviated).
+  std::string ToString() const;
+
+  /// Identity of the underlying implementation object (for tests and caches).
+  const TensorImpl* impl() const { return impl_.get(); }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+class TensorImpl {
+ public:
+  TensorImpl(std::shared_ptr<Storage> storage, DType dtype, Dims shape, Dims strides, int64_t offset)
+      : storage(std::move(storage)), dtype(dtype), shape(shape), strides(strides), offset(offset) {}
+
+  std::shared_ptr<Storage> storage;
+  DType dtype;
+  Dims shape;
+  Dims strides;
+  int64_t offset;
+};
+
+/// Broadcast two shapes (NumPy rules); throws naming `op` and both shapes when incompatible.
+Dims BroadcastShapes(const Dims& a, const Dims& b, const char* op);
+
+}  // namespace oar
+
+#endif  // OAR_CORE_TENSOR_TENSOR_H_

@@ -1,0 +1,127 @@
+// Metadata-only behaviour of Tensor (no kernels, no plugins): views, broadcasting, DLPack, Device names.
+#include <cstdlib>
+#include <numeric>
+
+#include <gtest/gtest.h>
+
+#include "core/tensor/dlpack.h"
+#include "core/tensor/tensor.h"
+
+namespace oar {
+namespace {
+
+// A host-memory tensor holding 0, 1, 2, ... (device "cpu" is only a label here).
+Tensor Iota(const Dims& shape) {
+  const int64_t n = shape.Product();
+  auto* data = static_cast<float*>(std::malloc(sizeof(float) * std::max<int64_t>(n, 1)));
+  std::iota(data, data + n, 0.0f);
+  auto storage = std::make_shared<Storage>(Device("cpu"), data, sizeof(float) * n,
+                                           [](void*, void* p, size_t) { std::free(p); }, nullptr);
+  return Tensor(storage, DType::kFloat32, shape, ContiguousStrides(shape), 0);
+}
+
+float At(const Tensor& t, std::initializer_list<int64_t> index) {
+  int64_t off = t.offset();
+  int i = 0;
+  for (int64_t x : index) off += x * t.strides()[i++];
+  return static_cast<const float*>(t.storage()->data())[off];
+}
+
+TEST(Device, ParsesNamesAndRejectsMalformedOnes) {
+  EXPECT_EQ(Device("cuda:1").type(), "cuda");
+  EXPECT_EQ(Device("cuda:1").index(), 1);
+  EXPECT_EQ(Device("ascend_sim").str(), "ascend_sim:0");
+  EXPECT_EQ(Device("cpu"), Device("cpu", 0));
+  EXPECT_NE(Device("cpu:1"), Device("cpu:0"));
+  for (const char* bad : {"", "CUDA", "cuda:", "cuda:x", "cuda:-1", ":1", "cu da", "cuda:1:2"}) {
+    EXPECT_THROW(Device{bad}, Error) << bad;
+  }
+}
+
+TEST(TensorViews, TransposeAndPermuteSwapStrides) {
+  Tensor t = Iota({2, 3, 4});
+  Tensor p = t.permute({2, 0, 1});
+  EXPECT_EQ(p.shape(), (Dims{4, 2, 3}));
+  EXPECT_EQ(p.strides(), (Dims{1, 12, 4}));
+  EXPECT_FALSE(p.is_contiguous());
+  EXPECT_EQ(At(p, {3, 1, 2}), At(t, {1, 2, 3}));
+  EXPECT_EQ(t.transpose(0, -1).shape(), (Dims{4, 3, 2}));
+  EXPECT_THROW(t.permute({0, 0, 1}), Error);
+  EXPECT_THROW(t.permute({0, 1}), Error);
+  EXPECT_THROW(t.transpose(0, 3), Error);
+}
+
+TEST(TensorViews, SliceFollowsPythonSemantics) {
+  Tensor t = Iota({10});
+  Tensor s = t.slice(0, 2, 9, 3);  // 2, 5, 8
+  EXPECT_EQ(s.shape(), (Dims{3}));
+  EXPECT_EQ(At(s, {2}), 8.0f);
+  EXPECT_EQ(t.slice(0, -3, 100).shape(), (Dims{3}));
+  EXPECT_EQ(t.slice(0, 7, 3).numel(), 0);
+  EXPECT_THROW(t.slice(0, 0, 5, 0), Error);
+}
+
+TEST(TensorViews, ViewNeedsCompatibleStrides) {
+  Tensor t = Iota({2, 3, 4});
+  EXPECT_EQ(t.view({6, -1}).shape(), (Dims{6, 4}));
+  EXPECT_EQ(t.view({-1}).strides(), (Dims{1}));
+  // Splitting and merging within one contiguous chunk works on a permuted tensor...
+  Tensor p = t.permute({1, 0, 2});  // [3, 2, 4], strides [4, 12, 1]
+  EXPECT_EQ(p.view({3, 2, 2, 2}).strides(), (Dims{4, 12, 2, 1}));
+  // ...merging dims that are not adjacent in memory does not.
+  EXPECT_THROW(p.view({6, 4}), Error);
+  EXPECT_THROW(t.view({5, 5}), Error);
+  EXPECT_THROW(t.view({-1, -1}), Error);
+}
+
+TEST(TensorViews, ExpandSqueezeUnsqueeze) {
+  Tensor t = Iota({3, 1});
+  Tensor e = t.expand({2, 3, 4});
+  EXPECT_EQ(e.strides(), (Dims{0, 1, 0}));
+  EXPECT_EQ(At(e, {1, 2, 3}), 2.0f);
+  EXPECT_THROW(t.expand({3, 2, 2}).shape(), Error);  // 3 -> 2 is not a broadcast
+  EXPECT_EQ(t.squeeze(1).shape(), (Dims{3}));
+  EXPECT_EQ(t.squeeze(0).shape(), (Dims{3, 1}));  // not size 1: unchanged
+  EXPECT_EQ(t.unsqueeze(0).shape(), (Dims{1, 3, 1}));
+  EXPECT_EQ(t.unsqueeze(-1).shape(), (Dims{3, 1, 1}));
+  EXPECT_THROW(t.unsqueeze(4), Error);
+}
+
+TEST(Broadcast, FollowsNumpyRulesAndNamesTheOp) {
+  EXPECT_EQ(BroadcastShapes({3, 1, 5}, {4, 1}, "add"), (Dims{3, 4, 5}));
+  EXPECT_EQ(BroadcastShapes({}, {2, 2}, "add"), (Dims{2, 2}));
+  EXPECT_EQ(BroadcastShapes({0, 1}, {1, 3}, "add"), (Dims{0, 3}));
+  try {
+    BroadcastShapes({2, 3}, {4}, "mul");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mul: shapes [2, 3] and [4] are not broadcastable"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(DLPack, RoundTripKeepsViewAndLifetime) {
+  Tensor t = Iota({4, 6}).slice(1, 1, 5).transpose(0, 1);  // [4, 4] strided, offset 1
+  DLManagedTensor* m = ToDLPack(t);
+  EXPECT_EQ(m->dl_tensor.device.device_type, kDLCPU);
+  EXPECT_EQ(m->dl_tensor.byte_offset, 4u);
+  Tensor back = FromDLPack(m);
+  EXPECT_EQ(back.shape(), t.shape());
+  EXPECT_EQ(back.strides(), t.strides());
+  t = Tensor();  // the import alone keeps the memory alive
+  EXPECT_EQ(At(back, {2, 3}), 3 * 6 + 1 + 2);
+}
+
+TEST(DLPack, RejectsWhatItCannotRepresent) {
+  Tensor t = Iota({2});
+  DLManagedTensor* m = ToDLPack(t);
+  m->dl_tensor.dtype.lanes = 4;
+  EXPECT_THROW(FromDLPack(m), Error);
+  m->dl_tensor.dtype.lanes = 1;
+  m->dl_tensor.device.device_type = kDLVulkan;
+  EXPECT_THROW(FromDLPack(m), Error);
+  m->deleter(m);
+}
+
+}  // namespace
+}  // namespace oar

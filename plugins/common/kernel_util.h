@@ -1,0 +1,124 @@
+// Internal helpers shared by the host kernel sources: argument checks, dtype traits, the cast rules
+// and the lists each source appends its kernels to. Not part of the library's interface.
+#ifndef OAR_PLUGINS_COMMON_KERNEL_UTIL_H_
+#define OAR_PLUGINS_COMMON_KERNEL_UTIL_H_
+
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "oar/plugin/cpp/dtype.hpp"
+#include "oar/plugin/cpp/kernel.hpp"
+#include "plugins/common/host_kernels.h"
+
+namespace oar::host {
+
+using sdk::BFloat16;
+using sdk::Half;
+using sdk::KernelCall;
+using sdk::TensorRef;
+
+// ---- the kernel lists -------------------------------------------------------------------------
+void AppendElementwiseKernels(std::vector<HostKernel>* kernels);
+void AppendReduceKernels(std::vector<HostKernel>* kernels);
+void AppendMatmulKernels(std::vector<HostKernel>* kernels);
+void AppendCopyCastKernels(std::vector<HostKernel>* kernels);
+
+/// Wrap `Body(const KernelCall&)` into an ABI kernel function whose exceptions become statuses.
+template <auto Body>
+oar_status_t* GuardedKernel(const oar_kernel_call_t* call) {
+  return sdk::Guard([call] { Body(KernelCall(call)); });
+}
+
+// ---- dtype traits -----------------------------------------------------------------------------
+template <typename T>
+inline constexpr int32_t kDTypeOf = OAR_DTYPE_INVALID;
+template <>
+inline constexpr int32_t kDTypeOf<float> = OAR_DTYPE_FLOAT32;
+template <>
+inline constexpr int32_t kDTypeOf<double> = OAR_DTYPE_FLOAT64;
+template <>
+inline constexpr int32_t kDTypeOf<Half> = OAR_DTYPE_FLOAT16;
+template <>
+inline constexpr int32_t kDTypeOf<BFloat16> = OAR_DTYPE_BFLOAT16;
+template <>
+inline constexpr int32_t kDTypeOf<int8_t> = OAR_DTYPE_INT8;
+template <>
+inline constexpr int32_t kDTypeOf<uint8_t> = OAR_DTYPE_UINT8;
+template <>
+inline constexpr int32_t kDTypeOf<int32_t> = OAR_DTYPE_INT32;
+template <>
+inline constexpr int32_t kDTypeOf<int64_t> = OAR_DTYPE_INT64;
+template <>
+inline constexpr int32_t kDTypeOf<bool> = OAR_DTYPE_BOOL;
+
+template <typename T>
+inline constexpr bool kIsHalfLike = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+template <typename T>
+inline constexpr bool kIsFloating = std::is_floating_point_v<T> || kIsHalfLike<T>;
+
+/// The type arithmetic on T happens in: float for the 16-bit floating types, T otherwise.
+template <typename T>
+using ComputeT = std::conditional_t<kIsHalfLike<T>, float, T>;
+
+template <typename... Ts>
+struct TypeList {};
+using FloatTypes = TypeList<float, double, Half, BFloat16>;
+using AllTypes = TypeList<float, double, Half, BFloat16, int8_t, uint8_t, int32_t, int64_t, bool>;
+
+// ---- the cast rules (docs/ops.md, "cast") ------------------------------------------------------
+
+/// Convert one value with the cast rules: to bool is x != 0 (NaN -> true); floating -> integer
+/// truncates toward zero, NaN -> 0, out of range saturates; integer -> integer wraps; everything
+/// else rounds to nearest (16-bit floats round to nearest even through float).
+template <typename To, typename From>
+inline To Convert(From x) {
+  if constexpr (std::is_same_v<To, From>) {
+    return x;
+  } else if constexpr (kIsHalfLike<From>) {
+    return Convert<To>(static_cast<float>(x));
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return x != From(0);
+  } else if constexpr (kIsHalfLike<To>) {
+    return To(static_cast<float>(x));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    // Compare in double: every To bound + 1 is exact there, so the saturation points are exact too.
+    const double v = static_cast<double>(x);
+    if (std::isnan(v)) return To(0);
+    constexpr double kHi = static_cast<double>(std::numeric_limits<To>::max()) + 1.0;
+    constexpr double kLo = static_cast<double>(std::numeric_limits<To>::min());
+    if (v >= kHi) return std::numeric_limits<To>::max();
+    if (v <= kLo) return std::numeric_limits<To>::min();
+    return static_cast<To>(v);  // truncates toward zero
+  } else {
+    return static_cast<To>(x);  // integer widening/narrowing (modular), int -> float, float <-> double
+  }
+}
+
+// ---- argument checks --------------------------------------------------------------------------
+
+/// "[2, 3], [3] -> [2, 3]": the call's shapes, for error messages.
+std::string ShapesOf(const KernelCall& call);
+
+/// Throw INVALID_ARGUMENT naming the op, device and shapes, followed by `what`.
+[[noreturn]] void Invalid(const KernelCall& call, const std::string& what);
+
+/// Require `inputs` inputs and `outputs` outputs.
+void CheckArity(const KernelCall& call, int inputs, int outputs);
+
+/// Require the dtypes of the inputs then the outputs to be `dtypes` (the kernel's key).
+void CheckDTypes(const KernelCall& call, std::initializer_list<int32_t> dtypes);
+
+/// Require `t` to have exactly `ref`'s rank and shape.
+void CheckSameShape(const KernelCall& call, const TensorRef& t, const TensorRef& ref, const char* what);
+
+/// Require the output `t` to be row-major contiguous.
+void CheckContiguous(const KernelCall& call, const TensorRef& t, const char* what);
+
+}  // namespace oar::host
+
+#endif  // OAR_PLUGINS_COMMON_KERNEL_UTIL_H_

@@ -1,0 +1,452 @@
+// Matmul host kernel: out[..., M, N] = a[..., M, K] @ b[..., K, N].
+//
+// float32 and bfloat16 go to oneDNN with memory descriptors carrying the operands' real strides, so a
+// transposed operand (swapped strides) costs no copy. Batch dimensions are collapsed; when they
+// collapse to one (or none) a single batched primitive runs, with a stride-0 batch expressed as
+// oneDNN's own broadcast (batch extent 1); otherwise one 2-D primitive runs per batch element. An
+// operand whose matrix is neither row- nor column-major (e.g. a stride-0 row) is packed first.
+// Primitive creation costs far more than a small matmul, so primitives are cached in an LRU keyed by
+// (dtype, dims, strides). float16, which oneDNN 2.6 cannot multiply on CPUs without AVX512-FP16, and
+// bfloat16 on CPUs without AVX512-BF16, go through float32 copies (accumulation is float32 either
+// way). float64 has no oneDNN matmul: a cache-blocked loop, parallel over row blocks.
+#include <algorithm>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "plugins/common/kernel_util.h"
+#include "plugins/common/strided.h"
+
+namespace oar::host {
+namespace {
+
+using Dims = dnnl::memory::dims;
+
+// ---- the problem, independent of how it is computed -------------------------------------------
+
+/// One operand: base pointer and element strides of every dimension (batch dims, then the matrix).
+struct Operand {
+  char* data = nullptr;
+  std::array<int64_t, OAR_MAX_RANK> strides{};
+};
+
+struct Problem {
+  int rank = 0;                               // >= 2
+  std::array<int64_t, OAR_MAX_RANK> shape{};  // the output's: [batch..., M, N]
+  int64_t m = 0, n = 0, k = 0;
+  Operand a, b, c;
+
+  std::span<const int64_t> batch_shape() const { return {shape.data(), static_cast<size_t>(rank - 2)}; }
+  std::span<const int64_t> batch_strides(const Operand& o) const {
+    return {o.strides.data(), static_cast<size_t>(rank - 2)};
+  }
+  /// a's full shape [batch..., M, K].
+  std::array<int64_t, OAR_MAX_RANK> shape_a() const {
+    std::array<int64_t, OAR_MAX_RANK> s = shape;
+    s[rank - 1] = k;
+    return s;
+  }
+  /// b's full shape [batch..., K, N].
+  std::array<int64_t, OAR_MAX_RANK> shape_b() const {
+    std::array<int64_t, OAR_MAX_RANK> s = shape;
+    s[rank - 2] = k;
+    return s;
+  }
+};
+
+/// Owns the dense copy of a packed operand.
+struct Buffer {
+  std::unique_ptr<char[]> bytes;
+};
+
+/// Copy the operand into a dense buffer of `To`, converting with the cast rules. Batch dims with
+/// stride 0 stay broadcast (not materialised); everything else becomes row-major.
+template <typename From, typename To>
+Operand Pack(int rank, const std::array<int64_t, OAR_MAX_RANK>& full, const Operand& o, Buffer* buffer) {
+  std::array<int64_t, OAR_MAX_RANK> shape = full, dense{};
+  for (int d = 0; d < rank - 2; ++d) {
+    if (o.strides[d] == 0) shape[d] = 1;
+  }
+  int64_t numel = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    dense[d] = numel;
+    numel *= shape[d];
+  }
+  buffer->bytes.reset(new char[std::max<int64_t>(numel, 1) * sizeof(To)]);
+  Operand packed;
+  packed.data = buffer->bytes.get();
+  for (int d = 0; d < rank; ++d) packed.strides[d] = shape[d] == full[d] ? dense[d] : 0;
+  const std::span<const int64_t> dims(shape.data(), rank);
+  const auto l = Collapse<2>(
+      dims, {std::span<const int64_t>(dense.data(), rank), std::span<const int64_t>(o.strides.data(), rank)},
+      {sizeof(To), sizeof(From)});
+  ForEach<2>(l, {packed.data, o.data}, [](const std::array<char*, 2>& q, int64_t n, const std::array<int64_t, 2>& s) {
+    To* dst = reinterpret_cast<To*>(q[0]);
+    const From* src = reinterpret_cast<const From*>(q[1]);
+    const int64_t ss = s[1] / static_cast<int64_t>(sizeof(From));
+    for (int64_t i = 0; i < n; ++i) dst[i] = Convert<To>(src[i * ss]);
+  });
+  return packed;
+}
+
+/// Row- or column-major view of a rows x cols matrix with element strides (rs, cs), normalised so
+/// that oneDNN accepts it; false when the matrix is neither (it must be packed).
+bool PlainMatrix(int64_t rows, int64_t cols, int64_t* rs, int64_t* cs) {
+  if ((cols == 1 || *cs == 1) && (rows == 1 || *rs >= cols)) {
+    *cs = 1;
+    if (rows == 1) *rs = cols;
+    return true;
+  }
+  if ((rows == 1 || *rs == 1) && (cols == 1 || *cs >= rows)) {
+    *rs = 1;
+    if (cols == 1) *cs = rows;
+    return true;
+  }
+  return false;
+}
+
+// ---- oneDNN -----------------------------------------------------------------------------------
+
+dnnl::engine& Engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+struct Primitive {
+  bool ok = false;  // false: oneDNN has no implementation for this problem
+  dnnl::matmul matmul;
+};
+
+/// LRU of primitives. Creation happens outside the lock: two threads may build the same primitive
+/// once each, which is cheaper than serialising every lookup behind a creation.
+class PrimitiveCache {
+ public:
+  static PrimitiveCache& Get() {
+    static PrimitiveCache cache;
+    return cache;
+  }
+
+  std::shared_ptr<const Primitive> Find(dnnl::memory::data_type dt, const dnnl::memory::desc& a,
+                                        const dnnl::memory::desc& b, const dnnl::memory::desc& c) {
+    std::string key = Key(dt, a, b, c);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = index_.find(key);
+      if (it != index_.end()) {
+        order_.splice(order_.begin(), order_, it->second);
+        return it->second->second;
+      }
+    }
+    auto made = std::make_shared<Primitive>();
+    try {
+      made->matmul = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), Engine()));
+      made->ok = true;
+    } catch (const dnnl::error&) {
+      made->ok = false;  // remembered, so the fallback is chosen at once next time
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (index_.count(key) == 0) {
+      order_.emplace_front(key, made);
+      index_.emplace(std::move(key), order_.begin());
+      if (order_.size() > kCapacity) {
+        index_.erase(order_.back().first);
+        order_.pop_back();
+      }
+    }
+    return made;
+  }
+
+ private:
+  static constexpr size_t kCapacity = 128;
+
+  static std::string Key(dnnl::memory::data_type dt, const dnnl::memory::desc& a, const dnnl::memory::desc& b,
+                         const dnnl::memory::desc& c) {
+    std::vector<int64_t> words{static_cast<int64_t>(dt)};
+    for (const dnnl::memory::desc* md : {&a, &b, &c}) {
+      const int nd = md->data.ndims;
+      words.push_back(nd);
+      words.insert(words.end(), md->data.dims, md->data.dims + nd);
+      words.insert(words.end(), md->data.format_desc.blocking.strides, md->data.format_desc.blocking.strides + nd);
+    }
+    return std::string(reinterpret_cast<const char*>(words.data()), words.size() * sizeof(int64_t));
+  }
+
+  std::mutex mu_;
+  std::list<std::pair<std::string, std::shared_ptr<const Primitive>>> order_;
+  std::unordered_map<std::string, decltype(order_)::iterator> index_;
+};
+
+void Execute(const dnnl::matmul& matmul, const dnnl::memory::desc& a_md, const dnnl::memory::desc& b_md,
+             const dnnl::memory::desc& c_md, char* a, char* b, char* c) {
+  // A stream per thread: creating one per call would show up on small matmuls.
+  thread_local dnnl::stream stream(Engine());
+  dnnl::memory am(a_md, Engine(), a), bm(b_md, Engine(), b), cm(c_md, Engine(), c);
+  matmul.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  stream.wait();
+}
+
+/// Run the problem through oneDNN in dtype `dt` (operands already of that type). Returns false when
+/// oneDNN has no implementation for it.
+/// `pack_all` packs both operands even when their strides are plain: the retry when oneDNN refused them.
+bool RunOneDnn(Problem p, dnnl::memory::data_type dt, size_t elem_size, bool pack_all = false) {
+  const int r = p.rank;
+  std::array<Buffer, 2> buffers;
+  int64_t ars = p.a.strides[r - 2], acs = p.a.strides[r - 1];
+  int64_t brs = p.b.strides[r - 2], bcs = p.b.strides[r - 1];
+  auto pack = [&](Operand* o, const std::array<int64_t, OAR_MAX_RANK>& full, Buffer* buf) {
+    switch (elem_size) {
+      case 4:
+        *o = Pack<float, float>(r, full, *o, buf);
+        break;
+      case 2:
+        *o = Pack<uint16_t, uint16_t>(r, full, *o, buf);
+        break;
+      default:
+        throw sdk::StatusError(OAR_STATUS_INTERNAL, "matmul: unexpected element size");
+    }
+  };
+  bool packed = false;
+  if (pack_all || !PlainMatrix(p.m, p.k, &ars, &acs)) {
+    pack(&p.a, p.shape_a(), &buffers[0]);
+    ars = p.k;
+    acs = 1;
+    packed = true;
+  }
+  if (pack_all || !PlainMatrix(p.k, p.n, &brs, &bcs)) {
+    pack(&p.b, p.shape_b(), &buffers[1]);
+    brs = p.n;
+    bcs = 1;
+    packed = true;
+  }
+  const int64_t es = static_cast<int64_t>(elem_size);
+  const auto batch =
+      Collapse<3>(p.batch_shape(), {p.batch_strides(p.c), p.batch_strides(p.a), p.batch_strides(p.b)}, {es, es, es});
+  if (batch.numel == 0) return true;
+
+  if (batch.rank == 1) {  // one batched primitive (or a plain 2-D one)
+    const int64_t nb = batch.shape[0];
+    const int64_t sa = batch.strides[1][0] / es, sb = batch.strides[2][0] / es;
+    const bool batched = nb > 1;
+    auto md = [&](int64_t bdim, int64_t bstride, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+      if (!batched) return dnnl::memory::desc(Dims{rows, cols}, dt, Dims{rs, cs});
+      // A broadcast batch is oneDNN's batch extent 1; its stride is then irrelevant but must be valid.
+      const int64_t span = std::max(rows * rs, cols * cs);
+      return dnnl::memory::desc(Dims{bdim, rows, cols}, dt, Dims{bdim == 1 ? span : bstride, rs, cs});
+    };
+    const auto a_md = md(sa == 0 ? 1 : nb, sa, p.m, p.k, ars, acs);
+    const auto b_md = md(sb == 0 ? 1 : nb, sb, p.k, p.n, brs, bcs);
+    const auto c_md = md(nb, p.m * p.n, p.m, p.n, p.n, 1);
+    auto prim = PrimitiveCache::Get().Find(dt, a_md, b_md, c_md);
+    if (prim->ok) {
+      Execute(prim->matmul, a_md, b_md, c_md, p.a.data, p.b.data, p.c.data);
+      return true;
+    }
+  }
+  // One 2-D primitive per batch element.
+  const dnnl::memory::desc a_md(Dims{p.m, p.k}, dt, Dims{ars, acs});
+  const dnnl::memory::desc b_md(Dims{p.k, p.n}, dt, Dims{brs, bcs});
+  const dnnl::memory::desc c_md(Dims{p.m, p.n}, dt, Dims{p.n, 1});
+  auto prim = PrimitiveCache::Get().Find(dt, a_md, b_md, c_md);
+  if (!prim->ok) {
+    // Unusual leading dimensions can be refused where dense ones are not; an unsupported dtype is
+    // refused either way.
+    const bool both_dense = packed && ars == p.k && acs == 1 && brs == p.n && bcs == 1;
+    return both_dense || pack_all ? false : RunOneDnn(p, dt, elem_size, true);
+  }
+  ForRange<3>(batch, {p.c.data, p.a.data, p.b.data}, 0, batch.numel,
+              [&](const std::array<char*, 3>& q, int64_t n, const std::array<int64_t, 3>& s) {
+                for (int64_t i = 0; i < n; ++i) {
+                  Execute(prim->matmul, a_md, b_md, c_md, q[1] + i * s[1], q[2] + i * s[2], q[0] + i * s[0]);
+                }
+              });
+  return true;
+}
+
+// ---- float64 ----------------------------------------------------------------------------------
+
+/// Rows [i0, i1) of one matrix product; b is row-major with unit column stride, c dense.
+/// Within a (K, N) cache block, 4x4 tiles of c are accumulated in registers across the block's K range
+/// (one load of b serves four rows); ragged edges take the plain row loop.
+void GemmRowsF64(const Problem& p, const double* a, const double* b, int64_t brs, double* c, int64_t i0, int64_t i1) {
+  constexpr int64_t kBlockK = 256, kBlockN = 256, kTile = 4;
+  const int r = p.rank;
+  const int64_t ars = p.a.strides[r - 2], acs = p.a.strides[r - 1];
+  std::fill(c + i0 * p.n, c + i1 * p.n, 0.0);
+  for (int64_t k0 = 0; k0 < p.k; k0 += kBlockK) {
+    const int64_t k1 = std::min(p.k, k0 + kBlockK);
+    for (int64_t j0 = 0; j0 < p.n; j0 += kBlockN) {
+      const int64_t j1 = std::min(p.n, j0 + kBlockN);
+      const int64_t tiled_j = j0 + (j1 - j0) / kTile * kTile;
+      int64_t i = i0;
+      for (; i + kTile <= i1; i += kTile) {
+        for (int64_t j = j0; j < tiled_j; j += kTile) {
+          double acc[kTile][kTile] = {};
+          for (int64_t kk = k0; kk < k1; ++kk) {
+            const double* brow = b + kk * brs + j;
+            for (int64_t ti = 0; ti < kTile; ++ti) {
+              const double aik = a[(i + ti) * ars + kk * acs];
+              for (int64_t tj = 0; tj < kTile; ++tj) acc[ti][tj] += aik * brow[tj];
+            }
+          }
+          for (int64_t ti = 0; ti < kTile; ++ti) {
+            for (int64_t tj = 0; tj < kTile; ++tj) c[(i + ti) * p.n + j + tj] += acc[ti][tj];
+          }
+        }
+        for (int64_t ti = 0; ti < kTile; ++ti) {  // columns left of a whole tile
+          for (int64_t kk = k0; kk < k1; ++kk) {
+            const double aik = a[(i + ti) * ars + kk * acs];
+            for (int64_t j = tiled_j; j < j1; ++j) c[(i + ti) * p.n + j] += aik * b[kk * brs + j];
+          }
+        }
+      }
+      for (; i < i1; ++i) {  // rows left of a whole tile
+        double* crow = c + i * p.n;
+        for (int64_t kk = k0; kk < k1; ++kk) {
+          const double aik = a[i * ars + kk * acs];
+          const double* brow = b + kk * brs;
+#pragma omp simd
+          for (int64_t j = j0; j < j1; ++j) crow[j] += aik * brow[j];
+        }
+      }
+    }
+  }
+}
+
+void MatmulF64(Problem p) {
+  const int r = p.rank;
+  Buffer buffer;
+  if (p.b.strides[r - 1] != 1 && p.n > 1) {  // the inner loop wants unit-stride rows of b
+    p.b = Pack<double, double>(r, p.shape_b(), p.b, &buffer);
+  }
+  const auto batch =
+      Collapse<3>(p.batch_shape(), {p.batch_strides(p.c), p.batch_strides(p.a), p.batch_strides(p.b)}, {8, 8, 8});
+  if (batch.numel == 0) return;
+  std::vector<std::array<double*, 3>> mats;  // (c, a, b) per batch element
+  mats.reserve(batch.numel);
+  ForRange<3>(
+      batch, {p.c.data, p.a.data, p.b.data}, 0, batch.numel,
+      [&](const std::array<char*, 3>& q, int64_t n, const std::array<int64_t, 3>& s) {
+        for (int64_t i = 0; i < n; ++i) {
+          mats.push_back({reinterpret_cast<double*>(q[0] + i * s[0]), reinterpret_cast<double*>(q[1] + i * s[1]),
+                          reinterpret_cast<double*>(q[2] + i * s[2])});
+        }
+      });
+  constexpr int64_t kRowsPerTask = 16;
+  const int64_t row_tasks = (p.m + kRowsPerTask - 1) / kRowsPerTask;
+  const int64_t brs = p.b.strides[r - 2];
+  ParallelFor(
+      batch.numel * row_tasks,
+      [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          const auto& mat = mats[t / row_tasks];
+          const int64_t i0 = (t % row_tasks) * kRowsPerTask;
+          GemmRowsF64(p, mat[1], mat[2], brs, mat[0], i0, std::min(p.m, i0 + kRowsPerTask));
+        }
+      },
+      batch.numel * p.m * p.n * p.k);
+}
+
+// ---- the kernel -------------------------------------------------------------------------------
+
+template <typename T>
+dnnl::memory::data_type DnnlType() {
+  if constexpr (std::is_same_v<T, float>) return dnnl::memory::data_type::f32;
+  if constexpr (std::is_same_v<T, BFloat16>) return dnnl::memory::data_type::bf16;
+  if constexpr (std::is_same_v<T, Half>) return dnnl::memory::data_type::f16;
+  return dnnl::memory::data_type::undef;
+}
+
+/// Whether oneDNN multiplies `dt` at all on this CPU (asked once per dtype by the caller).
+bool OneDnnSupports(dnnl::memory::data_type dt) {
+  const dnnl::memory::desc md(Dims{16, 16}, dt, Dims{16, 1});
+  return PrimitiveCache::Get().Find(dt, md, md, md)->ok;
+}
+
+/// float16/bfloat16 through float32: convert both operands, multiply, round the result once.
+template <typename T>
+void MatmulViaF32(const Problem& p) {
+  Buffer abuf, bbuf;
+  Problem q = p;
+  q.a = Pack<T, float>(p.rank, p.shape_a(), p.a, &abuf);
+  q.b = Pack<T, float>(p.rank, p.shape_b(), p.b, &bbuf);
+  int64_t numel = 1;
+  for (int d = 0; d < p.rank; ++d) numel *= p.shape[d];
+  std::vector<float> c(numel);
+  q.c.data = reinterpret_cast<char*>(c.data());
+  if (!RunOneDnn(q, dnnl::memory::data_type::f32, sizeof(float))) {
+    throw sdk::StatusError(OAR_STATUS_INTERNAL, "matmul: oneDNN has no float32 matmul for this problem");
+  }
+  // The output is contiguous, like c.
+  T* out = reinterpret_cast<T*>(p.c.data);
+  ParallelFor(numel, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = T(c[i]);
+  });
+}
+
+template <typename T>
+void Matmul(const KernelCall& call) {
+  CheckArity(call, 2, 1);
+  CheckDTypes(call, {kDTypeOf<T>, kDTypeOf<T>, kDTypeOf<T>});
+  const TensorRef a = call.input(0);
+  const TensorRef b = call.input(1);
+  const TensorRef out = call.output(0);
+  const int r = out.rank();
+  if (r < 2 || a.rank() != r || b.rank() != r) {
+    Invalid(call, "inputs and output must share one rank >= 2");
+  }
+  Problem p;
+  p.rank = r;
+  std::copy(out.shape().begin(), out.shape().end(), p.shape.begin());
+  p.m = out.dim(r - 2);
+  p.n = out.dim(r - 1);
+  p.k = a.dim(r - 1);
+  for (int d = 0; d < r - 2; ++d) {
+    if (a.dim(d) != out.dim(d) || b.dim(d) != out.dim(d)) {
+      Invalid(call, "batch dimension " + std::to_string(d) + " of the inputs must equal the output's");
+    }
+  }
+  if (a.dim(r - 2) != p.m || b.dim(r - 2) != p.k || b.dim(r - 1) != p.n) {
+    Invalid(call, "expected a [..., M, K], b [..., K, N] and out [..., M, N]");
+  }
+  if (out.numel() == 0) return;
+  CheckContiguous(call, out, "the output");
+  for (auto [t, o] : {std::pair{&a, &p.a}, std::pair{&b, &p.b}, std::pair{&out, &p.c}}) {
+    o->data = t->template data<char>();
+    std::copy(t->strides().begin(), t->strides().end(), o->strides.begin());
+  }
+  if (p.k == 0) {  // an empty sum: zeros
+    std::fill(out.data<T>(), out.data<T>() + out.numel(), T(0));
+    return;
+  }
+  if constexpr (std::is_same_v<T, double>) {
+    MatmulF64(p);
+  } else {
+    static const bool native = OneDnnSupports(DnnlType<T>());
+    if (native && RunOneDnn(p, DnnlType<T>(), sizeof(T))) return;
+    if constexpr (kIsHalfLike<T>) {
+      MatmulViaF32<T>(p);
+    } else {
+      throw sdk::StatusError(OAR_STATUS_INTERNAL, call.Where() + " (" + ShapesOf(call) +
+                                                      "): oneDNN has no float32 matmul for these strides");
+    }
+  }
+}
+
+}  // namespace
+
+void AppendMatmulKernels(std::vector<HostKernel>* kernels) {
+  kernels->push_back(
+      {"matmul", {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32}, 3, &GuardedKernel<&Matmul<float>>});
+  kernels->push_back(
+      {"matmul", {OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64}, 3, &GuardedKernel<&Matmul<double>>});
+  kernels->push_back(
+      {"matmul", {OAR_DTYPE_FLOAT16, OAR_DTYPE_FLOAT16, OAR_DTYPE_FLOAT16}, 3, &GuardedKernel<&Matmul<Half>>});
+  kernels->push_back(
+      {"matmul", {OAR_DTYPE_BFLOAT16, OAR_DTYPE_BFLOAT16, OAR_DTYPE_BFLOAT16}, 3, &GuardedKernel<&Matmul<BFloat16>>});
+}
+
+}  // namespace oar::host

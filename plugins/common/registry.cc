@@ -1,0 +1,115 @@
+// The list of host kernels and their registration; the argument checks every kernel shares.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "plugins/common/host_kernels.h"
+#include "plugins/common/kernel_util.h"
+
+namespace oar::host {
+
+std::span<const HostKernel> HostKernels() {
+  static const std::vector<HostKernel> kernels = [] {
+    std::vector<HostKernel> k;
+    AppendElementwiseKernels(&k);
+    AppendReduceKernels(&k);
+    AppendMatmulKernels(&k);
+    AppendCopyCastKernels(&k);
+    return k;
+  }();
+  return kernels;
+}
+
+const HostKernel* FindHostKernel(std::string_view op, std::span<const int32_t> dtypes) {
+  for (const HostKernel& k : HostKernels()) {
+    if (op == k.op && std::ranges::equal(dtypes, k.key_dtypes())) return &k;
+  }
+  return nullptr;
+}
+
+void RegisterHostKernels(oar_kernel_registrar_t* registrar, const KernelFilter& filter) {
+  for (const HostKernel& k : HostKernels()) {
+    if (filter && !filter(k.op, k.key_dtypes())) continue;
+    oar_kernel_def_t def{};
+    def.struct_size = OAR_KERNEL_DEF_STRUCT_SIZE;
+    def.op = k.op;
+    def.dtypes = k.dtypes.data();
+    def.num_dtypes = k.num_dtypes;
+    def.format = OAR_FORMAT_PLAIN;
+    def.fn = k.fn;
+    oar_status_t* status = sdk::Host()->register_kernel(registrar, &def);
+    if (status != nullptr) {
+      const auto code = static_cast<oar_status_code>(sdk::Host()->status_code(status));
+      std::string message = sdk::Host()->status_message(status);
+      sdk::Host()->status_destroy(status);
+      throw sdk::StatusError(code, "registering host kernel '" + std::string(k.op) + "': " + message);
+    }
+  }
+}
+
+// ---- argument checks --------------------------------------------------------------------------
+
+std::string ShapesOf(const KernelCall& call) {
+  std::string s;
+  for (int i = 0; i < call.num_inputs(); ++i) {
+    s += (i ? ", " : "") + call.input(i).ShapeString();
+  }
+  s += " -> ";
+  for (int i = 0; i < call.num_outputs(); ++i) {
+    s += (i ? ", " : "") + call.output(i).ShapeString();
+  }
+  return s;
+}
+
+void Invalid(const KernelCall& call, const std::string& what) {
+  throw sdk::StatusError(OAR_STATUS_INVALID_ARGUMENT, call.Where() + " (" + ShapesOf(call) + "): " + what);
+}
+
+void CheckArity(const KernelCall& call, int inputs, int outputs) {
+  if (call.num_inputs() != inputs || call.num_outputs() != outputs) {
+    // Descriptors may be missing altogether here, so do not print shapes.
+    throw sdk::StatusError(OAR_STATUS_INVALID_ARGUMENT, call.Where() + ": expected " + std::to_string(inputs) +
+                                                            " input(s) and " + std::to_string(outputs) +
+                                                            " output(s), got " + std::to_string(call.num_inputs()) +
+                                                            " and " + std::to_string(call.num_outputs()));
+  }
+  for (int i = 0; i < inputs + outputs; ++i) {
+    const TensorRef t = i < inputs ? call.input(i) : call.output(i - inputs);
+    if (t.rank() < 0 || t.rank() > OAR_MAX_RANK) {
+      throw sdk::StatusError(OAR_STATUS_INVALID_ARGUMENT, call.Where() + ": rank " + std::to_string(t.rank()) +
+                                                              " is outside 0.." + std::to_string(OAR_MAX_RANK));
+    }
+    for (int d = 0; d < t.rank(); ++d) {
+      if (t.dim(d) < 0 || t.stride(d) < 0) {
+        Invalid(call, "negative extent or stride in dimension " + std::to_string(d) + " of " +
+                          (i < inputs ? "input " + std::to_string(i) : "output " + std::to_string(i - inputs)));
+      }
+    }
+  }
+}
+
+void CheckDTypes(const KernelCall& call, std::initializer_list<int32_t> dtypes) {
+  int i = 0;
+  for (int32_t want : dtypes) {
+    const bool input = i < call.num_inputs();
+    const int32_t got = input ? call.input(i).dtype() : call.output(i - call.num_inputs()).dtype();
+    if (got != want) {
+      Invalid(call, (input ? "input " + std::to_string(i) : "output " + std::to_string(i - call.num_inputs())) +
+                        " has dtype " + std::string(sdk::DTypeName(got)) + ", the kernel expects " +
+                        std::string(sdk::DTypeName(want)));
+    }
+    ++i;
+  }
+}
+
+void CheckSameShape(const KernelCall& call, const TensorRef& t, const TensorRef& ref, const char* what) {
+  if (!std::ranges::equal(t.shape(), ref.shape())) {
+    Invalid(call, std::string(what) + " has shape " + t.ShapeString() + ", expected " + ref.ShapeString());
+  }
+}
+
+void CheckContiguous(const KernelCall& call, const TensorRef& t, const char* what) {
+  if (!t.is_contiguous()) Invalid(call, std::string(what) + " must be contiguous");
+}
+
+}  // namespace oar::host
