@@ -9,6 +9,9 @@ namespace oar::cli {
 /// `oar devices [--json]`: every device, every plugin and every skipped plugin with its reason.
 void AddDevicesCommand(CLI::App& app);
 
+/// `oar conformance ...`: the conformance runner (see conformance/runner/runner.h); sets `exit_code`.
+void AddConformanceCommand(CLI::App& app, int& exit_code);
+
 }  // namespace oar::cli
 
 #endif  // OAR_CORE_CLI_COMMANDS_H_

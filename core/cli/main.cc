@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "Log plugin discovery (same as OAR_LOG_LEVEL=debug)");
   app.require_subcommand(1);
   oar::cli::AddDevicesCommand(app);
+  int exit_code = 0;
+  oar::cli::AddConformanceCommand(app, exit_code);
 
   app.parse_complete_callback([&] {
     if (verbose) oar::log::SetThreshold(oar::log::Level::kDebug);
@@ -41,5 +43,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "oar: internal error: %s\n", e.what());
     return 3;
   }
-  return 0;
+  return exit_code;
 }

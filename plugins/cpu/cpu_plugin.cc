@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <unordered_map>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -101,20 +102,22 @@ const Attributes& DeviceAttributes() {
 }
 
 // ===================================================================================================
-// Memory: 64-byte aligned blocks with a header in front that remembers the size for the statistics.
+// Memory: 64-byte aligned blocks, recorded in a registry of live allocations so that free() of a pointer
+// this device never returned (or already freed) is a clean INVALID_ARGUMENT, never heap corruption.
 // ===================================================================================================
-
-struct alignas(kAlignment) BlockHeader {
-  uint64_t magic;
-  uint64_t size;
-};
-static_assert(sizeof(BlockHeader) == kAlignment);
-constexpr uint64_t kLiveMagic = 0x6f61722d63707531ull;  // "oar-cpu1"
-constexpr uint64_t kFreedMagic = 0x6f61722d66726565ull;
 
 std::atomic<uint64_t> bytes_in_use{0};
 std::atomic<uint64_t> peak_bytes_in_use{0};
 std::atomic<uint64_t> num_allocs{0};
+
+struct LiveAllocations {
+  std::mutex mutex;
+  std::unordered_map<void*, size_t> sizes;
+};
+LiveAllocations& Live() {
+  static LiveAllocations* live = new LiveAllocations();  // never destroyed: used until process exit
+  return *live;
+}
 
 /// 64-byte aligned host allocation of at least `size` bytes (aligned_alloc wants a multiple of 64).
 void* AlignedAlloc(size_t size) {
@@ -125,34 +128,36 @@ void* AlignedAlloc(size_t size) {
 
 void* DeviceMalloc(size_t size) {
   // More than the machine has can only fail (or overcommit and fail later): refuse it up front.
-  if (size > static_cast<uint64_t>(TotalMemory()) || size > SIZE_MAX - sizeof(BlockHeader)) return nullptr;
-  auto* header = static_cast<BlockHeader*>(AlignedAlloc(sizeof(BlockHeader) + size));
-  if (header == nullptr) return nullptr;
-  header->magic = kLiveMagic;
-  header->size = size;
+  if (size > static_cast<uint64_t>(TotalMemory())) return nullptr;
+  void* ptr = AlignedAlloc(size);
+  if (ptr == nullptr) return nullptr;
+  {
+    std::lock_guard<std::mutex> lock(Live().mutex);
+    Live().sizes.emplace(ptr, size);
+  }
   const uint64_t in_use = bytes_in_use.fetch_add(size) + size;
   uint64_t peak = peak_bytes_in_use.load();
   while (in_use > peak && !peak_bytes_in_use.compare_exchange_weak(peak, in_use)) {
   }
   num_allocs.fetch_add(1);
-  return header + 1;
+  return ptr;
 }
 
 void DeviceFree(void* ptr) {
   if (ptr == nullptr) return;
-  if (reinterpret_cast<uintptr_t>(ptr) % kAlignment != 0) {
-    Fail(OAR_STATUS_INVALID_ARGUMENT, "free: pointer was not returned by this device's malloc");
+  size_t size = 0;
+  {
+    std::lock_guard<std::mutex> lock(Live().mutex);
+    auto it = Live().sizes.find(ptr);
+    if (it == Live().sizes.end()) {
+      Fail(OAR_STATUS_INVALID_ARGUMENT, "free: pointer was not returned by this device's malloc or was already freed");
+    }
+    size = it->second;
+    Live().sizes.erase(it);
   }
-  BlockHeader* header = static_cast<BlockHeader*>(ptr) - 1;
-  if (header->magic != kLiveMagic) {
-    Fail(OAR_STATUS_INVALID_ARGUMENT, header->magic == kFreedMagic
-                                          ? "free: pointer was already freed"
-                                          : "free: pointer was not returned by this device's malloc");
-  }
-  header->magic = kFreedMagic;
-  bytes_in_use.fetch_sub(header->size);
+  bytes_in_use.fetch_sub(size);
   num_allocs.fetch_sub(1);
-  std::free(header);
+  std::free(ptr);
 }
 
 // ===================================================================================================
