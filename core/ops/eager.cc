@@ -7,6 +7,7 @@
 #include "core/runtime/copy.h"
 #include "core/runtime/dispatch.h"
 #include "core/runtime/runtime.h"
+#include "core/tensor/autograd_meta.h"
 
 namespace oar {
 namespace ops {
@@ -96,12 +97,17 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
   Tensor kernel_out;  // the output in kernel form (may differ in shape from the user-visible result)
   switch (s.kind) {
     case OpKind::kUnary:
+    case OpKind::kPredicate:
     case OpKind::kCast:
       kin[0] = inputs[0];
       kernel_out = runtime::Empty(out_meta[0].shape, out_meta[0].dtype, *device);
       results.push_back(kernel_out);
       break;
+    case OpKind::kWhere:
+      kin[2] = ExpandTo(inputs[2], out_meta[0].shape);
+      [[fallthrough]];
     case OpKind::kBinary:
+    case OpKind::kCompare:
       kin[0] = ExpandTo(inputs[0], out_meta[0].shape);
       kin[1] = ExpandTo(inputs[1], out_meta[0].shape);
       kernel_out = runtime::Empty(out_meta[0].shape, out_meta[0].dtype, *device);
@@ -136,16 +142,37 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
       results.push_back(kernel_out.view(out_meta[0].shape));
       break;
     }
+    case OpKind::kArgReduce: {
+      auto& axis = std::get<int64_t>(attrs[s.AttrIndex("axis")]);
+      axis = NormalizeAxis(axis, inputs[0].rank(), std::string(s.name).c_str());
+      Dims keep = inputs[0].shape();
+      keep[static_cast<int>(axis)] = 1;
+      kin[0] = inputs[0];
+      kernel_out = runtime::Empty(keep, out_meta[0].dtype, *device);
+      results.push_back(kernel_out.view(out_meta[0].shape));
+      break;
+    }
+    case OpKind::kAxiswise: {
+      auto& axis = std::get<int64_t>(attrs[s.AttrIndex("axis")]);
+      axis = NormalizeAxis(axis, inputs[0].rank(), std::string(s.name).c_str());
+      kin[0] = inputs[0];
+      kernel_out = runtime::Empty(out_meta[0].shape, out_meta[0].dtype, *device);
+      results.push_back(kernel_out);
+      break;
+    }
     case OpKind::kFill:
       kernel_out = runtime::Empty(out_meta[0].shape, out_meta[0].dtype, *device);
       results.push_back(kernel_out);
       break;
     case OpKind::kCopy:
-      Throw(ErrorCode::kInternal, "copy runs through Tensor::copy_");
+    case OpKind::kView:
+    case OpKind::kComposite:
+      Throw(ErrorCode::kInternal, "{} does not run through ops::Run", s.name);
   }
   const bool integral_fill = s.kind == OpKind::kFill && !IsFloating(out_meta[0].dtype);
   const KernelAttrs kattrs = ToKernelAttrs(s, attrs, integral_fill);
   runtime::Launch(*device, s.kernel_id, {kin.data(), inputs.size()}, {&kernel_out, 1}, kattrs.span());
+  Record(op, inputs, results, attrs);
   return results;
 }
 
@@ -170,9 +197,75 @@ Tensor add(const Tensor& a, double b) { return add(a, Scalar(a, b)); }
 Tensor sub(const Tensor& a, double b) { return sub(a, Scalar(a, b)); }
 Tensor mul(const Tensor& a, double b) { return mul(a, Scalar(a, b)); }
 Tensor div(const Tensor& a, double b) { return div(a, Scalar(a, b)); }
+Tensor pow(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kPow, {a, b}); }
+Tensor pow(const Tensor& a, double b) { return pow(a, Scalar(a, b)); }
+Tensor eq(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kEq, {a, b}); }
+Tensor ne(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kNe, {a, b}); }
+Tensor lt(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kLt, {a, b}); }
+Tensor le(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kLe, {a, b}); }
+Tensor gt(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kGt, {a, b}); }
+Tensor ge(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kGe, {a, b}); }
+Tensor gt(const Tensor& a, double b) { return gt(a, Scalar(a, b)); }
+Tensor lt(const Tensor& a, double b) { return lt(a, Scalar(a, b)); }
+Tensor logical_and(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kLogicalAnd, {a, b}); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kLogicalOr, {a, b}); }
+Tensor logical_not(const Tensor& x) { return Run1(ops::Op::kLogicalNot, {x}); }
+Tensor isnan(const Tensor& x) { return Run1(ops::Op::kIsNan, {x}); }
+Tensor isinf(const Tensor& x) { return Run1(ops::Op::kIsInf, {x}); }
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) { return Run1(ops::Op::kWhere, {cond, a, b}); }
 Tensor neg(const Tensor& x) { return Run1(ops::Op::kNeg, {x}); }
 Tensor exp(const Tensor& x) { return Run1(ops::Op::kExp, {x}); }
 Tensor relu(const Tensor& x) { return Run1(ops::Op::kRelu, {x}); }
+Tensor abs(const Tensor& x) { return Run1(ops::Op::kAbs, {x}); }
+Tensor sign(const Tensor& x) { return Run1(ops::Op::kSign, {x}); }
+Tensor log(const Tensor& x) { return Run1(ops::Op::kLog, {x}); }
+Tensor log1p(const Tensor& x) { return Run1(ops::Op::kLog1p, {x}); }
+Tensor sqrt(const Tensor& x) { return Run1(ops::Op::kSqrt, {x}); }
+Tensor rsqrt(const Tensor& x) { return Run1(ops::Op::kRsqrt, {x}); }
+Tensor sin(const Tensor& x) { return Run1(ops::Op::kSin, {x}); }
+Tensor cos(const Tensor& x) { return Run1(ops::Op::kCos, {x}); }
+Tensor tanh(const Tensor& x) { return Run1(ops::Op::kTanh, {x}); }
+Tensor sigmoid(const Tensor& x) { return Run1(ops::Op::kSigmoid, {x}); }
+Tensor erf(const Tensor& x) { return Run1(ops::Op::kErf, {x}); }
+Tensor reciprocal(const Tensor& x) { return Run1(ops::Op::kReciprocal, {x}); }
+Tensor square(const Tensor& x) { return mul(x, x); }
+Tensor amax(const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
+  return Run1(ops::Op::kMax, {x}, {std::move(axes), keepdim});
+}
+Tensor amin(const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
+  return Run1(ops::Op::kMin, {x}, {std::move(axes), keepdim});
+}
+Tensor prod(const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
+  return Run1(ops::Op::kProd, {x}, {std::move(axes), keepdim});
+}
+Tensor argmax(const Tensor& x, int64_t axis, bool keepdim) { return Run1(ops::Op::kArgmax, {x}, {axis, keepdim}); }
+Tensor argmin(const Tensor& x, int64_t axis, bool keepdim) { return Run1(ops::Op::kArgmin, {x}, {axis, keepdim}); }
+Tensor softmax(const Tensor& x, int64_t axis) { return Run1(ops::Op::kSoftmax, {x}, {axis}); }
+Tensor log_softmax(const Tensor& x, int64_t axis) { return Run1(ops::Op::kLogSoftmax, {x}, {axis}); }
+
+Tensor SliceScatter(const Tensor& src, const Dims& shape, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = zeros(shape, src.dtype(), src.device());
+    out.slice(dim, start, end, step).copy_(src);
+  }
+  ops::Record(ops::Op::kSliceScatter, {&src, 1}, {&out, 1},
+              {std::vector<int64_t>(shape.begin(), shape.end()), dim, start, end, step});
+  return out;
+}
+
+Tensor SumTo(const Tensor& x, const Dims& shape) {
+  if (x.shape() == shape) return x;
+  const int lead = x.rank() - shape.size();
+  OAR_CHECK_ARG(lead >= 0, "SumTo: cannot reduce {} to the larger rank of {}", x.shape().ToString(), shape.ToString());
+  std::vector<int64_t> axes;
+  for (int i = 0; i < x.rank(); ++i) {
+    if (i < lead || (shape[i - lead] == 1 && x.shape()[i] != 1)) axes.push_back(i);
+  }
+  Tensor r = axes.empty() ? x : sum(x, axes, /*keepdim=*/true);
+  return r.reshape(shape);
+}
 Tensor matmul(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kMatmul, {a, b}); }
 Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
   return Run1(ops::Op::kSum, {x}, {std::move(axes), keepdim});

@@ -29,9 +29,41 @@ Tensor add(const Tensor& a, double b);
 Tensor sub(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
 Tensor div(const Tensor& a, double b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, double b);
 Tensor neg(const Tensor& x);
 Tensor exp(const Tensor& x);
 Tensor relu(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor square(const Tensor& x);
+
+// ---- comparisons and logic (bool results, not differentiable) --------------------------------------
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& x);
+Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);
+/// cond ? a : b with broadcasting (cond is bool).
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
 // ---- linear algebra ----------------------------------------------------------------------------------
 /// NumPy matmul: 1-D operands promoted, batch dims broadcast; transposed views are used as they are.
@@ -41,6 +73,21 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 /// Sum over `axes` (empty = all axes).
 Tensor sum(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdim = false);
+/// Maximum / minimum / product over `axes` (empty = all).
+Tensor amax(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdim = false);
+/// Index (int64) of the maximum / minimum along `axis`; first on ties.
+Tensor argmax(const Tensor& x, int64_t axis, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t axis, bool keepdim = false);
+Tensor softmax(const Tensor& x, int64_t axis = -1);
+Tensor log_softmax(const Tensor& x, int64_t axis = -1);
+
+// ---- gradient helpers (differentiable themselves) -------------------------------------------------------
+/// Sum `x` down to `shape` (the reverse of broadcasting `shape` to x's shape).
+Tensor SumTo(const Tensor& x, const Dims& shape);
+/// Zeros of `shape` with `src` written into slice(dim, start, end, step): the VJP of slice.
+Tensor SliceScatter(const Tensor& src, const Dims& shape, int64_t dim, int64_t start, int64_t end, int64_t step);
 
 // ---- dtype and copies ----------------------------------------------------------------------------------
 Tensor cast(const Tensor& x, DType dtype);
@@ -105,6 +152,9 @@ inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
 inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
 inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+inline Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
 
 namespace ops {
 /// Run `op` with `inputs` and attribute values (schema order; missing trailing ones take defaults) on

@@ -4,6 +4,7 @@
 
 #include "core/base/error.h"
 #include "core/runtime/kernel_registry.h"
+#include "core/tensor/autograd_meta.h"
 #include "core/tensor/tensor.h"
 
 namespace oar::ops {
@@ -36,6 +37,45 @@ std::vector<TensorMeta> InferBinary(const OpSchema& s, std::span<const TensorMet
   return {{in[0].dtype, BroadcastShapes(in[0].shape, in[1].shape, std::string(s.name).c_str())}};
 }
 
+std::vector<TensorMeta> InferPredicate(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
+  CheckDType(s, 0, in[0].dtype);
+  return {{DType::kBool, in[0].shape}};
+}
+
+std::vector<TensorMeta> InferCompare(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
+  std::vector<TensorMeta> out = InferBinary(s, in, attrs);
+  out[0].dtype = DType::kBool;
+  return out;
+}
+
+std::vector<TensorMeta> InferWhere(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
+  OAR_CHECK_ARG(in[0].dtype == DType::kBool, "where: argument 'cond' must be bool, got {}", DTypeName(in[0].dtype));
+  OAR_CHECK_ARG(in[1].dtype == in[2].dtype, "where: arguments 'a' ({}) and 'b' ({}) have different dtypes",
+                MetaString(in[1]), MetaString(in[2]));
+  CheckDType(s, 1, in[1].dtype);
+  const Dims shape = BroadcastShapes(BroadcastShapes(in[0].shape, in[1].shape, "where"), in[2].shape, "where");
+  return {{in[1].dtype, shape}};
+}
+
+std::vector<TensorMeta> InferArgReduce(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
+  CheckDType(s, 0, in[0].dtype);
+  const int rank = in[0].shape.size();
+  OAR_CHECK_ARG(rank > 0, "{}: the input must have at least one dimension", s.name);
+  const int axis = NormalizeAxis(std::get<int64_t>(attrs[s.AttrIndex("axis")]), rank, std::string(s.name).c_str());
+  OAR_CHECK_ARG(in[0].shape[axis] > 0, "{}: cannot reduce the empty axis {} of shape {}", s.name, axis,
+                in[0].shape.ToString());
+  Dims out = in[0].shape;
+  if (std::get<bool>(attrs[s.AttrIndex("keepdim")])) out[axis] = 1;
+  else out.erase(axis);
+  return {{DType::kInt64, out}};
+}
+
+std::vector<TensorMeta> InferAxiswise(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
+  CheckDType(s, 0, in[0].dtype);
+  NormalizeAxis(std::get<int64_t>(attrs[s.AttrIndex("axis")]), in[0].shape.size(), std::string(s.name).c_str());
+  return {in[0]};
+}
+
 std::vector<TensorMeta> InferMatmul(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
   const TensorMeta& a = in[0];
   const TensorMeta& b = in[1];
@@ -62,6 +102,10 @@ std::vector<TensorMeta> InferMatmul(const OpSchema& s, std::span<const TensorMet
 
 std::vector<TensorMeta> InferReduce(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
   CheckDType(s, 0, in[0].dtype);
+  if (s.op == Op::kMax || s.op == Op::kMin) {
+    OAR_CHECK_ARG(in[0].shape.Product() > 0, "{}: cannot reduce an empty tensor of shape {} (no identity)", s.name,
+                  in[0].shape.ToString());
+  }
   const auto& axes_in = std::get<std::vector<int64_t>>(attrs[s.AttrIndex("axes")]);
   const bool keepdim = std::get<bool>(attrs[s.AttrIndex("keepdim")]);
   const std::vector<int64_t> axes = NormalizeAxes(axes_in, in[0].shape.size(), s.name);
@@ -101,12 +145,36 @@ AttrSpec Axes() {
 AttrSpec Keepdim() { return {"keepdim", OAR_ATTR_BOOL, false, "keep reduced axes as extent 1"}; }
 
 std::vector<OpSchema> BuildSchemas() {
-  auto binary = [](Op op, std::string_view name, uint32_t dtypes, std::string_view doc) {
-    return OpSchema{op, name, OpKind::kBinary, {"a", "b"}, {"out"}, {}, dtypes, doc, 0};
+  auto make = [](Op op, std::string_view name, OpKind kind, std::vector<std::string_view> inputs,
+                 std::vector<std::string_view> outputs, std::vector<AttrSpec> attrs, uint32_t dtypes,
+                 std::string_view doc) {
+    return OpSchema{op, name, kind, std::move(inputs), std::move(outputs), std::move(attrs), dtypes, doc, 0};
   };
-  auto unary = [](Op op, std::string_view name, uint32_t dtypes, std::string_view doc) {
-    return OpSchema{op, name, OpKind::kUnary, {"x"}, {"out"}, {}, dtypes, doc, 0};
+  auto binary = [&](Op op, std::string_view name, uint32_t dtypes, std::string_view doc) {
+    return make(op, name, OpKind::kBinary, {"a", "b"}, {"out"}, {}, dtypes, doc);
   };
+  auto compare = [&](Op op, std::string_view name, uint32_t dtypes, std::string_view doc) {
+    return make(op, name, OpKind::kCompare, {"a", "b"}, {"out"}, {}, dtypes, doc);
+  };
+  auto unary = [&](Op op, std::string_view name, uint32_t dtypes, std::string_view doc) {
+    return make(op, name, OpKind::kUnary, {"x"}, {"out"}, {}, dtypes, doc);
+  };
+  auto reduce = [&](Op op, std::string_view name, uint32_t dtypes, std::string_view doc) {
+    return make(op, name, OpKind::kReduce, {"x"}, {"out"}, {Axes(), Keepdim()}, dtypes, doc);
+  };
+  auto arg_reduce = [&](Op op, std::string_view name, std::string_view doc) {
+    return make(op, name, OpKind::kArgReduce, {"x"}, {"out"},
+                {{"axis", OAR_ATTR_INT, int64_t{0}, "the axis"}, Keepdim()}, kNumeric, doc);
+  };
+  auto axiswise = [&](Op op, std::string_view name, std::string_view doc) {
+    return make(op, name, OpKind::kAxiswise, {"x"}, {"out"}, {{"axis", OAR_ATTR_INT, int64_t{-1}, "the axis"}},
+                kFloating, doc);
+  };
+  auto view = [&](Op op, std::string_view name, std::vector<AttrSpec> attrs, std::string_view doc) {
+    return make(op, name, OpKind::kView, {"x"}, {"out"}, std::move(attrs), kAll, doc);
+  };
+  const AttrSpec shape_attr{"shape", OAR_ATTR_INTS, std::vector<int64_t>{}, "the shape"};
+  const AttrSpec dim_attr{"dim", OAR_ATTR_INT, int64_t{0}, "the dimension"};
   std::vector<OpSchema> all = {
       binary(Op::kAdd, "add", kNumeric, "a + b, broadcasting"),
       binary(Op::kSub, "sub", kNumeric, "a - b, broadcasting"),
@@ -114,29 +182,76 @@ std::vector<OpSchema> BuildSchemas() {
       binary(Op::kDiv, "div", kFloating, "a / b, broadcasting (floating dtypes)"),
       binary(Op::kMaximum, "maximum", kNumeric, "elementwise max, broadcasting (NaN propagates)"),
       binary(Op::kMinimum, "minimum", kNumeric, "elementwise min, broadcasting (NaN propagates)"),
+      binary(Op::kPow, "pow", kFloating, "a ** b, broadcasting"),
+      compare(Op::kEq, "eq", kAll, "a == b"),
+      compare(Op::kNe, "ne", kAll, "a != b"),
+      compare(Op::kLt, "lt", kNumeric, "a < b"),
+      compare(Op::kLe, "le", kNumeric, "a <= b"),
+      compare(Op::kGt, "gt", kNumeric, "a > b"),
+      compare(Op::kGe, "ge", kNumeric, "a >= b"),
+      compare(Op::kLogicalAnd, "logical_and", Bit(DType::kBool), "a && b"),
+      compare(Op::kLogicalOr, "logical_or", Bit(DType::kBool), "a || b"),
+      make(Op::kLogicalNot, "logical_not", OpKind::kUnary, {"x"}, {"out"}, {}, Bit(DType::kBool), "!x"),
+      make(Op::kIsNan, "isnan", OpKind::kPredicate, {"x"}, {"out"}, {}, kFloating, "x is NaN"),
+      make(Op::kIsInf, "isinf", OpKind::kPredicate, {"x"}, {"out"}, {}, kFloating, "x is +-inf"),
+      make(Op::kWhere, "where", OpKind::kWhere, {"cond", "a", "b"}, {"out"}, {}, kAll, "cond ? a : b, broadcasting"),
       unary(Op::kNeg, "neg", kFloating | kSignedInt, "-x"),
       unary(Op::kExp, "exp", kFloating, "e^x"),
       unary(Op::kRelu, "relu", kNumeric, "max(x, 0)"),
-      OpSchema{Op::kMatmul, "matmul", OpKind::kMatmul, {"a", "b"}, {"out"}, {}, kFloating,
-               "matrix product with NumPy semantics: batched, broadcast batch dims, 1-D operands promoted", 0},
-      OpSchema{Op::kSum, "sum", OpKind::kReduce, {"x"}, {"out"}, {Axes(), Keepdim()}, kSummable,
-               "sum over axes (16-bit floats accumulate in float32, integers in int64)", 0},
-      OpSchema{Op::kMean, "mean", OpKind::kReduce, {"x"}, {"out"}, {Axes(), Keepdim()}, kFloating,
-               "mean over axes", 0},
-      OpSchema{Op::kCast, "cast", OpKind::kCast, {"x"}, {"out"},
-               {{"dtype", OAR_ATTR_INT, int64_t{OAR_DTYPE_FLOAT32}, "target oar_dtype"}}, kAll,
-               "convert dtype (float->int truncates toward zero and saturates; NaN->0; nonzero->true)", 0},
-      OpSchema{Op::kFill, "fill", OpKind::kFill, {}, {"out"},
-               {{"value", OAR_ATTR_FLOAT, 0.0, "the value (INT for integer and bool outputs)"},
-                {"shape", OAR_ATTR_INTS, std::vector<int64_t>{}, "output shape"},
-                {"dtype", OAR_ATTR_INT, int64_t{OAR_DTYPE_FLOAT32}, "output oar_dtype"}},
-               0, "a tensor filled with one value", 0},
-      OpSchema{Op::kCopy, "copy", OpKind::kCopy, {"src"}, {"dst"}, {}, kAll,
-               "copy elements into a (possibly strided) destination of the same shape and dtype", 0},
+      unary(Op::kAbs, "abs", kFloating | kSignedInt, "|x|"),
+      unary(Op::kSign, "sign", kFloating | kSignedInt, "-1, 0 or 1 (NaN stays NaN)"),
+      unary(Op::kLog, "log", kFloating, "natural logarithm"),
+      unary(Op::kLog1p, "log1p", kFloating, "log(1 + x), accurate near 0"),
+      unary(Op::kSqrt, "sqrt", kFloating, "square root"),
+      unary(Op::kRsqrt, "rsqrt", kFloating, "1 / sqrt(x)"),
+      unary(Op::kSin, "sin", kFloating, "sine"),
+      unary(Op::kCos, "cos", kFloating, "cosine"),
+      unary(Op::kTanh, "tanh", kFloating, "hyperbolic tangent"),
+      unary(Op::kSigmoid, "sigmoid", kFloating, "1 / (1 + e^-x)"),
+      unary(Op::kErf, "erf", kFloating, "error function"),
+      unary(Op::kReciprocal, "reciprocal", kFloating, "1 / x"),
+      make(Op::kMatmul, "matmul", OpKind::kMatmul, {"a", "b"}, {"out"}, {}, kFloating,
+           "matrix product with NumPy semantics: batched, broadcast batch dims, 1-D operands promoted"),
+      reduce(Op::kSum, "sum", kSummable, "sum over axes (16-bit floats accumulate in float32)"),
+      reduce(Op::kMean, "mean", kFloating, "mean over axes"),
+      reduce(Op::kMax, "max", kNumeric, "maximum over axes (NaN propagates)"),
+      reduce(Op::kMin, "min", kNumeric, "minimum over axes (NaN propagates)"),
+      reduce(Op::kProd, "prod", kSummable, "product over axes"),
+      arg_reduce(Op::kArgmax, "argmax", "index of the maximum along an axis (first on ties)"),
+      arg_reduce(Op::kArgmin, "argmin", "index of the minimum along an axis (first on ties)"),
+      axiswise(Op::kSoftmax, "softmax", "exp(x) / sum(exp(x)) along an axis, max-subtracted"),
+      axiswise(Op::kLogSoftmax, "log_softmax", "x - logsumexp(x) along an axis"),
+      make(Op::kCast, "cast", OpKind::kCast, {"x"}, {"out"},
+           {{"dtype", OAR_ATTR_INT, int64_t{OAR_DTYPE_FLOAT32}, "target oar_dtype"}}, kAll,
+           "convert dtype (float->int truncates toward zero and saturates; NaN->0; nonzero->true)"),
+      make(Op::kFill, "fill", OpKind::kFill, {}, {"out"},
+           {{"value", OAR_ATTR_FLOAT, 0.0, "the value (INT for integer and bool outputs)"},
+            {"shape", OAR_ATTR_INTS, std::vector<int64_t>{}, "output shape"},
+            {"dtype", OAR_ATTR_INT, int64_t{OAR_DTYPE_FLOAT32}, "output oar_dtype"}},
+           0, "a tensor filled with one value"),
+      make(Op::kCopy, "copy", OpKind::kCopy, {"src"}, {"dst"}, {}, kAll,
+           "copy elements into a (possibly strided) destination of the same shape and dtype"),
+      view(Op::kView, "view", {shape_attr}, "the same elements with another shape"),
+      view(Op::kPermute, "permute", {{"dims", OAR_ATTR_INTS, std::vector<int64_t>{}, "new order of the dims"}},
+           "reorder dimensions"),
+      view(Op::kSlice, "slice",
+           {dim_attr, {"start", OAR_ATTR_INT, int64_t{0}, ""}, {"end", OAR_ATTR_INT, int64_t{0}, ""},
+            {"step", OAR_ATTR_INT, int64_t{1}, ""}},
+           "every step-th element of [start, end) along dim"),
+      view(Op::kExpand, "expand", {shape_attr}, "broadcast to a shape (stride 0)"),
+      view(Op::kSqueeze, "squeeze", {dim_attr}, "drop a dimension of extent 1"),
+      view(Op::kUnsqueeze, "unsqueeze", {dim_attr}, "insert a dimension of extent 1"),
+      make(Op::kSliceScatter, "slice_scatter", OpKind::kComposite, {"src"}, {"out"},
+           {shape_attr, dim_attr, {"start", OAR_ATTR_INT, int64_t{0}, ""}, {"end", OAR_ATTR_INT, int64_t{0}, ""},
+            {"step", OAR_ATTR_INT, int64_t{1}, ""}},
+           kAll, "zeros of `shape` with src written into the slice (the VJP of slice)"),
+      make(Op::kClone, "clone", OpKind::kComposite, {"x"}, {"out"}, {}, kAll,
+           "a contiguous copy (runs the copy kernel; recorded so gradients flow through contiguous())"),
   };
   for (size_t i = 0; i < all.size(); ++i) {
     OAR_CHECK(static_cast<int>(all[i].op) == static_cast<int>(i), kInternal, "op table out of order at {}", all[i].name);
     all[i].kernel_id = runtime::InternOp(all[i].name);
+    all[i].vjp = VjpFor(all[i].op);
   }
   OAR_CHECK(all.size() == static_cast<size_t>(Op::kCount_), kInternal, "op table has {} entries", all.size());
   return all;
@@ -156,8 +271,15 @@ std::vector<TensorMeta> OpSchema::Infer(std::span<const TensorMeta> in, const At
     case OpKind::kCast: return InferCast(*this, in, attrs);
     case OpKind::kFill: return InferFill(*this, in, attrs);
     case OpKind::kCopy: return InferCopy(*this, in, attrs);
+    case OpKind::kPredicate: return InferPredicate(*this, in, attrs);
+    case OpKind::kCompare: return InferCompare(*this, in, attrs);
+    case OpKind::kWhere: return InferWhere(*this, in, attrs);
+    case OpKind::kArgReduce: return InferArgReduce(*this, in, attrs);
+    case OpKind::kAxiswise: return InferAxiswise(*this, in, attrs);
+    case OpKind::kView:
+    case OpKind::kComposite: break;
   }
-  Throw(ErrorCode::kInternal, "{}: unknown op kind", name);
+  Throw(ErrorCode::kInternal, "{}: views and composites have no generic shape inference", name);
 }
 
 int OpSchema::AttrIndex(std::string_view attr) const {
@@ -179,6 +301,22 @@ const OpSchema& SchemaByName(std::string_view name) {
   std::string known;
   for (const OpSchema& s : AllSchemas()) known += (known.empty() ? "" : ", ") + std::string(s.name);
   Throw(ErrorCode::kNotFound, "unknown op '{}'; known ops: {}", name, known);
+}
+
+namespace {
+Recorder g_recorder = nullptr;
+}  // namespace
+
+void SetRecorder(Recorder recorder) { g_recorder = recorder; }
+
+void Record(Op op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const AttrValues& attrs) {
+  if (g_recorder == nullptr || !GradModeEnabled() || Schema(op).vjp == nullptr) return;
+  for (const Tensor& t : inputs) {
+    if (t.requires_grad()) {
+      g_recorder(op, inputs, outputs, attrs);
+      return;
+    }
+  }
 }
 
 std::string DTypeMaskString(uint32_t mask) {

@@ -16,22 +16,47 @@
 
 #include "core/tensor/dims.h"
 #include "core/tensor/dtype.h"
+#include "core/tensor/tensor.h"
 #include "oar/plugin/types.h"
 
 namespace oar::ops {
 
 /// Identifies an op in the built-in table (index into AllSchemas()).
 enum class Op : int {
-  kAdd, kSub, kMul, kDiv, kMaximum, kMinimum,  // binary elementwise
-  kNeg, kExp, kRelu,                           // unary elementwise
+  // binary elementwise
+  kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow,
+  // comparisons and logic (bool results)
+  kEq, kNe, kLt, kLe, kGt, kGe, kLogicalAnd, kLogicalOr, kLogicalNot, kIsNan, kIsInf,
+  kWhere,
+  // unary elementwise
+  kNeg, kExp, kRelu, kAbs, kSign, kLog, kLog1p, kSqrt, kRsqrt, kSin, kCos, kTanh, kSigmoid, kErf, kReciprocal,
   kMatmul,
-  kSum, kMean,
+  // reductions
+  kSum, kMean, kMax, kMin, kProd, kArgmax, kArgmin,
+  kSoftmax, kLogSoftmax,
   kCast, kFill, kCopy,
+  // metadata views (no kernel; recorded for autograd) and their gradient helper
+  kView, kPermute, kSlice, kExpand, kSqueeze, kUnsqueeze, kSliceScatter, kClone,
   kCount_
 };
 
 /// How an op's inputs reach its kernel (the kernel contract in docs/ops.md).
-enum class OpKind { kUnary, kBinary, kMatmul, kReduce, kCast, kFill, kCopy };
+enum class OpKind {
+  kUnary,      // x -> out, same shape
+  kPredicate,  // x -> bool out, same shape
+  kBinary,     // a, b broadcast -> out
+  kCompare,    // a, b broadcast -> bool out
+  kWhere,      // cond, a, b broadcast -> out
+  kMatmul,
+  kReduce,     // attr axes, keepdim
+  kArgReduce,  // attr axis, keepdim -> int64
+  kAxiswise,   // attr axis, same shape (softmax)
+  kCast, kFill, kCopy,
+  kView,       // metadata only; eager entry points are Tensor methods
+  kComposite,  // runs other ops; no kernel of its own
+};
+
+
 
 /// An attribute value; ints lists for axes and shapes.
 using AttrValue = std::variant<int64_t, double, bool, std::vector<int64_t>>;
@@ -51,6 +76,18 @@ struct TensorMeta {
 /// Attribute values of one call, in schema order.
 using AttrValues = std::vector<AttrValue>;
 
+/// What a VJP rule sees: the op's saved inputs, its attributes, the output metadata and one upstream
+/// gradient per output (undefined when that output got none).
+struct VjpArgs {
+  std::span<const Tensor> inputs;
+  const std::vector<AttrValue>& attrs;
+  std::span<const TensorMeta> outputs;
+  std::span<const Tensor> grads;
+};
+/// Returns one gradient per input (undefined for inputs that get none). Written with eager ops, so the
+/// rule itself is differentiable and higher-order gradients need nothing more.
+using VjpFn = std::vector<Tensor> (*)(const VjpArgs& args);
+
 struct OpSchema {
   Op op;
   std::string_view name;
@@ -61,6 +98,7 @@ struct OpSchema {
   uint32_t dtypes;  // bit (1 << oar_dtype) for every dtype the op accepts
   std::string_view doc;
   int kernel_id;    // runtime::InternOp(name)
+  VjpFn vjp = nullptr;  // null: not differentiable (its results never require grad)
 
   bool Accepts(DType t) const { return (dtypes >> static_cast<int>(t)) & 1u; }
   /// Output metadata for these inputs and attributes; throws oar::Error naming the op, the argument and
@@ -78,6 +116,15 @@ const OpSchema& SchemaByName(std::string_view name);
 
 /// "float32, float64, ..." for an accepted-dtype mask.
 std::string DTypeMaskString(uint32_t mask);
+
+/// The VJP rule of each op (vjp.cc), looked up when the table is built.
+VjpFn VjpFor(Op op);
+
+/// Record `op` on the autograd tape when grad mode is on and an input requires grad (installed by
+/// core/autograd; a no-op without it).
+using Recorder = void (*)(Op op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const AttrValues& attrs);
+void SetRecorder(Recorder recorder);
+void Record(Op op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const AttrValues& attrs);
 
 /// Normalise reduction axes (negative allowed) into a sorted, unique list; empty means all axes.
 std::vector<int64_t> NormalizeAxes(std::span<const int64_t> axes, int rank, std::string_view op);

@@ -8,6 +8,7 @@
 #include "core/runtime/copy.h"
 #include "core/runtime/dispatch.h"
 #include "core/runtime/runtime.h"
+#include "core/tensor/autograd_meta.h"
 #include "core/tensor/safetensors.h"
 
 namespace oar {
@@ -49,7 +50,11 @@ Tensor Tensor::contiguous() const {
 
 Tensor Tensor::clone() const {
   Tensor out = runtime::Empty(shape(), dtype(), device());
-  out.copy_(*this);
+  {
+    NoGradGuard no_grad;
+    out.copy_(*this);
+  }
+  ops::Record(ops::Op::kClone, {this, 1}, {&out, 1}, {});
   return out;
 }
 
@@ -74,6 +79,9 @@ Tensor& Tensor::copy_(const Tensor& src) {
   OAR_CHECK_ARG(defined() && src.defined(), "copy_: undefined tensor");
   OAR_CHECK_ARG(src.dtype() == dtype(), "copy_: source dtype {} differs from destination dtype {}; cast first",
                 DTypeName(src.dtype()), DTypeName(dtype()));
+  OAR_CHECK_ARG(!(GradModeEnabled() && (requires_grad() || src.requires_grad())),
+                "copy_: in-place copies are not recorded by autograd; the destination or source requires grad "
+                "(use NoGradGuard for parameter updates, or an out-of-place op)");
   Tensor source = runtime::CopySpanTo(src, device());
   if (source.shape() != shape()) {
     OAR_CHECK_ARG(BroadcastShapes(source.shape(), shape(), "copy_") == shape(),

@@ -14,7 +14,11 @@ namespace {
 // Interned device-type names. Slots are written once, before `count` publishes them, so readers need no
 // lock.
 constexpr int kMaxTypes = 128;
-std::array<std::string, kMaxTypes> g_types;
+// Function-local so that Devices can be constructed during static initialisation of other files.
+std::array<std::string, kMaxTypes>& Types() {
+  static std::array<std::string, kMaxTypes> types;
+  return types;
+}
 std::atomic<int> g_count{0};
 std::mutex g_mutex;
 
@@ -34,15 +38,15 @@ bool ValidTypeName(std::string_view type) {
 int Device::InternType(std::string_view type) {
   const int n = g_count.load(std::memory_order_acquire);
   for (int i = 0; i < n; ++i) {
-    if (g_types[i] == type) return i;
+    if (Types()[i] == type) return i;
   }
   std::lock_guard<std::mutex> lock(g_mutex);
   const int m = g_count.load(std::memory_order_relaxed);
   for (int i = n; i < m; ++i) {
-    if (g_types[i] == type) return i;
+    if (Types()[i] == type) return i;
   }
   OAR_CHECK(m < kMaxTypes, kResourceExhausted, "too many device types (at most {})", kMaxTypes);
-  g_types[m] = std::string(type);
+  Types()[m] = std::string(type);
   g_count.store(m + 1, std::memory_order_release);
   return m;
 }
@@ -76,7 +80,7 @@ Device::Device(std::string_view name) {
 
 const std::string& Device::type() const {
   static const std::string kInvalid = "invalid";
-  return type_id_ < 0 ? kInvalid : g_types[type_id_];
+  return type_id_ < 0 ? kInvalid : Types()[type_id_];
 }
 
 std::string Device::str() const { return type() + ":" + std::to_string(index_); }

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "core/base/error.h"
+#include "core/tensor/autograd_meta.h"
 
 namespace oar {
 namespace {
@@ -70,7 +71,65 @@ std::optional<Dims> ViewStrides(const Dims& old_shape, const Dims& old_strides, 
   return strides;
 }
 
+thread_local bool g_grad_mode = true;
+ViewRecorder g_view_recorder = nullptr;
+
+// Views of a tensor that takes part in autograd are recorded (their VJPs live in core/ops).
+Tensor RecordView(const Tensor& base, Tensor view, ViewOp op, std::initializer_list<int64_t> args = {}) {
+  if (g_view_recorder != nullptr && g_grad_mode && base.requires_grad()) {
+    g_view_recorder(base, view, op, std::span<const int64_t>(args.begin(), args.size()));
+  }
+  return view;
+}
+
 }  // namespace
+
+bool GradModeEnabled() { return g_grad_mode; }
+void SetGradMode(bool enabled) { g_grad_mode = enabled; }
+void SetViewRecorder(ViewRecorder recorder) { g_view_recorder = recorder; }
+ViewRecorder GetViewRecorder() { return g_view_recorder; }
+
+TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, DType dtype, Dims shape, Dims strides, int64_t offset)
+    : storage(std::move(storage)), dtype(dtype), shape(shape), strides(strides), offset(offset) {}
+TensorImpl::~TensorImpl() = default;
+
+bool Tensor::requires_grad() const { return impl_ && impl_->autograd && impl_->autograd->requires_grad; }
+
+Tensor& Tensor::set_requires_grad(bool value) {
+  const TensorImpl& t = Checked(impl_);
+  OAR_CHECK_ARG(!value || IsFloating(t.dtype), "set_requires_grad: only floating tensors can require grad, got {}",
+                DTypeName(t.dtype));
+  OAR_CHECK_ARG(is_leaf(), "set_requires_grad: only leaf tensors can change requires_grad; use detach() first");
+  mutable_autograd_meta().requires_grad = value;
+  return *this;
+}
+
+Tensor Tensor::grad() const {
+  const TensorImpl& t = Checked(impl_);
+  return t.autograd ? t.autograd->grad : Tensor();
+}
+
+void Tensor::zero_grad() {
+  if (impl_ && impl_->autograd) impl_->autograd->grad = Tensor();
+}
+
+bool Tensor::is_leaf() const {
+  const TensorImpl& t = Checked(impl_);
+  return !t.autograd || t.autograd->grad_fn == nullptr;
+}
+
+Tensor Tensor::detach() const {
+  const TensorImpl& t = Checked(impl_);
+  return Tensor(t.storage, t.dtype, t.shape, t.strides, t.offset);
+}
+
+AutogradMeta* Tensor::autograd_meta() const { return impl_ ? impl_->autograd.get() : nullptr; }
+
+AutogradMeta& Tensor::mutable_autograd_meta() {
+  TensorImpl& t = const_cast<TensorImpl&>(Checked(impl_));
+  if (!t.autograd) t.autograd = std::make_unique<AutogradMeta>();
+  return *t.autograd;
+}
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, DType dtype, Dims shape, Dims strides, int64_t offset) {
   OAR_CHECK_ARG(storage != nullptr, "Tensor: storage is null");
@@ -113,7 +172,7 @@ Tensor Tensor::view(const Dims& requested) const {
                 "view: a tensor of shape {} with strides {} cannot be viewed as {} without a copy; use "
                 "reshape() or contiguous()",
                 t.shape.ToString(), t.strides.ToString(), shape.ToString());
-  return Tensor(t.storage, t.dtype, shape, *strides, t.offset);
+  return RecordView(*this, Tensor(t.storage, t.dtype, shape, *strides, t.offset), ViewOp::kView);
 }
 
 Tensor Tensor::permute(std::span<const int64_t> dims) const {
@@ -130,7 +189,13 @@ Tensor Tensor::permute(std::span<const int64_t> dims) const {
     shape.push_back(t.shape[a]);
     strides.push_back(t.strides[a]);
   }
-  return Tensor(t.storage, t.dtype, shape, strides, t.offset);
+  Tensor view(t.storage, t.dtype, shape, strides, t.offset);
+  if (g_view_recorder != nullptr && g_grad_mode && requires_grad()) {
+    Dims order;
+    for (int64_t d : dims) order.push_back(NormalizeAxis(d, rank, "permute"));
+    g_view_recorder(*this, view, ViewOp::kPermute, order);
+  }
+  return view;
 }
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
@@ -155,7 +220,8 @@ Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
   Dims shape = t.shape, strides = t.strides;
   shape[d] = (end - start + step - 1) / step;
   strides[d] = t.strides[d] * step;
-  return Tensor(t.storage, t.dtype, shape, strides, t.offset + start * t.strides[d]);
+  return RecordView(*this, Tensor(t.storage, t.dtype, shape, strides, t.offset + start * t.strides[d]), ViewOp::kSlice,
+                    {d, start, end, step});
 }
 
 Tensor Tensor::expand(const Dims& target) const {
@@ -183,7 +249,7 @@ Tensor Tensor::expand(const Dims& target) const {
       shape[i] = want;
     }
   }
-  return Tensor(t.storage, t.dtype, shape, strides, t.offset);
+  return RecordView(*this, Tensor(t.storage, t.dtype, shape, strides, t.offset), ViewOp::kExpand);
 }
 
 Tensor Tensor::squeeze(int64_t dim) const {
@@ -193,7 +259,7 @@ Tensor Tensor::squeeze(int64_t dim) const {
   Dims shape = t.shape, strides = t.strides;
   shape.erase(d);
   strides.erase(d);
-  return Tensor(t.storage, t.dtype, shape, strides, t.offset);
+  return RecordView(*this, Tensor(t.storage, t.dtype, shape, strides, t.offset), ViewOp::kSqueeze, {d});
 }
 
 Tensor Tensor::unsqueeze(int64_t dim) const {
@@ -207,7 +273,7 @@ Tensor Tensor::unsqueeze(int64_t dim) const {
   const int64_t stride = d < rank ? t.strides[d] * t.shape[d] : 1;
   shape.insert(d, 1);
   strides.insert(d, stride);
-  return Tensor(t.storage, t.dtype, shape, strides, t.offset);
+  return RecordView(*this, Tensor(t.storage, t.dtype, shape, strides, t.offset), ViewOp::kUnsqueeze, {d});
 }
 
 Dims BroadcastShapes(const Dims& a, const Dims& b, const char* op) {

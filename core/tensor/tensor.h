@@ -24,6 +24,7 @@
 namespace oar {
 
 class TensorImpl;
+struct AutogradMeta;
 
 class Tensor {
  public:
@@ -84,6 +85,25 @@ class Tensor {
   /// Multi-line human-readable dump (device, dtype, shape, values; long tensors are abbreviated).
   std::string ToString() const;
 
+  // ---- autograd (state here; the engine is core/autograd) ----------------------------------------
+  bool requires_grad() const;
+  /// Mark a leaf as requiring grad (floating dtypes only). Returns *this.
+  Tensor& set_requires_grad(bool value);
+  /// The accumulated gradient of a leaf (undefined before the first backward).
+  Tensor grad() const;
+  /// Drop the accumulated gradient.
+  void zero_grad();
+  /// True for tensors not produced by a recorded op.
+  bool is_leaf() const;
+  /// The same storage and view, without autograd history (never requires grad).
+  Tensor detach() const;
+  /// Defined in core/autograd: reverse-mode gradients of this scalar (or with `gradient` for
+  /// non-scalars) accumulated into every leaf's grad().
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false, bool create_graph = false) const;
+  /// Internal: the autograd state (null when none was ever needed).
+  AutogradMeta* autograd_meta() const;
+  AutogradMeta& mutable_autograd_meta();
+
   /// Identity of the underlying implementation object (for tests and caches).
   const TensorImpl* impl() const { return impl_.get(); }
 
@@ -93,14 +113,15 @@ class Tensor {
 
 class TensorImpl {
  public:
-  TensorImpl(std::shared_ptr<Storage> storage, DType dtype, Dims shape, Dims strides, int64_t offset)
-      : storage(std::move(storage)), dtype(dtype), shape(shape), strides(strides), offset(offset) {}
+  TensorImpl(std::shared_ptr<Storage> storage, DType dtype, Dims shape, Dims strides, int64_t offset);
+  ~TensorImpl();
 
   std::shared_ptr<Storage> storage;
   DType dtype;
   Dims shape;
   Dims strides;
   int64_t offset;
+  std::unique_ptr<AutogradMeta> autograd;  // null unless the tensor takes part in autograd
 };
 
 /// Broadcast two shapes (NumPy rules); throws naming `op` and both shapes when incompatible.

@@ -1,0 +1,232 @@
+// VJP rules: the gradient of every differentiable op, written with eager ops so that each rule is itself
+// differentiable (grad of grad needs nothing more). Rules use the op's inputs, never its outputs: saving
+// outputs would tie a tensor to the node that produced it and leak the graph.
+#include <cmath>
+
+#include "core/ops/ops.h"
+
+namespace oar::ops {
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+const Tensor& G(const VjpArgs& a) { return a.grads[0]; }
+const Tensor& In(const VjpArgs& a, int i) { return a.inputs[i]; }
+Tensor Like(const Tensor& t, double v) { return full({}, v, t.dtype(), t.device()); }
+// A float tensor 1.0 where `mask`, else 0.0, in `like`'s dtype.
+Tensor Mask(const Tensor& mask, const Tensor& like) { return cast(mask, like.dtype()); }
+int64_t IntAttr(const VjpArgs& a, int i) { return std::get<int64_t>(a.attrs[i]); }
+const std::vector<int64_t>& IntsAttr(const VjpArgs& a, int i) { return std::get<std::vector<int64_t>>(a.attrs[i]); }
+
+// ---- binary ----------------------------------------------------------------------------------------------
+Grads Add(const VjpArgs& a) { return {SumTo(G(a), In(a, 0).shape()), SumTo(G(a), In(a, 1).shape())}; }
+Grads Sub(const VjpArgs& a) { return {SumTo(G(a), In(a, 0).shape()), SumTo(neg(G(a)), In(a, 1).shape())}; }
+Grads Mul(const VjpArgs& a) {
+  return {SumTo(G(a) * In(a, 1), In(a, 0).shape()), SumTo(G(a) * In(a, 0), In(a, 1).shape())};
+}
+Grads Div(const VjpArgs& a) {
+  const Tensor& x = In(a, 0);
+  const Tensor& y = In(a, 1);
+  return {SumTo(G(a) / y, x.shape()), SumTo(neg(G(a)) * x / (y * y), y.shape())};
+}
+Grads Pow(const VjpArgs& a) {
+  const Tensor& x = In(a, 0);
+  const Tensor& y = In(a, 1);
+  // d/dx x^y = y x^(y-1); d/dy x^y = x^y log x (taken as 0 where x == 0, the limit for y > 0).
+  const Tensor gx = G(a) * y * pow(x, y - 1.0);
+  const Tensor safe_log = log(where(eq(x, Like(x, 0)), Like(x, 1), x));
+  const Tensor gy = G(a) * pow(x, y) * safe_log;
+  return {SumTo(gx, x.shape()), SumTo(gy, y.shape())};
+}
+// The larger operand gets the gradient; ties split it evenly (as torch does).
+Grads MaxMin(const VjpArgs& a, bool is_max) {
+  const Tensor& x = In(a, 0);
+  const Tensor& y = In(a, 1);
+  const Tensor wins = Mask(is_max ? gt(x, y) : lt(x, y), x);
+  const Tensor ties = Mask(eq(x, y), x) * 0.5;
+  const Tensor wx = wins + ties;
+  const Tensor wy = Mask(is_max ? lt(x, y) : gt(x, y), x) + ties;
+  return {SumTo(G(a) * wx, x.shape()), SumTo(G(a) * wy, y.shape())};
+}
+Grads Maximum(const VjpArgs& a) { return MaxMin(a, true); }
+Grads Minimum(const VjpArgs& a) { return MaxMin(a, false); }
+Grads Where(const VjpArgs& a) {
+  const Tensor& cond = In(a, 0);
+  const Tensor zero = Like(G(a), 0);
+  return {Tensor(), SumTo(where(cond, G(a), zero), In(a, 1).shape()), SumTo(where(cond, zero, G(a)), In(a, 2).shape())};
+}
+
+// ---- unary -----------------------------------------------------------------------------------------------
+Grads Neg(const VjpArgs& a) { return {neg(G(a))}; }
+Grads Exp(const VjpArgs& a) { return {G(a) * exp(In(a, 0))}; }
+Grads Relu(const VjpArgs& a) { return {G(a) * Mask(gt(In(a, 0), 0.0), In(a, 0))}; }
+Grads Abs(const VjpArgs& a) { return {G(a) * sign(In(a, 0))}; }
+Grads Sign(const VjpArgs& a) { return {G(a) * 0.0}; }
+Grads Log(const VjpArgs& a) { return {G(a) / In(a, 0)}; }
+Grads Log1p(const VjpArgs& a) { return {G(a) / (In(a, 0) + 1.0)}; }
+Grads Sqrt(const VjpArgs& a) { return {G(a) * rsqrt(In(a, 0)) * 0.5}; }
+Grads Rsqrt(const VjpArgs& a) {
+  const Tensor& x = In(a, 0);
+  return {G(a) * rsqrt(x) / x * -0.5};
+}
+Grads Sin(const VjpArgs& a) { return {G(a) * cos(In(a, 0))}; }
+Grads Cos(const VjpArgs& a) { return {neg(G(a) * sin(In(a, 0)))}; }
+Grads Tanh(const VjpArgs& a) {
+  const Tensor t = tanh(In(a, 0));
+  return {G(a) * (1.0 - t * t)};
+}
+Grads Sigmoid(const VjpArgs& a) {
+  const Tensor s = sigmoid(In(a, 0));
+  return {G(a) * s * (1.0 - s)};
+}
+Grads Erf(const VjpArgs& a) {
+  const Tensor& x = In(a, 0);
+  return {G(a) * exp(neg(x * x)) * (2.0 / std::sqrt(M_PI))};
+}
+Grads Reciprocal(const VjpArgs& a) {
+  const Tensor& x = In(a, 0);
+  return {neg(G(a)) / (x * x)};
+}
+
+// ---- matmul --------------------------------------------------------------------------------------------
+Grads Matmul(const VjpArgs& a) {
+  Tensor x = In(a, 0), y = In(a, 1), g = G(a);
+  const bool x_vec = x.rank() == 1, y_vec = y.rank() == 1;
+  if (x_vec) {
+    x = x.unsqueeze(0);
+    g = g.unsqueeze(-2);
+  }
+  if (y_vec) {
+    y = y.unsqueeze(-1);
+    g = g.unsqueeze(-1);
+  }
+  Tensor gx = matmul(g, y.transpose(-1, -2));
+  Tensor gy = matmul(x.transpose(-1, -2), g);
+  gx = SumTo(gx, x.shape());
+  gy = SumTo(gy, y.shape());
+  if (x_vec) gx = gx.squeeze(0);
+  if (y_vec) gy = gy.squeeze(-1);
+  return {gx, gy};
+}
+
+// ---- reductions ----------------------------------------------------------------------------------------
+// Bring a reduced gradient back to the input's shape (broadcast over the reduced axes).
+Tensor Unreduce(const Tensor& g, const Tensor& x, const std::vector<int64_t>& axes_attr, bool keepdim) {
+  const std::vector<int64_t> axes = NormalizeAxes(axes_attr, x.rank(), "reduction VJP");
+  Tensor r = g;
+  if (!keepdim) {
+    for (int64_t ax : axes) r = r.unsqueeze(ax);
+  }
+  return r.expand(x.shape());
+}
+Grads Sum(const VjpArgs& a) {
+  return {Unreduce(G(a), In(a, 0), IntsAttr(a, 0), std::get<bool>(a.attrs[1]))};
+}
+Grads Mean(const VjpArgs& a) {
+  const Tensor& x = In(a, 0);
+  const std::vector<int64_t> axes = NormalizeAxes(IntsAttr(a, 0), x.rank(), "mean VJP");
+  int64_t n = 1;
+  for (int64_t ax : axes) n *= x.shape()[static_cast<int>(ax)];
+  return {Unreduce(G(a), x, IntsAttr(a, 0), std::get<bool>(a.attrs[1])) / static_cast<double>(std::max<int64_t>(n, 1))};
+}
+// amax/amin: the gradient is shared evenly among the elements equal to the extremum.
+Grads Extremum(const VjpArgs& a, bool is_max) {
+  const Tensor& x = In(a, 0);
+  const std::vector<int64_t>& axes = IntsAttr(a, 0);
+  const Tensor m = is_max ? amax(x, axes, true) : amin(x, axes, true);
+  const Tensor hit = Mask(eq(x, m), x);
+  const Tensor count = sum(hit, axes, true);
+  return {Unreduce(G(a), x, axes, std::get<bool>(a.attrs[1])) * hit / count};
+}
+Grads Max(const VjpArgs& a) { return Extremum(a, true); }
+Grads Min(const VjpArgs& a) { return Extremum(a, false); }
+Grads Prod(const VjpArgs& a) {
+  // d prod / d x_i = prod / x_i, valid for non-zero x (the common case for a product we differentiate).
+  const Tensor& x = In(a, 0);
+  const Tensor p = prod(x, IntsAttr(a, 0), true);
+  return {Unreduce(G(a), x, IntsAttr(a, 0), std::get<bool>(a.attrs[1])) * p / x};
+}
+
+// ---- softmax ---------------------------------------------------------------------------------------------
+Grads Softmax(const VjpArgs& a) {
+  const int64_t axis = IntAttr(a, 0);
+  const Tensor y = softmax(In(a, 0), axis);
+  return {y * (G(a) - sum(G(a) * y, {axis}, true))};
+}
+Grads LogSoftmax(const VjpArgs& a) {
+  const int64_t axis = IntAttr(a, 0);
+  const Tensor p = softmax(In(a, 0), axis);
+  return {G(a) - p * sum(G(a), {axis}, true)};
+}
+
+Grads Cast(const VjpArgs& a) {
+  if (!IsFloating(In(a, 0).dtype()) || !IsFloating(G(a).dtype())) return {Tensor()};
+  return {cast(G(a), In(a, 0).dtype())};
+}
+
+// ---- views -----------------------------------------------------------------------------------------------
+Grads View(const VjpArgs& a) { return {G(a).reshape(In(a, 0).shape())}; }
+Grads Permute(const VjpArgs& a) {
+  const std::vector<int64_t>& dims = IntsAttr(a, 0);
+  std::vector<int64_t> inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) inverse[static_cast<size_t>(dims[i])] = static_cast<int64_t>(i);
+  return {G(a).permute(inverse)};
+}
+Grads Slice(const VjpArgs& a) {
+  return {SliceScatter(G(a), In(a, 0).shape(), IntAttr(a, 0), IntAttr(a, 1), IntAttr(a, 2), IntAttr(a, 3))};
+}
+Grads Expand(const VjpArgs& a) { return {SumTo(G(a), In(a, 0).shape())}; }
+Grads Squeeze(const VjpArgs& a) { return {G(a).reshape(In(a, 0).shape())}; }
+Grads SliceScatterVjp(const VjpArgs& a) {
+  return {G(a).slice(IntAttr(a, 1), IntAttr(a, 2), IntAttr(a, 3), IntAttr(a, 4))};
+}
+
+}  // namespace
+
+VjpFn VjpFor(Op op) {
+  switch (op) {
+    case Op::kAdd: return Add;
+    case Op::kSub: return Sub;
+    case Op::kMul: return Mul;
+    case Op::kDiv: return Div;
+    case Op::kPow: return Pow;
+    case Op::kMaximum: return Maximum;
+    case Op::kMinimum: return Minimum;
+    case Op::kWhere: return Where;
+    case Op::kNeg: return Neg;
+    case Op::kExp: return Exp;
+    case Op::kRelu: return Relu;
+    case Op::kAbs: return Abs;
+    case Op::kSign: return Sign;
+    case Op::kLog: return Log;
+    case Op::kLog1p: return Log1p;
+    case Op::kSqrt: return Sqrt;
+    case Op::kRsqrt: return Rsqrt;
+    case Op::kSin: return Sin;
+    case Op::kCos: return Cos;
+    case Op::kTanh: return Tanh;
+    case Op::kSigmoid: return Sigmoid;
+    case Op::kErf: return Erf;
+    case Op::kReciprocal: return Reciprocal;
+    case Op::kMatmul: return Matmul;
+    case Op::kSum: return Sum;
+    case Op::kMean: return Mean;
+    case Op::kMax: return Max;
+    case Op::kMin: return Min;
+    case Op::kProd: return Prod;
+    case Op::kSoftmax: return Softmax;
+    case Op::kLogSoftmax: return LogSoftmax;
+    case Op::kCast: return Cast;
+    case Op::kView: return View;
+    case Op::kPermute: return Permute;
+    case Op::kSlice: return Slice;
+    case Op::kExpand: return Expand;
+    case Op::kSqueeze:
+    case Op::kUnsqueeze: return Squeeze;
+    case Op::kSliceScatter: return SliceScatterVjp;
+    case Op::kClone: return [](const VjpArgs& a) -> Grads { return {G(a)}; };
+    default: return nullptr;  // comparisons, logic, predicates, arg-reductions, fill, copy
+  }
+}
+
+}  // namespace oar::ops
