@@ -13,7 +13,7 @@ namespace oar {
 namespace ops {
 namespace {
 
-constexpr int kMaxInputs = 8;
+constexpr int kMaxInputs = 16;
 
 // oar_attr_t views of one call's attributes; list payloads point into `values`.
 struct KernelAttrs {
@@ -22,7 +22,7 @@ struct KernelAttrs {
   std::span<const oar_attr_t> span() const { return {attrs.data(), static_cast<size_t>(n)}; }
 };
 
-KernelAttrs ToKernelAttrs(const OpSchema& s, const AttrValues& values, bool integral_fill) {
+KernelAttrs ToKernelAttrs(const OpSchema& s, const AttrValues& values, bool integral_value) {
   KernelAttrs out;
   for (size_t i = 0; i < s.attrs.size(); ++i) {
     oar_attr_t& a = out.attrs[out.n++];
@@ -35,7 +35,7 @@ KernelAttrs ToKernelAttrs(const OpSchema& s, const AttrValues& values, bool inte
       case OAR_ATTR_INT: a.v.i = std::get<int64_t>(v); break;
       case OAR_ATTR_BOOL: a.v.b = std::get<bool>(v); break;
       case OAR_ATTR_FLOAT:
-        if (integral_fill) {
+        if (integral_value && s.attrs[i].name == "value") {
           a.type = OAR_ATTR_INT;
           a.v.i = static_cast<int64_t>(std::get<double>(v));
         } else {
@@ -164,14 +164,23 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
       kernel_out = runtime::Empty(out_meta[0].shape, out_meta[0].dtype, *device);
       results.push_back(kernel_out);
       break;
+    case OpKind::kDirect:
+      for (size_t i = 0; i < inputs.size(); ++i) kin[i] = inputs[i];
+      for (const TensorMeta& m : out_meta) results.push_back(runtime::Empty(m.shape, m.dtype, *device));
+      break;
     case OpKind::kCopy:
     case OpKind::kView:
     case OpKind::kComposite:
       Throw(ErrorCode::kInternal, "{} does not run through ops::Run", s.name);
   }
-  const bool integral_fill = s.kind == OpKind::kFill && !IsFloating(out_meta[0].dtype);
-  const KernelAttrs kattrs = ToKernelAttrs(s, attrs, integral_fill);
-  runtime::Launch(*device, s.kernel_id, {kin.data(), inputs.size()}, {&kernel_out, 1}, kattrs.span());
+  // A FLOAT "value" attribute (fill, pad) reaches integer and bool kernels as INT (docs/ops.md).
+  const DType value_dtype = s.kind == OpKind::kFill || inputs.empty() ? out_meta[0].dtype : inputs[0].dtype();
+  const KernelAttrs kattrs = ToKernelAttrs(s, attrs, !IsFloating(value_dtype));
+  if (s.kind == OpKind::kDirect) {
+    runtime::Launch(*device, s.kernel_id, {kin.data(), inputs.size()}, results, kattrs.span());
+  } else {
+    runtime::Launch(*device, s.kernel_id, {kin.data(), inputs.size()}, {&kernel_out, 1}, kattrs.span());
+  }
   Record(op, inputs, results, attrs);
   return results;
 }

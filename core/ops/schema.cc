@@ -248,6 +248,7 @@ std::vector<OpSchema> BuildSchemas() {
       make(Op::kClone, "clone", OpKind::kComposite, {"x"}, {"out"}, {}, kAll,
            "a contiguous copy (runs the copy kernel; recorded so gradients flow through contiguous())"),
   };
+  AppendNnSchemas(all);
   for (size_t i = 0; i < all.size(); ++i) {
     OAR_CHECK(static_cast<int>(all[i].op) == static_cast<int>(i), kInternal, "op table out of order at {}", all[i].name);
     all[i].kernel_id = runtime::InternOp(all[i].name);
@@ -276,6 +277,9 @@ std::vector<TensorMeta> OpSchema::Infer(std::span<const TensorMeta> in, const At
     case OpKind::kWhere: return InferWhere(*this, in, attrs);
     case OpKind::kArgReduce: return InferArgReduce(*this, in, attrs);
     case OpKind::kAxiswise: return InferAxiswise(*this, in, attrs);
+    case OpKind::kDirect:
+      OAR_CHECK(infer != nullptr, kInternal, "{}: no shape inference", name);
+      return infer(*this, in, attrs);
     case OpKind::kView:
     case OpKind::kComposite: break;
   }

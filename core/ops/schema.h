@@ -37,6 +37,9 @@ enum class Op : int {
   kCast, kFill, kCopy,
   // metadata views (no kernel; recorded for autograd) and their gradient helper
   kView, kPermute, kSlice, kExpand, kSqueeze, kUnsqueeze, kSliceScatter, kClone,
+  // neural-network and indexing primitives (schema_nn.cc)
+  kConv2d, kConv2dGradInput, kConv2dGradWeight, kMaxPool2d, kAvgPool2d, kAvgPool2dGrad, kAdaptiveAvgPool2d,
+  kAdaptiveAvgPool2dGrad, kLayerNorm, kConcat, kGather, kIndexSelect, kScatterAdd, kTopk, kPad,
   kCount_
 };
 
@@ -52,6 +55,7 @@ enum class OpKind {
   kArgReduce,  // attr axis, keepdim -> int64
   kAxiswise,   // attr axis, same shape (softmax)
   kCast, kFill, kCopy,
+  kDirect,     // inputs reach the kernel as given; outputs as inferred (conv, pooling, indexing, ...)
   kView,       // metadata only; eager entry points are Tensor methods
   kComposite,  // runs other ops; no kernel of its own
 };
@@ -99,6 +103,8 @@ struct OpSchema {
   std::string_view doc;
   int kernel_id;    // runtime::InternOp(name)
   VjpFn vjp = nullptr;  // null: not differentiable (its results never require grad)
+  /// Shape/dtype inference for kDirect ops (other kinds share a rule per kind).
+  std::vector<TensorMeta> (*infer)(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) = nullptr;
 
   bool Accepts(DType t) const { return (dtypes >> static_cast<int>(t)) & 1u; }
   /// Output metadata for these inputs and attributes; throws oar::Error naming the op, the argument and
@@ -116,6 +122,9 @@ const OpSchema& SchemaByName(std::string_view name);
 
 /// "float32, float64, ..." for an accepted-dtype mask.
 std::string DTypeMaskString(uint32_t mask);
+
+/// The neural-network and indexing schemas (schema_nn.cc), appended to the table in Op order.
+void AppendNnSchemas(std::vector<OpSchema>& table);
 
 /// The VJP rule of each op (vjp.cc), looked up when the table is built.
 VjpFn VjpFor(Op op);

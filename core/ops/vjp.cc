@@ -3,7 +3,9 @@
 // outputs would tie a tensor to the node that produced it and leak the graph.
 #include <cmath>
 
+#include "core/ops/nn.h"
 #include "core/ops/ops.h"
+#include "core/tensor/autograd_meta.h"
 
 namespace oar::ops {
 namespace {
@@ -181,6 +183,110 @@ Grads SliceScatterVjp(const VjpArgs& a) {
   return {G(a).slice(IntAttr(a, 1), IntAttr(a, 2), IntAttr(a, 3), IntAttr(a, 4))};
 }
 
+// ---- convolution, pooling, normalisation ----------------------------------------------------------------
+std::vector<int64_t> ShapeVec(const Tensor& t) { return std::vector<int64_t>(t.shape().begin(), t.shape().end()); }
+// conv2d's attributes (stride, padding, dilation, groups) plus one shape attribute.
+AttrValues ConvAttrs(const VjpArgs& a, const Tensor& shape_of) {
+  return {a.attrs[0], a.attrs[1], a.attrs[2], a.attrs[3], ShapeVec(shape_of)};
+}
+AttrValues ConvAttrsOnly(const VjpArgs& a) { return {a.attrs[0], a.attrs[1], a.attrs[2], a.attrs[3]}; }
+Tensor RunOp(Op op, std::initializer_list<Tensor> in, AttrValues attrs) {
+  return Run(op, std::span<const Tensor>(in.begin(), in.size()), std::move(attrs))[0];
+}
+Grads Conv2d(const VjpArgs& a) {
+  const Tensor &x = In(a, 0), &w = In(a, 1);
+  return {RunOp(Op::kConv2dGradInput, {G(a), w}, ConvAttrs(a, x)), RunOp(Op::kConv2dGradWeight, {G(a), x}, ConvAttrs(a, w))};
+}
+// grad_x = convᵀ(g, w) is linear in g and in w: <gg, convᵀ(g, w)> = <conv(gg, w), g>.
+Grads Conv2dGradInput(const VjpArgs& a) {
+  const Tensor &g = In(a, 0), &w = In(a, 1);
+  return {RunOp(Op::kConv2d, {G(a), w}, ConvAttrsOnly(a)), RunOp(Op::kConv2dGradWeight, {g, G(a)}, ConvAttrs(a, w))};
+}
+// grad_w = conv_w(g, x): <gg, conv_w(g, x)> = <conv(x, gg), g>.
+Grads Conv2dGradWeight(const VjpArgs& a) {
+  const Tensor &g = In(a, 0), &x = In(a, 1);
+  return {RunOp(Op::kConv2d, {x, G(a)}, ConvAttrsOnly(a)), RunOp(Op::kConv2dGradInput, {g, G(a)}, ConvAttrs(a, x))};
+}
+Grads MaxPool2d(const VjpArgs& a) {
+  const Tensor& x = In(a, 0);
+  Tensor indices;
+  {
+    NoGradGuard no_grad;  // recompute the argmax positions (outputs are never saved)
+    indices = Run(Op::kMaxPool2d, {&x, 1}, {a.attrs[0], a.attrs[1], a.attrs[2], a.attrs[3]})[1];
+  }
+  const int64_t n = x.dim(0), c = x.dim(1);
+  const Tensor flat = zeros({n, c, x.dim(2) * x.dim(3)}, x.dtype(), x.device());
+  return {scatter_add(flat, 2, indices.reshape({n, c, -1}), G(a).reshape({n, c, -1})).reshape(x.shape())};
+}
+Grads AvgPool2d(const VjpArgs& a) {
+  return {RunOp(Op::kAvgPool2dGrad, {G(a)}, {a.attrs[0], a.attrs[1], a.attrs[2], a.attrs[3], ShapeVec(In(a, 0))})};
+}
+Grads AvgPool2dGrad(const VjpArgs& a) {
+  return {RunOp(Op::kAvgPool2d, {G(a)}, {a.attrs[0], a.attrs[1], a.attrs[2], a.attrs[3]})};
+}
+Grads AdaptiveAvgPool2d(const VjpArgs& a) {
+  return {RunOp(Op::kAdaptiveAvgPool2dGrad, {G(a)}, {a.attrs[0], ShapeVec(In(a, 0))})};
+}
+Grads AdaptiveAvgPool2dGrad(const VjpArgs& a) { return {RunOp(Op::kAdaptiveAvgPool2d, {G(a)}, {a.attrs[0]})}; }
+Grads LayerNorm(const VjpArgs& a) {
+  const Tensor &x = In(a, 0), &w = In(a, 1);
+  const int64_t axis = IntAttr(a, 0);
+  const double eps = std::get<double>(a.attrs[1]);
+  std::vector<int64_t> norm, batch;
+  for (int d = 0; d < x.rank(); ++d) (d >= axis ? norm : batch).push_back(d);
+  // Recompute the statistics with differentiable ops so that this rule has a gradient too.
+  const Tensor mu = mean(x, norm, true);
+  const Tensor xc = x - mu;
+  const Tensor rstd = rsqrt(mean(xc * xc, norm, true) + eps);
+  const Tensor xhat = xc * rstd;
+  const Tensor& dy = G(a);
+  const Tensor dxhat = dy * w;
+  const Tensor dx = rstd * (dxhat - mean(dxhat, norm, true) - xhat * mean(dxhat * xhat, norm, true));
+  const Tensor dw = batch.empty() ? dy * xhat : sum(dy * xhat, batch);
+  const Tensor db = batch.empty() ? dy : sum(dy, batch);
+  return {dx, dw, db};
+}
+
+// ---- indexing ----------------------------------------------------------------------------------------------
+Grads Concat(const VjpArgs& a) {
+  const int64_t axis = IntAttr(a, 0);
+  Grads out;
+  int64_t start = 0;
+  for (const Tensor& t : a.inputs) {
+    out.push_back(G(a).slice(axis, start, start + t.dim(axis)));
+    start += t.dim(axis);
+  }
+  return out;
+}
+Grads Gather(const VjpArgs& a) {
+  const Tensor& x = In(a, 0);
+  return {scatter_add(zeros(x.shape(), G(a).dtype(), x.device()), IntAttr(a, 0), In(a, 1), G(a)), Tensor()};
+}
+Grads IndexSelect(const VjpArgs& a) {
+  const Tensor& x = In(a, 0);
+  const int64_t axis = IntAttr(a, 0);
+  Dims view = Dims::Filled(x.rank(), 1);
+  view[static_cast<int>(axis)] = -1;
+  const Tensor index = In(a, 1).reshape(view).expand(G(a).shape());
+  return {scatter_add(zeros(x.shape(), G(a).dtype(), x.device()), axis, index, G(a)), Tensor()};
+}
+Grads ScatterAdd(const VjpArgs& a) { return {G(a), Tensor(), gather(G(a), IntAttr(a, 0), In(a, 1))}; }
+Grads Topk(const VjpArgs& a) {
+  const Tensor& x = In(a, 0);
+  Tensor indices;
+  {
+    NoGradGuard no_grad;
+    indices = Run(Op::kTopk, {&x, 1}, {a.attrs[0], a.attrs[1], a.attrs[2]})[1];
+  }
+  return {scatter_add(zeros(x.shape(), G(a).dtype(), x.device()), IntAttr(a, 1), indices, G(a))};
+}
+Grads Pad(const VjpArgs& a) {
+  const std::vector<int64_t>& pads = IntsAttr(a, 0);
+  Tensor g = G(a);
+  for (int d = 0; d < In(a, 0).rank(); ++d) g = g.slice(d, pads[2 * d], pads[2 * d] + In(a, 0).dim(d));
+  return {g};
+}
+
 }  // namespace
 
 VjpFn VjpFor(Op op) {
@@ -225,6 +331,21 @@ VjpFn VjpFor(Op op) {
     case Op::kUnsqueeze: return Squeeze;
     case Op::kSliceScatter: return SliceScatterVjp;
     case Op::kClone: return [](const VjpArgs& a) -> Grads { return {G(a)}; };
+    case Op::kConv2d: return Conv2d;
+    case Op::kConv2dGradInput: return Conv2dGradInput;
+    case Op::kConv2dGradWeight: return Conv2dGradWeight;
+    case Op::kMaxPool2d: return MaxPool2d;
+    case Op::kAvgPool2d: return AvgPool2d;
+    case Op::kAvgPool2dGrad: return AvgPool2dGrad;
+    case Op::kAdaptiveAvgPool2d: return AdaptiveAvgPool2d;
+    case Op::kAdaptiveAvgPool2dGrad: return AdaptiveAvgPool2dGrad;
+    case Op::kLayerNorm: return LayerNorm;
+    case Op::kConcat: return Concat;
+    case Op::kGather: return Gather;
+    case Op::kIndexSelect: return IndexSelect;
+    case Op::kScatterAdd: return ScatterAdd;
+    case Op::kTopk: return Topk;
+    case Op::kPad: return Pad;
     default: return nullptr;  // comparisons, logic, predicates, arg-reductions, fill, copy
   }
 }

@@ -1,0 +1,261 @@
+// Schemas of the neural-network and indexing primitives: convolution (and its two gradients), pooling,
+// layer_norm, concat, gather, index_select, scatter_add, topk, pad. Kernel contracts:
+// docs/ops-library-plan.md.
+#include <algorithm>
+#include <array>
+
+#include "core/base/error.h"
+#include "core/ops/schema.h"
+#include "core/runtime/kernel_registry.h"
+
+namespace oar::ops {
+namespace {
+
+constexpr uint32_t Bit(DType t) { return 1u << static_cast<int>(t); }
+constexpr uint32_t kFloating = Bit(DType::kFloat32) | Bit(DType::kFloat64) | Bit(DType::kFloat16) | Bit(DType::kBFloat16);
+constexpr uint32_t kNumeric = kFloating | Bit(DType::kInt8) | Bit(DType::kUInt8) | Bit(DType::kInt32) | Bit(DType::kInt64);
+constexpr uint32_t kAll = kNumeric | Bit(DType::kBool);
+
+using Metas = std::vector<TensorMeta>;
+const std::vector<int64_t>& Ints(const OpSchema& s, const AttrValues& a, std::string_view name) {
+  return std::get<std::vector<int64_t>>(a[s.AttrIndex(name)]);
+}
+int64_t Int(const OpSchema& s, const AttrValues& a, std::string_view name) { return std::get<int64_t>(a[s.AttrIndex(name)]); }
+
+void CheckFloating(const OpSchema& s, int i, DType t) {
+  OAR_CHECK_ARG(s.Accepts(t), "{}: argument '{}' has dtype {}; expected one of {}", s.name, s.inputs[i], DTypeName(t),
+                DTypeMaskString(s.dtypes));
+}
+void CheckRank(const OpSchema& s, int i, const TensorMeta& m, int rank, const char* layout) {
+  OAR_CHECK_ARG(m.shape.size() == rank, "{}: argument '{}' must be {}-D ({}), got shape {}", s.name, s.inputs[i], rank,
+                layout, m.shape.ToString());
+}
+void CheckSameDType(const OpSchema& s, std::span<const TensorMeta> in, int a, int b) {
+  OAR_CHECK_ARG(in[a].dtype == in[b].dtype, "{}: arguments '{}' ({}) and '{}' ({}) have different dtypes", s.name,
+                s.inputs[a], DTypeName(in[a].dtype), s.inputs[b], DTypeName(in[b].dtype));
+}
+// Two positive (or non-negative) integers.
+std::array<int64_t, 2> Pair(const OpSchema& s, const AttrValues& a, std::string_view name, int64_t min) {
+  const auto& v = Ints(s, a, name);
+  OAR_CHECK_ARG(v.size() == 2 && v[0] >= min && v[1] >= min, "{}: attribute '{}' must be two integers >= {}, got [{}]",
+                s.name, name, min, fmt::join(v, ", "));
+  return {v[0], v[1]};
+}
+int64_t WindowOut(const OpSchema& s, int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil, const char* dim) {
+  const int64_t span = dil * (k - 1) + 1;
+  const int64_t out = (in + 2 * pad - span) / stride + 1;
+  OAR_CHECK_ARG(in + 2 * pad >= span && out > 0,
+                "{}: the {} extent {} (padding {}) is smaller than the window {} (kernel {}, dilation {})", s.name,
+                dim, in, pad, span, k, dil);
+  return out;
+}
+
+Metas InferConv(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
+  CheckFloating(s, 0, in[0].dtype);
+  CheckSameDType(s, in, 0, 1);
+  CheckRank(s, 0, in[0], 4, "N, C, H, W");
+  CheckRank(s, 1, in[1], 4, "O, C/groups, kH, kW");
+  const auto stride = Pair(s, a, "stride", 1), pad = Pair(s, a, "padding", 0), dil = Pair(s, a, "dilation", 1);
+  const int64_t groups = Int(s, a, "groups");
+  const Dims& x = in[0].shape;
+  const Dims& w = in[1].shape;
+  OAR_CHECK_ARG(groups >= 1 && x[1] % groups == 0 && w[0] % groups == 0 && w[1] * groups == x[1],
+                "conv2d: input has {} channels and weight {} expects {} input channels per group with groups={}; "
+                "need C == weight.shape[1] * groups and O divisible by groups",
+                x[1], w.ToString(), w[1], groups);
+  return {{in[0].dtype,
+           {x[0], w[0], WindowOut(s, x[2], w[2], stride[0], pad[0], dil[0], "height"),
+            WindowOut(s, x[3], w[3], stride[1], pad[1], dil[1], "width")}}};
+}
+Metas InferConvGradInput(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
+  CheckFloating(s, 0, in[0].dtype);
+  CheckSameDType(s, in, 0, 1);
+  return {{in[0].dtype, Dims(Ints(s, a, "input_shape"))}};
+}
+Metas InferConvGradWeight(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
+  CheckFloating(s, 0, in[0].dtype);
+  CheckSameDType(s, in, 0, 1);
+  return {{in[0].dtype, Dims(Ints(s, a, "weight_shape"))}};
+}
+Metas InferMaxPool(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
+  CheckFloating(s, 0, in[0].dtype);
+  CheckRank(s, 0, in[0], 4, "N, C, H, W");
+  const auto k = Pair(s, a, "kernel", 1), stride = Pair(s, a, "stride", 1), pad = Pair(s, a, "padding", 0),
+             dil = Pair(s, a, "dilation", 1);
+  OAR_CHECK_ARG(pad[0] * 2 <= k[0] && pad[1] * 2 <= k[1], "max_pool2d: padding [{}, {}] exceeds half the kernel [{}, {}]",
+                pad[0], pad[1], k[0], k[1]);
+  const Dims& x = in[0].shape;
+  Dims out{x[0], x[1], WindowOut(s, x[2], k[0], stride[0], pad[0], dil[0], "height"),
+           WindowOut(s, x[3], k[1], stride[1], pad[1], dil[1], "width")};
+  return {{in[0].dtype, out}, {DType::kInt64, out}};
+}
+Metas InferAvgPool(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
+  CheckFloating(s, 0, in[0].dtype);
+  CheckRank(s, 0, in[0], 4, "N, C, H, W");
+  const auto k = Pair(s, a, "kernel", 1), stride = Pair(s, a, "stride", 1), pad = Pair(s, a, "padding", 0);
+  OAR_CHECK_ARG(pad[0] * 2 <= k[0] && pad[1] * 2 <= k[1], "avg_pool2d: padding [{}, {}] exceeds half the kernel [{}, {}]",
+                pad[0], pad[1], k[0], k[1]);
+  const Dims& x = in[0].shape;
+  return {{in[0].dtype,
+           {x[0], x[1], WindowOut(s, x[2], k[0], stride[0], pad[0], 1, "height"),
+            WindowOut(s, x[3], k[1], stride[1], pad[1], 1, "width")}}};
+}
+Metas InferPoolGrad(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
+  CheckFloating(s, 0, in[0].dtype);
+  return {{in[0].dtype, Dims(Ints(s, a, "input_shape"))}};
+}
+Metas InferAdaptive(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
+  CheckFloating(s, 0, in[0].dtype);
+  CheckRank(s, 0, in[0], 4, "N, C, H, W");
+  const auto o = Pair(s, a, "output_size", 1);
+  return {{in[0].dtype, {in[0].shape[0], in[0].shape[1], o[0], o[1]}}};
+}
+Metas InferLayerNorm(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
+  CheckFloating(s, 0, in[0].dtype);
+  const int rank = in[0].shape.size();
+  const int64_t axis = Int(s, a, "axis");
+  OAR_CHECK_ARG(axis >= 0 && axis < rank, "layer_norm: axis {} is out of range for shape {}", axis, in[0].shape.ToString());
+  const Dims normalized(std::span<const int64_t>(in[0].shape.data() + axis, static_cast<size_t>(rank - axis)));
+  for (int i = 1; i <= 2; ++i) {
+    CheckSameDType(s, in, 0, i);
+    OAR_CHECK_ARG(in[i].shape == normalized, "layer_norm: '{}' has shape {} but the normalised shape is {}", s.inputs[i],
+                  in[i].shape.ToString(), normalized.ToString());
+  }
+  Dims stat = in[0].shape;
+  for (int d = static_cast<int>(axis); d < rank; ++d) stat[d] = 1;
+  const DType sd = (in[0].dtype == DType::kFloat16 || in[0].dtype == DType::kBFloat16) ? DType::kFloat32 : in[0].dtype;
+  return {in[0], {sd, stat}, {sd, stat}};
+}
+Metas InferConcat(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
+  OAR_CHECK_ARG(!in.empty() && in.size() <= 15, "concat: expected 1 to 15 tensors per kernel call, got {}", in.size());
+  const int rank = in[0].shape.size();
+  const int axis = NormalizeAxis(Int(s, a, "axis"), rank, "concat");
+  Dims out = in[0].shape;
+  out[axis] = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    OAR_CHECK_ARG(in[i].dtype == in[0].dtype, "concat: tensor {} has dtype {}, tensor 0 has {}", i,
+                  DTypeName(in[i].dtype), DTypeName(in[0].dtype));
+    OAR_CHECK_ARG(in[i].shape.size() == rank, "concat: tensor {} has shape {}, tensor 0 has {}", i,
+                  in[i].shape.ToString(), in[0].shape.ToString());
+    for (int d = 0; d < rank; ++d) {
+      OAR_CHECK_ARG(d == axis || in[i].shape[d] == in[0].shape[d],
+                    "concat: tensor {} has shape {} but tensor 0 has {}; only axis {} may differ", i,
+                    in[i].shape.ToString(), in[0].shape.ToString(), axis);
+    }
+    out[axis] += in[i].shape[axis];
+  }
+  return {{in[0].dtype, out}};
+}
+void CheckIndex(const OpSchema& s, int i, const TensorMeta& m) {
+  OAR_CHECK_ARG(m.dtype == DType::kInt64, "{}: '{}' must be int64, got {}", s.name, s.inputs[i], DTypeName(m.dtype));
+}
+Metas InferGather(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
+  CheckIndex(s, 1, in[1]);
+  const int rank = in[0].shape.size();
+  const int axis = NormalizeAxis(Int(s, a, "axis"), rank, "gather");
+  OAR_CHECK_ARG(in[1].shape.size() == rank, "gather: index has shape {} but x has shape {} (ranks must match)",
+                in[1].shape.ToString(), in[0].shape.ToString());
+  for (int d = 0; d < rank; ++d) {
+    OAR_CHECK_ARG(d == axis || in[1].shape[d] <= in[0].shape[d],
+                  "gather: index extent {} exceeds x extent {} in dimension {}", in[1].shape[d], in[0].shape[d], d);
+  }
+  return {{in[0].dtype, in[1].shape}};
+}
+Metas InferIndexSelect(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
+  CheckIndex(s, 1, in[1]);
+  OAR_CHECK_ARG(in[1].shape.size() == 1, "index_select: index must be 1-D, got shape {}", in[1].shape.ToString());
+  const int axis = NormalizeAxis(Int(s, a, "axis"), in[0].shape.size(), "index_select");
+  Dims out = in[0].shape;
+  out[axis] = in[1].shape[0];
+  return {{in[0].dtype, out}};
+}
+Metas InferScatterAdd(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
+  CheckIndex(s, 1, in[1]);
+  CheckSameDType(s, in, 0, 2);
+  CheckFloating(s, 0, in[0].dtype);
+  const int rank = in[0].shape.size();
+  NormalizeAxis(Int(s, a, "axis"), rank, "scatter_add");
+  OAR_CHECK_ARG(in[1].shape == in[2].shape && in[1].shape.size() == rank,
+                "scatter_add: index {} and src {} must have the same shape and the rank of x {}", in[1].shape.ToString(),
+                in[2].shape.ToString(), in[0].shape.ToString());
+  return {in[0]};
+}
+Metas InferTopk(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
+  const int rank = in[0].shape.size();
+  OAR_CHECK_ARG(rank > 0, "topk: the input must have at least one dimension");
+  const int axis = NormalizeAxis(Int(s, a, "axis"), rank, "topk");
+  const int64_t k = Int(s, a, "k");
+  OAR_CHECK_ARG(k >= 0 && k <= in[0].shape[axis], "topk: k={} but axis {} has extent {}", k, axis, in[0].shape[axis]);
+  Dims out = in[0].shape;
+  out[axis] = k;
+  return {{in[0].dtype, out}, {DType::kInt64, out}};
+}
+Metas InferPad(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
+  const auto& pads = Ints(s, a, "pads");
+  const int rank = in[0].shape.size();
+  OAR_CHECK_ARG(static_cast<int>(pads.size()) == 2 * rank, "pad: expected {} pads (before and after each dim), got {}",
+                2 * rank, pads.size());
+  Dims out = in[0].shape;
+  for (int d = 0; d < rank; ++d) {
+    OAR_CHECK_ARG(pads[2 * d] >= 0 && pads[2 * d + 1] >= 0, "pad: negative padding in dimension {}", d);
+    out[d] += pads[2 * d] + pads[2 * d + 1];
+  }
+  return {{in[0].dtype, out}};
+}
+
+AttrSpec Ints2(std::string_view name, int64_t v) { return {name, OAR_ATTR_INTS, std::vector<int64_t>{v, v}, ""}; }
+AttrSpec IntsEmpty(std::string_view name) { return {name, OAR_ATTR_INTS, std::vector<int64_t>{}, ""}; }
+AttrSpec IntA(std::string_view name, int64_t v) { return {name, OAR_ATTR_INT, v, ""}; }
+
+}  // namespace
+
+void AppendNnSchemas(std::vector<OpSchema>& t) {
+  auto direct = [&](Op op, std::string_view name, std::vector<std::string_view> in, std::vector<std::string_view> out,
+                    std::vector<AttrSpec> attrs, uint32_t dtypes, auto infer, std::string_view doc) {
+    OpSchema s{op, name, OpKind::kDirect, std::move(in), std::move(out), std::move(attrs), dtypes, doc, 0};
+    s.infer = infer;
+    t.push_back(std::move(s));
+  };
+  const std::vector<AttrSpec> conv = {Ints2("stride", 1), Ints2("padding", 0), Ints2("dilation", 1), IntA("groups", 1)};
+  auto with = [](std::vector<AttrSpec> base, AttrSpec extra) {
+    base.push_back(std::move(extra));
+    return base;
+  };
+  direct(Op::kConv2d, "conv2d", {"x", "w"}, {"out"}, conv, kFloating, InferConv, "2-D convolution (NCHW, no bias)");
+  direct(Op::kConv2dGradInput, "conv2d_grad_input", {"grad_out", "w"}, {"grad_x"}, with(conv, IntsEmpty("input_shape")),
+         kFloating, InferConvGradInput, "gradient of conv2d with respect to its input");
+  direct(Op::kConv2dGradWeight, "conv2d_grad_weight", {"grad_out", "x"}, {"grad_w"},
+         with(conv, IntsEmpty("weight_shape")), kFloating, InferConvGradWeight,
+         "gradient of conv2d with respect to its weight");
+  direct(Op::kMaxPool2d, "max_pool2d", {"x"}, {"y", "indices"},
+         {Ints2("kernel", 2), Ints2("stride", 2), Ints2("padding", 0), Ints2("dilation", 1)}, kFloating, InferMaxPool,
+         "max pooling with the flat index of each maximum");
+  const std::vector<AttrSpec> avg = {Ints2("kernel", 2), Ints2("stride", 2), Ints2("padding", 0),
+                                     {"count_include_pad", OAR_ATTR_BOOL, true, ""}};
+  direct(Op::kAvgPool2d, "avg_pool2d", {"x"}, {"y"}, avg, kFloating, InferAvgPool, "average pooling");
+  direct(Op::kAvgPool2dGrad, "avg_pool2d_grad", {"grad_y"}, {"grad_x"}, with(avg, IntsEmpty("input_shape")), kFloating,
+         InferPoolGrad, "gradient of avg_pool2d");
+  direct(Op::kAdaptiveAvgPool2d, "adaptive_avg_pool2d", {"x"}, {"y"}, {Ints2("output_size", 1)}, kFloating,
+         InferAdaptive, "average pooling to a fixed output size");
+  direct(Op::kAdaptiveAvgPool2dGrad, "adaptive_avg_pool2d_grad", {"grad_y"}, {"grad_x"},
+         {Ints2("output_size", 1), IntsEmpty("input_shape")}, kFloating, InferPoolGrad,
+         "gradient of adaptive_avg_pool2d");
+  direct(Op::kLayerNorm, "layer_norm", {"x", "weight", "bias"}, {"y", "mean", "rstd"},
+         {IntA("axis", 1), {"eps", OAR_ATTR_FLOAT, 1e-5, ""}}, kFloating, InferLayerNorm,
+         "normalise over the trailing dims from axis, then scale and shift");
+  direct(Op::kConcat, "concat", {"tensors"}, {"out"}, {IntA("axis", 0)}, kAll, InferConcat,
+         "join tensors along an axis");
+  direct(Op::kGather, "gather", {"x", "index"}, {"out"}, {IntA("axis", 0)}, kAll, InferGather,
+         "out[..i..] = x[..index[..i..]..] along axis");
+  direct(Op::kIndexSelect, "index_select", {"x", "index"}, {"out"}, {IntA("axis", 0)}, kAll, InferIndexSelect,
+         "the entries of x at a 1-D list of indices along axis");
+  direct(Op::kScatterAdd, "scatter_add", {"x", "index", "src"}, {"out"}, {IntA("axis", 0)}, kFloating, InferScatterAdd,
+         "x with src added at index along axis (deterministic order)");
+  direct(Op::kTopk, "topk", {"x"}, {"values", "indices"},
+         {IntA("k", 1), IntA("axis", -1), {"largest", OAR_ATTR_BOOL, true, ""}}, kNumeric, InferTopk,
+         "the k largest (or smallest) values along an axis, sorted, with their indices");
+  direct(Op::kPad, "pad", {"x"}, {"out"}, {IntsEmpty("pads"), {"value", OAR_ATTR_FLOAT, 0.0, ""}}, kAll, InferPad,
+         "constant padding before and after each dimension");
+}
+
+}  // namespace oar::ops
