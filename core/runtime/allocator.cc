@@ -50,6 +50,19 @@ CachingAllocator::Block* CachingAllocator::NewBlock() {
 
 void CachingAllocator::DeleteBlock(Block* b) { spare_blocks_.push_back(b); }
 
+void CachingAllocator::PoolInsert(Pool& pool, Block* block) {
+  if (spare_nodes_.empty()) {
+    pool.insert(block);
+    return;
+  }
+  Pool::node_type node = std::move(spare_nodes_.back());
+  spare_nodes_.pop_back();
+  node.value() = block;
+  pool.insert(std::move(node));
+}
+
+void CachingAllocator::PoolErase(Pool& pool, Pool::iterator it) { spare_nodes_.push_back(pool.extract(it)); }
+
 void* CachingAllocator::BlockData(const Block* block) { return block ? block->ptr : nullptr; }
 
 CachingAllocator::Block* CachingAllocator::TryMalloc(size_t rounded, bool small) {
@@ -60,7 +73,7 @@ CachingAllocator::Block* CachingAllocator::TryMalloc(size_t rounded, bool small)
   Block* block = nullptr;
   if (it != pool.end()) {
     block = *it;
-    pool.erase(it);
+    PoolErase(pool, it);
   } else {
     const size_t segment = small ? kSmallSegment : (rounded + kLargeRound - 1) / kLargeRound * kLargeRound;
     void* ptr = raw_.malloc(segment);  // throws on failure
@@ -86,7 +99,7 @@ CachingAllocator::Block* CachingAllocator::TryMalloc(size_t rounded, bool small)
     if (block->next) block->next->prev = rest;
     block->next = rest;
     block->size = rounded;
-    pool.insert(rest);
+    PoolInsert(pool, rest);
   }
   block->allocated = true;
   block->owner = this;
@@ -131,21 +144,21 @@ void CachingAllocator::Free(Block* block) {
   block->allocated = false;
   // Coalesce with free neighbours.
   if (Block* next = block->next; next != nullptr && !next->allocated) {
-    pool.erase(next);
+    PoolErase(pool, pool.find(next));
     block->size += next->size;
     block->next = next->next;
     if (next->next) next->next->prev = block;
     DeleteBlock(next);
   }
   if (Block* prev = block->prev; prev != nullptr && !prev->allocated) {
-    pool.erase(prev);
+    PoolErase(pool, pool.find(prev));
     prev->size += block->size;
     prev->next = block->next;
     if (block->next) block->next->prev = prev;
     DeleteBlock(block);
     block = prev;
   }
-  pool.insert(block);
+  PoolInsert(pool, block);
 }
 
 void CachingAllocator::ReleaseFreeSegments() {
@@ -155,7 +168,8 @@ void CachingAllocator::ReleaseFreeSegments() {
       kept.push_back(head);
       continue;
     }
-    (head->small ? small_pool_ : large_pool_).erase(head);
+    Pool& pool = head->small ? small_pool_ : large_pool_;
+    PoolErase(pool, pool.find(head));
     stats_.reserved_bytes -= head->size;
     ++stats_.num_device_frees;
     try {

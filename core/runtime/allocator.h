@@ -88,7 +88,11 @@ class CachingAllocator {
   RawMemory raw_;
   mutable std::mutex mutex_;
   Pool small_pool_, large_pool_;
+  void PoolInsert(Pool& pool, Block* block);
+  void PoolErase(Pool& pool, Pool::iterator it);
+
   std::vector<Block*> spare_blocks_;  // recycled Block records (no heap traffic on the hot path)
+  std::vector<Pool::node_type> spare_nodes_;  // recycled set nodes, for the same reason
   std::vector<Block*> segments_;      // first block of every segment (for teardown)
   AllocatorStats stats_;
 };

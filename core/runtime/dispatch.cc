@@ -66,7 +66,7 @@ struct CallBuilder {
       for (size_t i = 0; i < outputs.size(); ++i) out[i].data = nullptr;
     }
     call.struct_size = OAR_KERNEL_CALL_STRUCT_SIZE;
-    call.op = OpName(op_id).c_str();
+    call.op = entry != nullptr ? entry->op_name : OpName(op_id).c_str();
     call.device = ctx.ordinal();
     call.num_inputs = static_cast<int32_t>(inputs.size());
     call.num_outputs = static_cast<int32_t>(outputs.size());

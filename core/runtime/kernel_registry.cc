@@ -91,6 +91,7 @@ void KernelTable::Add(const oar_kernel_def_t& def) {
   entry.fn = def.fn;
   entry.kernel_data = def.kernel_data;
   const int op_id = InternOp(def.op);
+  entry.op_name = OpName(op_id).c_str();
   if (by_op_.size() <= static_cast<size_t>(op_id)) by_op_.resize(op_id + 1);
   for (const KernelEntry& e : by_op_[op_id]) {
     OAR_CHECK(!e.Matches({entry.dtypes.data(), static_cast<size_t>(entry.num_dtypes)}, entry.format),

@@ -27,6 +27,7 @@ struct KernelEntry {
   int32_t format = OAR_FORMAT_PLAIN;
   oar_kernel_fn_t fn = nullptr;
   void* kernel_data = nullptr;
+  const char* op_name = nullptr;  // interned, stable: filled into oar_kernel_call_t.op without a lookup
 
   bool Matches(std::span<const int32_t> key, int32_t fmt) const;
   /// "float32, float32 -> float32"-style rendering of the dtype key.

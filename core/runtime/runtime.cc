@@ -71,12 +71,12 @@ DeviceContext::DeviceContext(DeviceType* type, int ordinal)
   allocator_ = std::make_unique<CachingAllocator>(
       where, RawMemory{[dev, ord, where](size_t n) {
                          void* p = nullptr;
-                         ThrowIfError(dev->malloc(ord, n, &p), fmt::format("{} malloc({} bytes)", where, n));
+                         ThrowIfError(dev->malloc(ord, n, &p), [&] { return fmt::format("{} malloc({} bytes)", where, n); });
                          OAR_CHECK(p != nullptr, kInternal, "{} malloc({} bytes) returned NULL without an error",
                                    where, n);
                          return p;
                        },
-                       [dev, ord, where](void* p) { ThrowIfError(dev->free(ord, p), where + " free"); }});
+                       [dev, ord, where](void* p) { ThrowIfError(dev->free(ord, p), [&] { return where + " free"; }); }});
 }
 
 DeviceContext::~DeviceContext() {
@@ -99,13 +99,13 @@ const AttrValue* DeviceContext::FindAttribute(std::string_view name) const {
 
 oar_stream_t DeviceContext::stream() {
   std::call_once(stream_once_, [this] {
-    ThrowIfError(api()->stream_create(ordinal_, &stream_), Where(*this, "stream_create"));
+    ThrowIfError(api()->stream_create(ordinal_, &stream_), [&] { return Where(*this, "stream_create"); });
   });
   return stream_;
 }
 
 void DeviceContext::Synchronize() {
-  ThrowIfError(api()->device_synchronize(ordinal_), Where(*this, "device_synchronize"));
+  ThrowIfError(api()->device_synchronize(ordinal_), [&] { return Where(*this, "device_synchronize"); });
 }
 
 DeviceContext::MemoryStats DeviceContext::PluginMemoryStats() {

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "core/base/error.h"
 #include "oar/plugin/plugin.h"
@@ -19,6 +20,12 @@ oar_status_t* MakeStatus(ErrorCode code, std::string_view message);
 
 /// Throw oar::Error(status code, "<where>: <status message>") and free the status, unless it is NULL.
 void ThrowIfError(oar_status_t* status, std::string_view where);
+/// The same, with `where()` evaluated only on error (the success path stays allocation-free).
+template <typename WhereFn>
+  requires std::is_invocable_r_v<std::string, WhereFn>
+inline void ThrowIfError(oar_status_t* status, WhereFn&& where) {
+  if (status != nullptr) ThrowIfError(status, std::string_view(where()));
+}
 
 /// Consume a status: its code and message (code kOk for NULL).
 struct StatusInfo {

@@ -21,7 +21,7 @@ void RunCallback(void* user_data) {
 }  // namespace
 
 Stream::Stream(Device device) : ctx_(&Runtime::Get().Context(device)) {
-  ThrowIfError(ctx_->api()->stream_create(ctx_->ordinal(), &stream_), Where(*ctx_, "stream_create"));
+  ThrowIfError(ctx_->api()->stream_create(ctx_->ordinal(), &stream_), [&] { return Where(*ctx_, "stream_create"); });
 }
 
 Stream::~Stream() {
@@ -31,18 +31,18 @@ Stream::~Stream() {
 }
 
 void Stream::Synchronize() {
-  ThrowIfError(ctx_->api()->stream_synchronize(ctx_->ordinal(), stream_), Where(*ctx_, "stream_synchronize"));
+  ThrowIfError(ctx_->api()->stream_synchronize(ctx_->ordinal(), stream_), [&] { return Where(*ctx_, "stream_synchronize"); });
 }
 
 bool Stream::Query() {
   bool idle = false;
-  ThrowIfError(ctx_->api()->stream_query(ctx_->ordinal(), stream_, &idle), Where(*ctx_, "stream_query"));
+  ThrowIfError(ctx_->api()->stream_query(ctx_->ordinal(), stream_, &idle), [&] { return Where(*ctx_, "stream_query"); });
   return idle;
 }
 
 void Stream::WaitEvent(const Event& event) {
   ThrowIfError(ctx_->api()->stream_wait_event(ctx_->ordinal(), stream_, event.handle()),
-               Where(*ctx_, "stream_wait_event"));
+               [&] { return Where(*ctx_, "stream_wait_event"); });
 }
 
 void Stream::AddCallback(std::function<void()> fn) {
@@ -50,12 +50,12 @@ void Stream::AddCallback(std::function<void()> fn) {
   oar_status_t* s = ctx_->api()->stream_add_callback(ctx_->ordinal(), stream_, RunCallback, heap);
   if (s != nullptr) {
     delete heap;  // not enqueued: it will never run
-    ThrowIfError(s, Where(*ctx_, "stream_add_callback"));
+    ThrowIfError(s, [&] { return Where(*ctx_, "stream_add_callback"); });
   }
 }
 
 Event::Event(Device device) : ctx_(&Runtime::Get().Context(device)) {
-  ThrowIfError(ctx_->api()->event_create(ctx_->ordinal(), &event_), Where(*ctx_, "event_create"));
+  ThrowIfError(ctx_->api()->event_create(ctx_->ordinal(), &event_), [&] { return Where(*ctx_, "event_create"); });
 }
 
 Event::~Event() {
@@ -65,21 +65,21 @@ Event::~Event() {
 }
 
 void Event::Record(const Stream& stream) {
-  ThrowIfError(ctx_->api()->event_record(ctx_->ordinal(), event_, stream.handle()), Where(*ctx_, "event_record"));
+  ThrowIfError(ctx_->api()->event_record(ctx_->ordinal(), event_, stream.handle()), [&] { return Where(*ctx_, "event_record"); });
 }
 
 void Event::Record() {
-  ThrowIfError(ctx_->api()->event_record(ctx_->ordinal(), event_, ctx_->stream()), Where(*ctx_, "event_record"));
+  ThrowIfError(ctx_->api()->event_record(ctx_->ordinal(), event_, ctx_->stream()), [&] { return Where(*ctx_, "event_record"); });
 }
 
 bool Event::Query() {
   bool done = false;
-  ThrowIfError(ctx_->api()->event_query(ctx_->ordinal(), event_, &done), Where(*ctx_, "event_query"));
+  ThrowIfError(ctx_->api()->event_query(ctx_->ordinal(), event_, &done), [&] { return Where(*ctx_, "event_query"); });
   return done;
 }
 
 void Event::Synchronize() {
-  ThrowIfError(ctx_->api()->event_synchronize(ctx_->ordinal(), event_), Where(*ctx_, "event_synchronize"));
+  ThrowIfError(ctx_->api()->event_synchronize(ctx_->ordinal(), event_), [&] { return Where(*ctx_, "event_synchronize"); });
 }
 
 void Synchronize(Device device) { Runtime::Get().Context(device).Synchronize(); }

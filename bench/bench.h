@@ -1,0 +1,56 @@
+// Shared between the translation units of oar_bench: the fixed problem sizes, and the libtorch peers
+// (torch_peers.cc, compiled only when CMake found libtorch; OAR_BENCH_HAVE_TORCH is then defined).
+//
+// The peer functions use no torch type in their signatures, so oar_bench.cc never includes a torch
+// header and keeps -Werror; torch_peers.cc is built without our warning flags.
+#ifndef OAR_BENCH_BENCH_H_
+#define OAR_BENCH_BENCH_H_
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <string>
+
+namespace oar::bench {
+
+// ---- problem sizes -------------------------------------------------------------------------------
+/// Elements of each operand in the dispatch case: the kernel itself costs next to nothing.
+inline constexpr int64_t kDispatchElements = 1;
+/// Bytes per allocation in the allocator case.
+inline constexpr size_t kAllocBytes = 4096;
+/// M = N = K of the matmul case.
+inline constexpr int64_t kMatmulSize = 1024;
+/// Elements of each operand in the bandwidth case (64 MiB of float32: larger than any cache here).
+inline constexpr int64_t kStreamElements = int64_t{1} << 24;
+inline constexpr double kStreamBytes = static_cast<double>(kStreamElements) * sizeof(float);
+/// Floating-point operations of one kMatmulSize^3 matmul.
+inline constexpr double kMatmulFlops = 2.0 * kMatmulSize * kMatmulSize * kMatmulSize;
+
+/// Marks the iterations of `state` as having done `flops` floating-point operations each (the "FLOP/s"
+/// counter, decimal prefixes).
+void SetFlopRate(benchmark::State& state, double flops_per_iteration);
+/// Marks the iterations of `state` as having moved `bytes` each to or from memory (the "B/s" counter,
+/// decimal prefixes).
+void SetByteRate(benchmark::State& state, double bytes_per_iteration);
+/// Compares a few elements of the row-major n x n product c = a @ b with a double-precision dot
+/// product. False (and a message on `state`) when one is off: a benchmark must not time a wrong result.
+bool SpotCheckMatmul(benchmark::State& state, const float* a, const float* b, const float* c, int64_t n);
+
+// ---- libtorch peers (torch_peers.cc) ----------------------------------------------------------------
+#ifdef OAR_BENCH_HAVE_TORCH
+/// "1.13.0": the libtorch headers compiled against.
+std::string TorchVersion();
+/// torch::set_num_threads(threads): the peers use as many threads as Oar.
+void TorchSetThreads(int threads);
+/// torch::add of two kDispatchElements-element float32 tensors, under InferenceMode.
+void TorchDispatchAdd(benchmark::State& state);
+/// torch::matmul of two kMatmulSize^2 float32 matrices.
+void TorchMatmul(benchmark::State& state);
+/// torch::add of two kStreamElements float32 tensors; `preallocated_out` uses torch::add_out into a
+/// tensor allocated once (no allocator or page-fault cost in the loop).
+void TorchStreamAdd(benchmark::State& state, bool preallocated_out);
+#endif
+
+}  // namespace oar::bench
+
+#endif  // OAR_BENCH_BENCH_H_

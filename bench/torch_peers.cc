@@ -1,0 +1,69 @@
+// libtorch peers of the Oar benchmarks. Built only when CMake finds libtorch, and without -Werror:
+// the torch headers are not warning-clean.
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/types.h>
+#include <torch/version.h>
+
+#include "bench/bench.h"
+
+namespace oar::bench {
+
+std::string TorchVersion() { return TORCH_VERSION; }
+
+void TorchSetThreads(int threads) { at::set_num_threads(threads); }
+
+void TorchDispatchAdd(benchmark::State& state) {
+  c10::InferenceMode guard;
+  const torch::Tensor a = torch::full({kDispatchElements}, 1.0f, torch::kFloat32);
+  const torch::Tensor b = torch::full({kDispatchElements}, 2.0f, torch::kFloat32);
+  if (torch::add(a, b).item<float>() != 3.0f) {
+    state.SkipWithError("torch::add(1, 2) != 3");
+    return;
+  }
+  for (auto _ : state) {
+    torch::Tensor c = torch::add(a, b);
+    benchmark::DoNotOptimize(c.data_ptr());
+  }
+}
+
+void TorchMatmul(benchmark::State& state) {
+  c10::InferenceMode guard;
+  torch::manual_seed(1);
+  const torch::Tensor a = torch::randn({kMatmulSize, kMatmulSize}, torch::kFloat32);
+  const torch::Tensor b = torch::randn({kMatmulSize, kMatmulSize}, torch::kFloat32);
+  {
+    const torch::Tensor c = torch::matmul(a, b);
+    if (!SpotCheckMatmul(state, a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>(), kMatmulSize)) {
+      return;
+    }
+  }
+  for (auto _ : state) {
+    torch::Tensor c = torch::matmul(a, b);
+    benchmark::DoNotOptimize(c.data_ptr());
+  }
+  SetFlopRate(state, kMatmulFlops);
+}
+
+void TorchStreamAdd(benchmark::State& state, bool preallocated_out) {
+  c10::InferenceMode guard;
+  const torch::Tensor a = torch::full({kStreamElements}, 1.0f, torch::kFloat32);
+  const torch::Tensor b = torch::full({kStreamElements}, 2.0f, torch::kFloat32);
+  torch::Tensor out = torch::add(a, b);
+  if (out[0].item<float>() != 3.0f || out[kStreamElements - 1].item<float>() != 3.0f) {
+    state.SkipWithError("torch::add(1, 2) != 3");
+    return;
+  }
+  for (auto _ : state) {
+    if (preallocated_out) {
+      torch::add_out(out, a, b);
+      benchmark::DoNotOptimize(out.data_ptr());
+    } else {
+      torch::Tensor c = torch::add(a, b);
+      benchmark::DoNotOptimize(c.data_ptr());
+    }
+  }
+  SetByteRate(state, 3 * kStreamBytes);
+}
+
+}  // namespace oar::bench
