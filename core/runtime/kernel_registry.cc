@@ -71,9 +71,9 @@ std::vector<int> KernelTable::Ops() const {
 }
 
 void KernelTable::Add(const oar_kernel_def_t& def) {
-  OAR_CHECK_ARG(def.struct_size >= OAR_KERNEL_DEF_STRUCT_SIZE,
+  OAR_CHECK_ARG(def.struct_size >= OAR_KERNEL_DEF_MIN_SIZE,
                 "kernel definition struct_size {} is smaller than the ABI 1.0 size {}", def.struct_size,
-                OAR_KERNEL_DEF_STRUCT_SIZE);
+                OAR_KERNEL_DEF_MIN_SIZE);
   OAR_CHECK_ARG(def.op != nullptr && def.op[0] != '\0', "kernel definition has no op name");
   OAR_CHECK_ARG(def.fn != nullptr, "kernel for op '{}' has a NULL function", def.op);
   OAR_CHECK_ARG(def.num_dtypes >= 0 && def.num_dtypes <= KernelEntry::kMaxKeyDTypes &&

@@ -8,8 +8,6 @@
 # current binary folder) and is installed to <prefix>/lib/oar/plugins unless NO_INSTALL is given.
 include_guard(GLOBAL)
 
-set(_OAR_PLUGIN_CMAKE_DIR ${CMAKE_CURRENT_LIST_DIR})
-
 function(add_oar_plugin)
   cmake_parse_arguments(P "NO_INSTALL" "NAME;OUTPUT_DIRECTORY" "SOURCES;LINK_LIBRARIES" ${ARGN})
   if(NOT P_NAME)
@@ -40,9 +38,9 @@ function(add_oar_plugin)
     C_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON
     POSITION_INDEPENDENT_CODE ON
-    LINK_DEPENDS ${_OAR_PLUGIN_CMAKE_DIR}/oar_plugin.map)
+    LINK_DEPENDS ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/oar_plugin.map)
   target_link_options(${target} PRIVATE
-    "LINKER:--version-script=${_OAR_PLUGIN_CMAKE_DIR}/oar_plugin.map"
+    "LINKER:--version-script=${CMAKE_CURRENT_FUNCTION_LIST_DIR}/oar_plugin.map"
     "LINKER:--no-undefined")
   if(NOT P_NO_INSTALL)
     install(TARGETS ${target} LIBRARY DESTINATION lib/oar/plugins)

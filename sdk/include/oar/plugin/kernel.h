@@ -79,6 +79,8 @@ typedef struct oar_kernel_def_t {
   void* kernel_data; /* passed back in oar_kernel_call_t.kernel_data; owned by the plugin */
 } oar_kernel_def_t;
 #define OAR_KERNEL_DEF_STRUCT_SIZE OAR_STRUCT_SIZE(oar_kernel_def_t, kernel_data)
+/* The smallest definition the host accepts in ABI 1.x (every field above existed in 1.0). */
+#define OAR_KERNEL_DEF_MIN_SIZE OAR_STRUCT_SIZE(oar_kernel_def_t, kernel_data)
 
 /* Opaque host object that collects kernels; pass it to oar_host_api_t.register_kernel. */
 typedef struct oar_kernel_registrar_t oar_kernel_registrar_t;

@@ -9,7 +9,9 @@
  *  3. The host checks api->abi_major and every struct_size against its minimum, and refuses the plugin
  *     (naming the file, both versions and the reason) when they do not fit.
  *  4. The host calls api->initialize(), then kernel->register_kernels(registrar).
- *  5. At process exit the host calls api->shutdown() (optional) after the last use of the plugin.
+ *  5. The host may call api->shutdown() (optional) after its last use of the plugin. It may also never
+ *     call it (a process that exits keeps its plugins loaded to the end): a plugin must not depend on
+ *     shutdown for correctness, only use it to release resources early.
  */
 #ifndef OAR_PLUGIN_PLUGIN_H_
 #define OAR_PLUGIN_PLUGIN_H_

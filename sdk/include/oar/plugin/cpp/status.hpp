@@ -31,7 +31,7 @@ class StatusError : public std::exception {
   std::string message_;
 };
 
-/// Create a status through the host (NULL-safe if the host table is missing: returns NULL only for OK).
+/// Create a status through the host (returns NULL for OK). Only valid after the entry point ran.
 inline oar_status_t* MakeStatus(oar_status_code code, const std::string& message) {
   if (code == OAR_STATUS_OK) return nullptr;
   return Host()->status_create(code, message.c_str());
