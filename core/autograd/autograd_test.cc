@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/autograd/autograd.h"
+#include "core/autograd/grad_check.h"
 
 namespace oar {
 namespace {
@@ -18,40 +19,8 @@ Tensor F64(std::vector<double> v, const Dims& shape, bool requires_grad = true) 
   return t;
 }
 
-Tensor RandomF64(const Dims& shape, uint64_t seed, double lo = -1, double hi = 1) {
-  Generator g(seed);
-  Tensor t = rand(shape, g, lo, hi, DType::kFloat64, kCpu);
-  t.set_requires_grad(true);
-  return t;
-}
-
-// Central differences of sum(f(inputs) * weights) against autograd, for every element of every input.
-void GradCheck(const std::function<Tensor(const std::vector<Tensor>&)>& f, std::vector<Tensor> inputs,
-               const std::string& what, double tol = 1e-6) {
-  const Tensor out = f(inputs);
-  Generator g(99);
-  const Tensor w = rand(out.shape(), g, 0.5, 1.5, DType::kFloat64, kCpu);
-  const std::vector<Tensor> analytic = grad({sum(out * w)}, inputs);
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    std::vector<double> x = inputs[k].ToVector<double>();
-    const std::vector<double> a = analytic[k].ToVector<double>();
-    ASSERT_EQ(a.size(), x.size()) << what;
-    for (size_t i = 0; i < x.size(); ++i) {
-      auto eval = [&](double v) {
-        std::vector<double> xp = x;
-        xp[i] = v;
-        std::vector<Tensor> args = inputs;
-        args[k] = FromVector<double>(xp, inputs[k].shape(), kCpu);
-        NoGradGuard no_grad;
-        return sum(f(args) * w).item<double>();
-      };
-      const double h = 1e-6 * std::max(1.0, std::abs(x[i]));
-      const double numeric = (eval(x[i] + h) - eval(x[i] - h)) / (2 * h);
-      EXPECT_NEAR(a[i], numeric, tol * std::max(1.0, std::abs(numeric)))
-          << what << ": d/d input " << k << "[" << i << "]";
-    }
-  }
-}
+using testing::GradCheck;
+using testing::RandomF64;
 
 TEST(GradCheck, ArithmeticWithBroadcasting) {
   const Tensor a = RandomF64({2, 3}, 1), b = RandomF64({3}, 2), c = RandomF64({2, 1}, 3, 0.5, 2);

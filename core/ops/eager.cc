@@ -74,12 +74,13 @@ Tensor ExpandTo(const Tensor& t, const Dims& shape) { return t.shape() == shape 
 
 std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs, std::optional<Device> device) {
   const OpSchema& s = Schema(op);
-  OAR_CHECK_ARG(inputs.size() == s.inputs.size() && inputs.size() <= kMaxInputs, "{}: expected {} inputs, got {}",
-                s.name, s.inputs.size(), inputs.size());
+  OAR_CHECK_ARG((s.variadic ? !inputs.empty() : inputs.size() == s.inputs.size()) && inputs.size() <= kMaxInputs,
+                "{}: expected {} inputs, got {}", s.name, s.variadic ? "1 to 15" : std::to_string(s.inputs.size()),
+                inputs.size());
   CompleteAttrs(s, attrs);
   std::array<TensorMeta, kMaxInputs> metas;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    OAR_CHECK_ARG(inputs[i].defined(), "{}: argument '{}' is an undefined tensor", s.name, s.inputs[i]);
+    OAR_CHECK_ARG(inputs[i].defined(), "{}: argument '{}' is an undefined tensor", s.name, s.InputName(i));
     metas[i] = {inputs[i].dtype(), inputs[i].shape()};
   }
   if (!device) {
@@ -88,7 +89,7 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     OAR_CHECK_ARG(inputs[i].device() == *device, "{}: argument '{}' is on {} but the op runs on {}; move it with .to()",
-                  s.name, s.inputs[i], inputs[i].device().str(), device->str());
+                  s.name, s.InputName(i), inputs[i].device().str(), device->str());
   }
   std::vector<TensorMeta> out_meta = s.Infer({metas.data(), inputs.size()}, attrs);
 

@@ -261,7 +261,8 @@ std::vector<OpSchema> BuildSchemas() {
 }  // namespace
 
 std::vector<TensorMeta> OpSchema::Infer(std::span<const TensorMeta> in, const AttrValues& attrs) const {
-  OAR_CHECK_ARG(in.size() == inputs.size(), "{}: expected {} inputs, got {}", name, inputs.size(), in.size());
+  OAR_CHECK_ARG(variadic ? !in.empty() : in.size() == inputs.size(), "{}: expected {} inputs, got {}", name,
+                variadic ? std::string("at least 1") : std::to_string(inputs.size()), in.size());
   OAR_CHECK(attrs.size() == this->attrs.size(), kInternal, "{}: expected {} attributes, got {}", name,
             this->attrs.size(), attrs.size());
   switch (kind) {

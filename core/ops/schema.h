@@ -7,6 +7,7 @@
 #ifndef OAR_CORE_OPS_SCHEMA_H_
 #define OAR_CORE_OPS_SCHEMA_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -103,6 +104,10 @@ struct OpSchema {
   std::string_view doc;
   int kernel_id;    // runtime::InternOp(name)
   VjpFn vjp = nullptr;  // null: not differentiable (its results never require grad)
+  /// The single declared input takes any number of tensors (concat).
+  bool variadic = false;
+  /// The name of input `i` for messages (variadic inputs share one name).
+  std::string_view InputName(size_t i) const { return inputs[std::min(i, inputs.size() - 1)]; }
   /// Shape/dtype inference for kDirect ops (other kinds share a rule per kind).
   std::vector<TensorMeta> (*infer)(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) = nullptr;
 

@@ -245,6 +245,7 @@ void AppendNnSchemas(std::vector<OpSchema>& t) {
          "normalise over the trailing dims from axis, then scale and shift");
   direct(Op::kConcat, "concat", {"tensors"}, {"out"}, {IntA("axis", 0)}, kAll, InferConcat,
          "join tensors along an axis");
+  t.back().variadic = true;
   direct(Op::kGather, "gather", {"x", "index"}, {"out"}, {IntA("axis", 0)}, kAll, InferGather,
          "out[..i..] = x[..index[..i..]..] along axis");
   direct(Op::kIndexSelect, "index_select", {"x", "index"}, {"out"}, {IntA("axis", 0)}, kAll, InferIndexSelect,

@@ -10,28 +10,9 @@ namespace oar::host {
 namespace {
 
 // Copy only moves bytes, so one instantiation per element size serves every dtype.
-template <size_t kBytes>
-struct Bits;
-template <>
-struct Bits<1> {
-  using type = uint8_t;
-};
-template <>
-struct Bits<2> {
-  using type = uint16_t;
-};
-template <>
-struct Bits<4> {
-  using type = uint32_t;
-};
-template <>
-struct Bits<8> {
-  using type = uint64_t;
-};
-
 template <typename T>
 void Copy(const KernelCall& call) {
-  using U = typename Bits<sizeof(T)>::type;
+  using U = BitsOf<sizeof(T)>;
   constexpr int64_t kSize = sizeof(T);
   CheckArity(call, 1, 1);
   CheckDTypes(call, {kDTypeOf<T>, kDTypeOf<T>});
@@ -98,20 +79,7 @@ void Fill(const KernelCall& call) {
   CheckArity(call, 0, 1);
   CheckDTypes(call, {kDTypeOf<T>});
   const TensorRef out = call.output(0);
-  const oar_attr_t* attr = call.FindAttr("value");
-  T value{};
-  if (attr == nullptr) {
-    Invalid(call, "missing attribute 'value'");
-  } else if (attr->type == OAR_ATTR_FLOAT) {
-    value = Convert<T>(attr->v.f);
-  } else if (attr->type == OAR_ATTR_INT) {
-    value = Convert<T>(attr->v.i);
-  } else if (attr->type == OAR_ATTR_BOOL) {
-    value = Convert<T>(attr->v.b);
-  } else {
-    Invalid(call,
-            "attribute 'value' must be a number (INT or FLOAT), got attribute type " + std::to_string(attr->type));
-  }
+  const T value = NumberAttr<T>(call, "value");
   const auto layout = Collapse<1>(out.shape(), {out.strides()}, {kSize});
   ForEach<1>(layout, {out.data<char>()},
              [value](const std::array<char*, 1>& p, int64_t n, const std::array<int64_t, 1>& s) {

@@ -21,10 +21,13 @@
 
 namespace oar::host {
 
+/// The longest key a host kernel has: `concat` of 15 inputs plus its output (the host's limit too).
+inline constexpr int kMaxHostKeyDTypes = 16;
+
 /// One registrable kernel: its key (op, dtypes of inputs then outputs, PLAIN format) and function.
 struct HostKernel {
-  const char* op;                 ///< Static string, e.g. "add".
-  std::array<int32_t, 3> dtypes;  ///< The first `num_dtypes` entries are the key's dtypes.
+  const char* op;                                 ///< Static string, e.g. "add".
+  std::array<int32_t, kMaxHostKeyDTypes> dtypes;  ///< The first `num_dtypes` entries are the key's dtypes.
   int32_t num_dtypes;
   oar_kernel_fn_t fn;
 

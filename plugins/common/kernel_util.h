@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -27,6 +28,18 @@ void AppendElementwiseKernels(std::vector<HostKernel>* kernels);
 void AppendReduceKernels(std::vector<HostKernel>* kernels);
 void AppendMatmulKernels(std::vector<HostKernel>* kernels);
 void AppendCopyCastKernels(std::vector<HostKernel>* kernels);
+void AppendElementwiseMathKernels(std::vector<HostKernel>* kernels);
+void AppendCompareLogicalKernels(std::vector<HostKernel>* kernels);
+void AppendReduceExtremaKernels(std::vector<HostKernel>* kernels);
+void AppendSoftmaxNormKernels(std::vector<HostKernel>* kernels);
+void AppendConvKernels(std::vector<HostKernel>* kernels);
+void AppendPoolKernels(std::vector<HostKernel>* kernels);
+void AppendIndexingKernels(std::vector<HostKernel>* kernels);
+void AppendConcatPadKernels(std::vector<HostKernel>* kernels);
+
+/// Append one kernel under (op, dtypes) (at most kMaxHostKeyDTypes of them).
+void AddKernel(std::vector<HostKernel>* kernels, const char* op, std::initializer_list<int32_t> dtypes,
+               oar_kernel_fn_t fn);
 
 /// Wrap `Body(const KernelCall&)` into an ABI kernel function whose exceptions become statuses.
 template <auto Body>
@@ -65,10 +78,21 @@ inline constexpr bool kIsFloating = std::is_floating_point_v<T> || kIsHalfLike<T
 template <typename T>
 using ComputeT = std::conditional_t<kIsHalfLike<T>, float, T>;
 
+/// The unsigned integer type of `kBytes` bytes: kernels that only move elements use it for every dtype
+/// of that size.
+template <size_t kBytes>
+using BitsOf =
+    std::conditional_t<kBytes == 1, uint8_t,
+                       std::conditional_t<kBytes == 2, uint16_t, std::conditional_t<kBytes == 4, uint32_t, uint64_t>>>;
+
 template <typename... Ts>
 struct TypeList {};
 using FloatTypes = TypeList<float, double, Half, BFloat16>;
 using AllTypes = TypeList<float, double, Half, BFloat16, int8_t, uint8_t, int32_t, int64_t, bool>;
+/// "Numeric" in docs/ops-library-plan.md: floating, signed and U8 (every dtype but BOOL).
+using NumericTypes = TypeList<float, double, Half, BFloat16, int8_t, uint8_t, int32_t, int64_t>;
+/// Floating and signed integers.
+using SignedTypes = TypeList<float, double, Half, BFloat16, int8_t, int32_t, int64_t>;
 
 // ---- the cast rules (docs/ops.md, "cast") ------------------------------------------------------
 
@@ -118,6 +142,45 @@ void CheckSameShape(const KernelCall& call, const TensorRef& t, const TensorRef&
 
 /// Require the output `t` to be row-major contiguous.
 void CheckContiguous(const KernelCall& call, const TensorRef& t, const char* what);
+
+/// Throw OUT_OF_RANGE naming the op, device and shapes, followed by `what`.
+[[noreturn]] void OutOfRange(const KernelCall& call, const std::string& what);
+
+/// "[1, 0, 2]".
+std::string IndexString(std::span<const int64_t> index);
+
+// ---- attributes (every attribute of the op's schema is present: a missing one is INVALID_ARGUMENT) --
+
+/// An INT (or BOOL) attribute.
+int64_t RequireInt(const KernelCall& call, const char* name);
+/// A FLOAT (or INT) attribute.
+double RequireFloat(const KernelCall& call, const char* name);
+/// A BOOL (or INT) attribute.
+bool RequireBool(const KernelCall& call, const char* name);
+/// An INTS attribute with exactly `count` entries.
+std::span<const int64_t> RequireInts(const KernelCall& call, const char* name, size_t count);
+/// The INT attribute `name` as an axis of a rank-`rank` tensor: in [0, rank), or 0 when rank is 0 (a
+/// scalar is treated as one element along axis 0).
+int RequireAxis(const KernelCall& call, const char* name, int rank);
+
+/// The numeric attribute `name` (FLOAT, INT or BOOL, whichever the caller used) converted to T with the
+/// cast rules.
+template <typename T>
+T NumberAttr(const KernelCall& call, const char* name) {
+  const oar_attr_t* attr = call.FindAttr(name);
+  if (attr == nullptr) Invalid(call, "missing attribute '" + std::string(name) + "'");
+  switch (attr->type) {
+    case OAR_ATTR_FLOAT:
+      return Convert<T>(attr->v.f);
+    case OAR_ATTR_INT:
+      return Convert<T>(attr->v.i);
+    case OAR_ATTR_BOOL:
+      return Convert<T>(attr->v.b);
+    default:
+      Invalid(call, "attribute '" + std::string(name) + "' must be a number (INT or FLOAT), got attribute type " +
+                        std::to_string(attr->type));
+  }
+}
 
 }  // namespace oar::host
 

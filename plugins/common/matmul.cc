@@ -10,14 +10,12 @@
 // bfloat16 on CPUs without AVX512-BF16, go through float32 copies (accumulation is float32 either
 // way). float64 has no oneDNN matmul: a cache-blocked loop, parallel over row blocks.
 #include <algorithm>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "plugins/common/dnnl_util.h"
 #include "plugins/common/kernel_util.h"
 #include "plugins/common/strided.h"
 
@@ -111,80 +109,39 @@ bool PlainMatrix(int64_t rows, int64_t cols, int64_t* rs, int64_t* cs) {
 
 // ---- oneDNN -----------------------------------------------------------------------------------
 
-dnnl::engine& Engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
 struct Primitive {
   bool ok = false;  // false: oneDNN has no implementation for this problem
   dnnl::matmul matmul;
 };
 
-/// LRU of primitives. Creation happens outside the lock: two threads may build the same primitive
-/// once each, which is cheaper than serialising every lookup behind a creation.
-class PrimitiveCache {
- public:
-  static PrimitiveCache& Get() {
-    static PrimitiveCache cache;
-    return cache;
+/// The cached primitive for (dt, a, b, c); a refusal is cached too, so the fallback is chosen at once
+/// next time.
+std::shared_ptr<const Primitive> FindPrimitive(dnnl::memory::data_type dt, const dnnl::memory::desc& a,
+                                               const dnnl::memory::desc& b, const dnnl::memory::desc& c) {
+  static LruCache<Primitive> cache(128);
+  std::vector<int64_t> words{static_cast<int64_t>(dt)};
+  for (const dnnl::memory::desc* md : {&a, &b, &c}) {
+    const int nd = md->data.ndims;
+    words.push_back(nd);
+    words.insert(words.end(), md->data.dims, md->data.dims + nd);
+    words.insert(words.end(), md->data.format_desc.blocking.strides, md->data.format_desc.blocking.strides + nd);
   }
-
-  std::shared_ptr<const Primitive> Find(dnnl::memory::data_type dt, const dnnl::memory::desc& a,
-                                        const dnnl::memory::desc& b, const dnnl::memory::desc& c) {
-    std::string key = Key(dt, a, b, c);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = index_.find(key);
-      if (it != index_.end()) {
-        order_.splice(order_.begin(), order_, it->second);
-        return it->second->second;
-      }
-    }
+  return cache.FindOrMake(KeyOf(words), [&] {
     auto made = std::make_shared<Primitive>();
     try {
-      made->matmul = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), Engine()));
+      made->matmul = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), DnnlEngine()));
       made->ok = true;
     } catch (const dnnl::error&) {
-      made->ok = false;  // remembered, so the fallback is chosen at once next time
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (index_.count(key) == 0) {
-      order_.emplace_front(key, made);
-      index_.emplace(std::move(key), order_.begin());
-      if (order_.size() > kCapacity) {
-        index_.erase(order_.back().first);
-        order_.pop_back();
-      }
+      made->ok = false;
     }
     return made;
-  }
-
- private:
-  static constexpr size_t kCapacity = 128;
-
-  static std::string Key(dnnl::memory::data_type dt, const dnnl::memory::desc& a, const dnnl::memory::desc& b,
-                         const dnnl::memory::desc& c) {
-    std::vector<int64_t> words{static_cast<int64_t>(dt)};
-    for (const dnnl::memory::desc* md : {&a, &b, &c}) {
-      const int nd = md->data.ndims;
-      words.push_back(nd);
-      words.insert(words.end(), md->data.dims, md->data.dims + nd);
-      words.insert(words.end(), md->data.format_desc.blocking.strides, md->data.format_desc.blocking.strides + nd);
-    }
-    return std::string(reinterpret_cast<const char*>(words.data()), words.size() * sizeof(int64_t));
-  }
-
-  std::mutex mu_;
-  std::list<std::pair<std::string, std::shared_ptr<const Primitive>>> order_;
-  std::unordered_map<std::string, decltype(order_)::iterator> index_;
-};
+  });
+}
 
 void Execute(const dnnl::matmul& matmul, const dnnl::memory::desc& a_md, const dnnl::memory::desc& b_md,
              const dnnl::memory::desc& c_md, char* a, char* b, char* c) {
-  // A stream per thread: creating one per call would show up on small matmuls.
-  thread_local dnnl::stream stream(Engine());
-  dnnl::memory am(a_md, Engine(), a), bm(b_md, Engine(), b), cm(c_md, Engine(), c);
+  dnnl::stream& stream = DnnlStream();
+  dnnl::memory am(a_md, DnnlEngine(), a), bm(b_md, DnnlEngine(), b), cm(c_md, DnnlEngine(), c);
   matmul.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   stream.wait();
 }
@@ -240,7 +197,7 @@ bool RunOneDnn(Problem p, dnnl::memory::data_type dt, size_t elem_size, bool pac
     const auto a_md = md(sa == 0 ? 1 : nb, sa, p.m, p.k, ars, acs);
     const auto b_md = md(sb == 0 ? 1 : nb, sb, p.k, p.n, brs, bcs);
     const auto c_md = md(nb, p.m * p.n, p.m, p.n, p.n, 1);
-    auto prim = PrimitiveCache::Get().Find(dt, a_md, b_md, c_md);
+    auto prim = FindPrimitive(dt, a_md, b_md, c_md);
     if (prim->ok) {
       Execute(prim->matmul, a_md, b_md, c_md, p.a.data, p.b.data, p.c.data);
       return true;
@@ -250,7 +207,7 @@ bool RunOneDnn(Problem p, dnnl::memory::data_type dt, size_t elem_size, bool pac
   const dnnl::memory::desc a_md(Dims{p.m, p.k}, dt, Dims{ars, acs});
   const dnnl::memory::desc b_md(Dims{p.k, p.n}, dt, Dims{brs, bcs});
   const dnnl::memory::desc c_md(Dims{p.m, p.n}, dt, Dims{p.n, 1});
-  auto prim = PrimitiveCache::Get().Find(dt, a_md, b_md, c_md);
+  auto prim = FindPrimitive(dt, a_md, b_md, c_md);
   if (!prim->ok) {
     // Unusual leading dimensions can be refused where dense ones are not; an unsupported dtype is
     // refused either way.
@@ -363,7 +320,7 @@ dnnl::memory::data_type DnnlType() {
 /// Whether oneDNN multiplies `dt` at all on this CPU (asked once per dtype by the caller).
 bool OneDnnSupports(dnnl::memory::data_type dt) {
   const dnnl::memory::desc md(Dims{16, 16}, dt, Dims{16, 1});
-  return PrimitiveCache::Get().Find(dt, md, md, md)->ok;
+  return FindPrimitive(dt, md, md, md)->ok;
 }
 
 /// float16/bfloat16 through float32: convert both operands, multiply, round the result once.

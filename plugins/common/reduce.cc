@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "plugins/common/kernel_util.h"
+#include "plugins/common/reduction.h"
 #include "plugins/common/strided.h"
 
 namespace oar::host {
@@ -149,37 +150,9 @@ void Reduce(const KernelCall& call) {
   CheckDTypes(call, {kDTypeOf<T>, kDTypeOf<T>});
   const TensorRef x = call.input(0);
   const TensorRef out = call.output(0);
-  const std::span<const int64_t> axes = call.GetInts("axes");
-  const int rank = x.rank();
-  if (out.rank() != rank) {
-    Invalid(call, "the output must keep the input's rank " + std::to_string(rank) + " (reduced dims as 1)");
-  }
-  bool reduced[OAR_MAX_RANK] = {};
-  for (size_t i = 0; i < axes.size(); ++i) {
-    if (axes[i] < 0 || axes[i] >= rank || (i > 0 && axes[i] <= axes[i - 1])) {
-      Invalid(call, "attribute 'axes' must be sorted, unique and within [0, " + std::to_string(rank) + "); entry " +
-                        std::to_string(i) + " is " + std::to_string(axes[i]));
-    }
-    reduced[axes[i]] = true;
-  }
-  int64_t kept_shape[OAR_MAX_RANK], kept_strides[OAR_MAX_RANK];
-  int64_t red_shape[OAR_MAX_RANK], red_strides[OAR_MAX_RANK];
-  int kept_rank = 0, red_rank = 0;
-  int64_t count = 1;
-  for (int d = 0; d < rank; ++d) {
-    if (out.dim(d) != (reduced[d] ? 1 : x.dim(d))) {
-      Invalid(call, "output dimension " + std::to_string(d) + " must be " + std::to_string(reduced[d] ? 1 : x.dim(d)));
-    }
-    if (reduced[d]) {
-      red_shape[red_rank] = x.dim(d);
-      red_strides[red_rank++] = x.stride(d);
-      count *= x.dim(d);
-    } else {
-      kept_shape[kept_rank] = x.dim(d);
-      kept_strides[kept_rank++] = x.stride(d);
-    }
-  }
-  const int64_t outputs = out.numel();
+  const ReductionPlan plan = PlanReduction(call, x, out, call.GetInts("axes"), kSize);
+  const int64_t outputs = plan.outputs;
+  const int64_t count = plan.count;
   if (outputs == 0) return;
   CheckContiguous(call, out, "the output");
   T* dst = out.data<T>();
@@ -198,11 +171,7 @@ void Reduce(const KernelCall& call) {
     return;
   }
 
-  const Reducer<T> reducer(Collapse<1>({kept_shape, static_cast<size_t>(kept_rank)},
-                                       {std::span<const int64_t>(kept_strides, kept_rank)}, {kSize}),
-                           Collapse<1>({red_shape, static_cast<size_t>(red_rank)},
-                                       {std::span<const int64_t>(red_strides, red_rank)}, {kSize}),
-                           x.data<const char>());
+  const Reducer<T> reducer(plan.kept, plan.reduced, x.data<const char>());
   auto finish = [count](Acc a) -> T {
     if constexpr (kMean) {
       return T(static_cast<ComputeT<T>>(static_cast<double>(a) / static_cast<double>(count)));

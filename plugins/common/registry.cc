@@ -15,9 +15,25 @@ std::span<const HostKernel> HostKernels() {
     AppendReduceKernels(&k);
     AppendMatmulKernels(&k);
     AppendCopyCastKernels(&k);
+    AppendElementwiseMathKernels(&k);
+    AppendCompareLogicalKernels(&k);
+    AppendReduceExtremaKernels(&k);
+    AppendSoftmaxNormKernels(&k);
+    AppendConvKernels(&k);
+    AppendPoolKernels(&k);
+    AppendIndexingKernels(&k);
+    AppendConcatPadKernels(&k);
     return k;
   }();
   return kernels;
+}
+
+void AddKernel(std::vector<HostKernel>* kernels, const char* op, std::initializer_list<int32_t> dtypes,
+               oar_kernel_fn_t fn) {
+  HostKernel k{op, {}, static_cast<int32_t>(dtypes.size()), fn};
+  if (dtypes.size() > k.dtypes.size()) throw sdk::StatusError(OAR_STATUS_INTERNAL, "host kernel key too long");
+  std::copy(dtypes.begin(), dtypes.end(), k.dtypes.begin());
+  kernels->push_back(k);
 }
 
 const HostKernel* FindHostKernel(std::string_view op, std::span<const int32_t> dtypes) {
@@ -110,6 +126,73 @@ void CheckSameShape(const KernelCall& call, const TensorRef& t, const TensorRef&
 
 void CheckContiguous(const KernelCall& call, const TensorRef& t, const char* what) {
   if (!t.is_contiguous()) Invalid(call, std::string(what) + " must be contiguous");
+}
+
+void OutOfRange(const KernelCall& call, const std::string& what) {
+  throw sdk::StatusError(OAR_STATUS_OUT_OF_RANGE, call.Where() + " (" + ShapesOf(call) + "): " + what);
+}
+
+std::string IndexString(std::span<const int64_t> index) {
+  std::string s = "[";
+  for (size_t d = 0; d < index.size(); ++d) s += (d ? ", " : "") + std::to_string(index[d]);
+  return s + "]";
+}
+
+// ---- attributes -------------------------------------------------------------------------------
+
+namespace {
+
+const oar_attr_t& RequireAttr(const KernelCall& call, const char* name) {
+  const oar_attr_t* a = call.FindAttr(name);
+  if (a == nullptr) Invalid(call, "missing attribute '" + std::string(name) + "'");
+  return *a;
+}
+
+[[noreturn]] void WrongType(const KernelCall& call, const char* name, const char* want) {
+  Invalid(call, "attribute '" + std::string(name) + "' must be " + want + ", got attribute type " +
+                    std::to_string(RequireAttr(call, name).type));
+}
+
+}  // namespace
+
+int64_t RequireInt(const KernelCall& call, const char* name) {
+  const oar_attr_t& a = RequireAttr(call, name);
+  if (a.type == OAR_ATTR_INT) return a.v.i;
+  if (a.type == OAR_ATTR_BOOL) return a.v.b ? 1 : 0;
+  WrongType(call, name, "an INT");
+}
+
+double RequireFloat(const KernelCall& call, const char* name) {
+  const oar_attr_t& a = RequireAttr(call, name);
+  if (a.type == OAR_ATTR_FLOAT) return a.v.f;
+  if (a.type == OAR_ATTR_INT) return static_cast<double>(a.v.i);
+  WrongType(call, name, "a FLOAT");
+}
+
+bool RequireBool(const KernelCall& call, const char* name) {
+  const oar_attr_t& a = RequireAttr(call, name);
+  if (a.type == OAR_ATTR_BOOL) return a.v.b;
+  if (a.type == OAR_ATTR_INT) return a.v.i != 0;
+  WrongType(call, name, "a BOOL");
+}
+
+std::span<const int64_t> RequireInts(const KernelCall& call, const char* name, size_t count) {
+  const oar_attr_t& a = RequireAttr(call, name);
+  if (a.type != OAR_ATTR_INTS) WrongType(call, name, "an INTS list");
+  if (a.v.ints.size != count) {
+    Invalid(call, "attribute '" + std::string(name) + "' must have " + std::to_string(count) + " entries, got " +
+                      std::to_string(a.v.ints.size));
+  }
+  return {a.v.ints.data, a.v.ints.size};
+}
+
+int RequireAxis(const KernelCall& call, const char* name, int rank) {
+  const int64_t axis = RequireInt(call, name);
+  if (axis < 0 || axis >= std::max(rank, 1)) {
+    Invalid(call, "attribute '" + std::string(name) + "' is " + std::to_string(axis) + ", expected an axis in [0, " +
+                      std::to_string(std::max(rank, 1)) + ")");
+  }
+  return static_cast<int>(axis);
 }
 
 }  // namespace oar::host

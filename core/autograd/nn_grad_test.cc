@@ -1,0 +1,105 @@
+// Finite-difference gradient checks (float64) for the math, reduction, softmax, normalisation,
+// convolution, pooling and indexing ops and for the composite ops built from them.
+#include <gtest/gtest.h>
+
+#include "core/autograd/autograd.h"
+#include "core/autograd/grad_check.h"
+#include "core/ops/nn.h"
+
+namespace oar {
+namespace {
+
+using testing::GradCheck;
+using testing::RandomF64;
+
+TEST(NnGradCheck, UnaryMath) {
+  const Tensor x = RandomF64({2, 3}, 11, 0.2, 1.5);  // positive: log, sqrt, rsqrt are defined
+  for (auto [name, f] : std::vector<std::pair<std::string, Tensor (*)(const Tensor&)>>{
+           {"log", log}, {"log1p", log1p}, {"sqrt", sqrt}, {"rsqrt", rsqrt}, {"sin", sin}, {"cos", cos},
+           {"tanh", tanh}, {"sigmoid", sigmoid}, {"erf", erf}, {"reciprocal", reciprocal}, {"abs", abs},
+           {"square", square}, {"silu", silu}}) {
+    GradCheck([f](auto& v) { return f(v[0]); }, {x}, name);
+  }
+  const Tensor y = RandomF64({2, 3}, 12, -2, 2);
+  GradCheck([](auto& v) { return gelu(v[0]); }, {y}, "gelu erf");
+  GradCheck([](auto& v) { return gelu(v[0], true); }, {y}, "gelu tanh");
+  GradCheck([](auto& v) { return leaky_relu(v[0], 0.1); }, {y}, "leaky_relu");
+  GradCheck([](auto& v) { return relu(v[0]); }, {y}, "relu");
+}
+
+TEST(NnGradCheck, BinaryAndWhere) {
+  const Tensor a = RandomF64({2, 3}, 13, 0.5, 2), b = RandomF64({3}, 14, 0.5, 2);
+  GradCheck([](auto& v) { return pow(v[0], v[1]); }, {a, b}, "pow");
+  GradCheck([](auto& v) { return maximum(v[0], v[1]); }, {a, b}, "maximum");
+  GradCheck([](auto& v) { return minimum(v[0], v[1]); }, {a, b}, "minimum");
+  GradCheck([](auto& v) { return where(gt(v[0], 1.0), v[0], v[1]); }, {a, b}, "where");
+  GradCheck([](auto& v) { return clip(v[0], 0.8, 1.6); }, {a}, "clip");
+}
+
+TEST(NnGradCheck, Reductions) {
+  const Tensor x = RandomF64({3, 4}, 15);
+  GradCheck([](auto& v) { return amax(v[0], {1}); }, {x}, "amax");
+  GradCheck([](auto& v) { return amin(v[0], {0}, true); }, {x}, "amin");
+  GradCheck([](auto& v) { return prod(v[0], {1}); }, {RandomF64({3, 4}, 16, 0.5, 1.5)}, "prod");
+  GradCheck([](auto& v) { return var(v[0], {1}); }, {x}, "var");
+  GradCheck([](auto& v) { return stddev(v[0], {0}); }, {x}, "std");
+  GradCheck([](auto& v) { return logsumexp(v[0], {1}); }, {x}, "logsumexp");
+  GradCheck([](auto& v) { return softmax(v[0], 1); }, {x}, "softmax");
+  GradCheck([](auto& v) { return log_softmax(v[0], 0); }, {x}, "log_softmax");
+}
+
+TEST(NnGradCheck, Normalisation) {
+  const Tensor x = RandomF64({2, 3, 4}, 17), w = RandomF64({4}, 18), b = RandomF64({4}, 19);
+  GradCheck([](auto& v) { return layer_norm(v[0], 1, v[1], v[2]); }, {x, w, b}, "layer_norm");
+  GradCheck([](auto& v) { return rms_norm(v[0], 1, v[1]); }, {x, w}, "rms_norm");
+  const Tensor xb = RandomF64({4, 3, 2, 2}, 20), g = RandomF64({3}, 21), bb = RandomF64({3}, 22);
+  GradCheck([](auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); }, {xb, g, bb}, "batch_norm");
+}
+
+TEST(NnGradCheck, ConvolutionAndPooling) {
+  const Tensor x = RandomF64({2, 4, 5, 5}, 23), w = RandomF64({6, 2, 3, 3}, 24), b = RandomF64({6}, 25);
+  GradCheck([](auto& v) { return conv2d(v[0], v[1], v[2], {2, 1}, {1, 1}, {1, 1}, 2); }, {x, w, b}, "conv2d groups");
+  GradCheck([](auto& v) { return conv2d(v[0], v[1], Tensor(), {1, 1}, {0, 0}, {2, 2}, 2); }, {x, w}, "conv2d dilated");
+  GradCheck([](auto& v) { return max_pool2d(v[0], {2, 2}, {2, 2}); }, {x}, "max_pool2d");
+  GradCheck([](auto& v) { return avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}, false); }, {x}, "avg_pool2d");
+  GradCheck([](auto& v) { return adaptive_avg_pool2d(v[0], {2, 3}); }, {x}, "adaptive_avg_pool2d");
+}
+
+TEST(NnGradCheck, ConvolutionSecondOrder) {
+  // Grad of grad through conv2d's gradient ops (they have VJPs of their own).
+  Tensor x = RandomF64({1, 2, 4, 4}, 26), w = RandomF64({3, 2, 3, 3}, 27);
+  GradCheck([](auto& v) { return grad({sum(conv2d(v[0], v[1]) * conv2d(v[0], v[1]))}, {v[0]}, {}, true)[0]; }, {x, w},
+            "d/dx of conv2d's input gradient", 1e-5);
+}
+
+TEST(NnGradCheck, IndexingAndShape) {
+  const Tensor x = RandomF64({3, 4}, 28);
+  const Tensor idx = FromVector<int64_t>({2, 0, 1, 1, 0, 2, 2, 1}, {2, 4}, Device("cpu"));
+  GradCheck([idx](auto& v) { return gather(v[0], 0, idx); }, {x}, "gather");
+  const Tensor sel = FromVector<int64_t>({3, 0, 3}, {3}, Device("cpu"));
+  GradCheck([sel](auto& v) { return index_select(v[0], 1, sel); }, {x}, "index_select");
+  GradCheck([idx](auto& v) { return scatter_add(v[0], 0, idx, v[1]); }, {x, RandomF64({2, 4}, 29)}, "scatter_add");
+  GradCheck([](auto& v) { return topk(v[0], 2, 1).first; }, {x}, "topk");
+  const int64_t pads[] = {1, 0, 2, 1};
+  GradCheck([&](auto& v) { return pad(v[0], pads, 0.5); }, {x}, "pad");
+  GradCheck([](auto& v) {
+    const Tensor parts[] = {v[0], v[1]};
+    return concat(parts, 1);
+  }, {x, RandomF64({3, 2}, 30)}, "concat");
+  GradCheck([](auto& v) { return tril(v[0], 1) + triu(v[0], 2); }, {x}, "tril + triu");
+}
+
+TEST(NnGradCheck, LossesAndAttention) {
+  const Tensor logits = RandomF64({4, 5}, 31);
+  const Tensor target = FromVector<int64_t>({1, 4, -100, 0}, {4}, Device("cpu"));
+  GradCheck([target](auto& v) { return cross_entropy(v[0], target, -100, 0.1); }, {logits}, "cross_entropy");
+  GradCheck([](auto& v) { return mse_loss(v[0], v[1]); }, {logits, RandomF64({4, 5}, 32)}, "mse_loss");
+  const Tensor ids = FromVector<int64_t>({1, 0, 1, 2}, {2, 2}, Device("cpu"));
+  GradCheck([ids](auto& v) { return embedding(v[0], ids); }, {RandomF64({3, 4}, 33)}, "embedding");
+  const Tensor q = RandomF64({2, 3, 4}, 34), k = RandomF64({2, 5, 4}, 35), val = RandomF64({2, 5, 4}, 36);
+  GradCheck([](auto& v) { return scaled_dot_product_attention(v[0], v[1], v[2], true); }, {q, k, val}, "causal sdpa");
+  GradCheck([](auto& v) { return rotary_embedding(v[0], 3); }, {RandomF64({2, 3, 4}, 37)}, "rotary embedding");
+}
+
+}  // namespace
+}  // namespace oar

@@ -1,0 +1,107 @@
+// Elementwise loops shared by the elementwise kernel sources: one functor applied to every element of
+// one or two inputs (already broadcast to the output's shape), writing a contiguous output.
+//
+// `Op::Apply(C...)` receives the inputs in their compute type (ComputeT: float for the 16-bit floats)
+// and returns a value convertible to the output type. After collapsing, the common cases (one dense
+// run, or a run against a broadcast scalar) get unit-stride loops the compiler can vectorise.
+#ifndef OAR_PLUGINS_COMMON_ELEMENTWISE_H_
+#define OAR_PLUGINS_COMMON_ELEMENTWISE_H_
+
+#include <type_traits>
+
+#include "plugins/common/kernel_util.h"
+#include "plugins/common/strided.h"
+
+namespace oar::host {
+
+/// `x != x` rather than std::isnan: it vectorises to a compare and blend (and is false for integers).
+template <typename C>
+bool IsNan(C x) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return x != x;
+  } else {
+    return false;
+  }
+}
+
+/// out[i] = Out(Op::Apply(C(x[i]))) with input dtype In and output dtype Out; key {In, Out}.
+template <typename Op, typename In, typename Out>
+void MapUnary(const KernelCall& call) {
+  using C = ComputeT<In>;
+  constexpr int64_t kIn = sizeof(In), kOut = sizeof(Out);
+  CheckArity(call, 1, 1);
+  CheckDTypes(call, {kDTypeOf<In>, kDTypeOf<Out>});
+  const TensorRef x = call.input(0);
+  const TensorRef out = call.output(0);
+  CheckSameShape(call, x, out, "input 0");
+  const auto layout = Collapse<2>(out.shape(), {out.strides(), x.strides()}, {kOut, kIn});
+  ForEach<2>(layout, {out.data<char>(), x.data<char>()},
+             [](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
+               Out* o = reinterpret_cast<Out*>(p[0]);
+               const In* v = reinterpret_cast<const In*>(p[1]);
+               if (s[0] == kOut && s[1] == kIn) {
+#pragma omp simd
+                 for (int64_t i = 0; i < n; ++i) o[i] = Out(Op::Apply(C(v[i])));
+               } else {
+                 const int64_t so = s[0] / kOut, sv = s[1] / kIn;
+                 for (int64_t i = 0; i < n; ++i) o[i * so] = Out(Op::Apply(C(v[i * sv])));
+               }
+             });
+}
+
+/// out[i] = Out(Op::Apply(C(a[i]), C(b[i]))) with inputs of dtype In; key {In, In, Out}.
+template <typename Op, typename In, typename Out>
+void MapBinary(const KernelCall& call) {
+  using C = ComputeT<In>;
+  constexpr int64_t kIn = sizeof(In), kOut = sizeof(Out);
+  CheckArity(call, 2, 1);
+  CheckDTypes(call, {kDTypeOf<In>, kDTypeOf<In>, kDTypeOf<Out>});
+  const TensorRef a = call.input(0);
+  const TensorRef b = call.input(1);
+  const TensorRef out = call.output(0);
+  CheckSameShape(call, a, out, "input 0");
+  CheckSameShape(call, b, out, "input 1");
+  const auto layout = Collapse<3>(out.shape(), {out.strides(), a.strides(), b.strides()}, {kOut, kIn, kIn});
+  ForEach<3>(layout, {out.data<char>(), a.data<char>(), b.data<char>()},
+             [](const std::array<char*, 3>& p, int64_t n, const std::array<int64_t, 3>& s) {
+               Out* o = reinterpret_cast<Out*>(p[0]);
+               const In* x = reinterpret_cast<const In*>(p[1]);
+               const In* y = reinterpret_cast<const In*>(p[2]);
+               if (s[0] == kOut && s[1] == kIn && s[2] == kIn) {
+#pragma omp simd
+                 for (int64_t i = 0; i < n; ++i) o[i] = Out(Op::Apply(C(x[i]), C(y[i])));
+               } else if (s[0] == kOut && s[1] == 0 && s[2] == kIn) {
+                 const C xv = C(x[0]);
+#pragma omp simd
+                 for (int64_t i = 0; i < n; ++i) o[i] = Out(Op::Apply(xv, C(y[i])));
+               } else if (s[0] == kOut && s[1] == kIn && s[2] == 0) {
+                 const C yv = C(y[0]);
+#pragma omp simd
+                 for (int64_t i = 0; i < n; ++i) o[i] = Out(Op::Apply(C(x[i]), yv));
+               } else {
+                 const int64_t so = s[0] / kOut, sx = s[1] / kIn, sy = s[2] / kIn;
+                 for (int64_t i = 0; i < n; ++i) o[i * so] = Out(Op::Apply(C(x[i * sx]), C(y[i * sy])));
+               }
+             });
+}
+
+/// Register MapUnary<Op, T, Out> for every T of the list; Out = T when `Out` is void.
+template <typename Op, typename Out = void, typename... Ts>
+void AddMapUnary(std::vector<HostKernel>* kernels, TypeList<Ts...>) {
+  (AddKernel(kernels, Op::kName, {kDTypeOf<Ts>, kDTypeOf<std::conditional_t<std::is_void_v<Out>, Ts, Out>>},
+             &GuardedKernel<&MapUnary<Op, Ts, std::conditional_t<std::is_void_v<Out>, Ts, Out>>>),
+   ...);
+}
+
+/// Register MapBinary<Op, T, Out> for every T of the list; Out = T when `Out` is void.
+template <typename Op, typename Out = void, typename... Ts>
+void AddMapBinary(std::vector<HostKernel>* kernels, TypeList<Ts...>) {
+  (AddKernel(kernels, Op::kName,
+             {kDTypeOf<Ts>, kDTypeOf<Ts>, kDTypeOf<std::conditional_t<std::is_void_v<Out>, Ts, Out>>},
+             &GuardedKernel<&MapBinary<Op, Ts, std::conditional_t<std::is_void_v<Out>, Ts, Out>>>),
+   ...);
+}
+
+}  // namespace oar::host
+
+#endif  // OAR_PLUGINS_COMMON_ELEMENTWISE_H_

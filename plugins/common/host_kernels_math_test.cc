@@ -1,0 +1,528 @@
+// The op library's elementwise, comparison, selection and reduction kernels against plain loops written
+// here (in long double, rounded to the dtype): every registered dtype, contiguous, permuted, broadcast
+// (stride 0), empty and rank-0 operands, sizes above the threading threshold, and special values.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "plugins/common/host_kernels_testing.h"
+
+namespace {
+
+using namespace oar::host::testing;  // NOLINT: the test vocabulary
+
+const long double kInf = std::numeric_limits<long double>::infinity();
+const long double kNaN = std::numeric_limits<long double>::quiet_NaN();
+
+/// Operands of one shape in every layout the kernels special-case: dense, permuted, broadcast, padded
+/// with an offset, empty, rank 0 and above the threading threshold.
+std::vector<Tensor> Layouts(int32_t dt) {
+  std::vector<Tensor> v;
+  v.push_back(Contiguous(dt, {4, 9}));
+  v.push_back(Permuted(dt, {5, 6, 7}, {2, 0, 1}));
+  v.push_back(Broadcast(dt, {3, 4}, {false, true}));
+  v.push_back(Strided(dt, {3, 5}, {11, 2}, 3));
+  v.push_back(Contiguous(dt, {0, 5}));
+  v.push_back(Contiguous(dt, {}));
+  v.push_back(Strided(dt, {40000}, {2}, 1));
+  return v;
+}
+
+// ===================================================================================================
+// Unary math
+// ===================================================================================================
+
+long double RefMath(const std::string& op, long double x) {
+  if (op == "log") return std::log(x);
+  if (op == "log1p") return std::log1p(x);
+  if (op == "sqrt") return std::sqrt(x);
+  if (op == "rsqrt") return 1 / std::sqrt(x);
+  if (op == "sin") return std::sin(x);
+  if (op == "cos") return std::cos(x);
+  if (op == "tanh") return std::tanh(x);
+  if (op == "sigmoid") return 1 / (1 + std::exp(-x));
+  if (op == "erf") return std::erf(x);
+  if (op == "reciprocal") return 1 / x;
+  if (op == "abs") return std::fabs(x);
+  if (op == "sign") return x > 0 ? 1 : x < 0 ? -1 : x;
+  ADD_FAILURE() << "no reference for " << op;
+  return 0;
+}
+
+/// Integer abs and sign, wrapping as the kernels do: abs(min) is min.
+long double RefIntMath(const std::string& op, int32_t dt, long double x) {
+  if (op == "sign") return x > 0 ? 1 : x < 0 ? -1 : 0;
+  const long double min = dt == I8 ? -128.0L : dt == I32 ? -2147483648.0L : -9223372036854775808.0L;
+  return x == min ? min : std::fabs(x);
+}
+
+/// A few values outside [-4, 4] and the IEEE specials, as the dtype stores them.
+std::vector<long double> Specials(int32_t dt) {
+  std::vector<long double> v = {0.0L, -0.0L, 1,    -1,   0.5L,  1e-3L, -1e-3L, 30,
+                                -30,  100,   -100, 1e4L, -1e4L, kInf,  -kInf,  kNaN};
+  if (dt == F32 || dt == F64 || dt == BF16) v.insert(v.end(), {1e30L, -1e30L, 1e-30L, 1e-40L});
+  for (long double& x : v) x = RoundTo(dt, x);
+  return v;
+}
+
+void CheckMath(const std::string& op, Tensor& x) {
+  Tensor out = Contiguous(x.dtype, x.shape);
+  EXPECT_OK(RunKernel(op, {&x}, {&out}));
+  const bool integral = !oar::sdk::IsFloating(x.dtype);
+  // float16 results smaller than its least normal keep fewer bits: allow one subnormal step there.
+  const long double atol = x.dtype == F16 ? 6e-8L : x.dtype == F32 ? 3e-45L : 0;
+  ExpectClose(
+      out,
+      [&](const Shape& i) {
+        const long double v = Get(x, i);
+        return integral ? RefIntMath(op, x.dtype, v) : RoundTo(x.dtype, RefMath(op, v));
+      },
+      RelTol(x.dtype), atol, op);
+}
+
+TEST(Math, UnaryMatchesReferenceOnEveryLayoutAndSpecialValue) {
+  const std::map<std::string, std::vector<int32_t>> ops = {
+      {"abs", kSigned},  {"sign", kSigned},    {"log", kFloats}, {"log1p", kFloats},
+      {"sqrt", kFloats}, {"rsqrt", kFloats},   {"sin", kFloats}, {"cos", kFloats},
+      {"tanh", kFloats}, {"sigmoid", kFloats}, {"erf", kFloats}, {"reciprocal", kFloats}};
+  for (const auto& [op, types] : ops) {
+    for (int32_t dt : types) {
+      SCOPED_TRACE(op + " " + std::string(DTypeName(dt)));
+      std::mt19937 rng(17);
+      const bool positive = op == "log" || op == "sqrt" || op == "rsqrt";
+      const double lo = positive ? 0.01 : op == "log1p" ? -0.99 : -4;
+      for (Tensor& x : Layouts(dt)) {
+        if (oar::sdk::IsFloating(dt)) {
+          FillRandom(x, rng, lo, 4);
+        } else {
+          FillWhole(x, rng, -100, 100);
+        }
+        CheckMath(op, x);
+      }
+      if (oar::sdk::IsFloating(dt)) {
+        const std::vector<long double> specials = Specials(dt);
+        Tensor s = Contiguous(dt, {static_cast<int64_t>(specials.size())});
+        for (size_t i = 0; i < specials.size(); ++i) Set(s, {static_cast<int64_t>(i)}, specials[i]);
+        CheckMath(op, s);
+      }
+    }
+  }
+}
+
+TEST(Math, IeeeEdgeCasesAndNoSigmoidOverflow) {
+  for (int32_t dt : kFloats) {
+    SCOPED_TRACE(DTypeName(dt));
+    Tensor x = Contiguous(dt, {6}), out = Contiguous(dt, {6});
+    const long double in[] = {0.0L, -0.0L, -1, 1e4L, -1e4L, kNaN};
+    for (int i = 0; i < 6; ++i) Set(x, {i}, in[i]);
+    auto run = [&](const char* op) {
+      EXPECT_OK(RunKernel(op, {&x}, {&out}));
+      std::vector<long double> r(6);
+      for (int i = 0; i < 6; ++i) r[i] = Get(out, {i});
+      return r;
+    };
+    std::vector<long double> r = run("log");
+    EXPECT_EQ(r[0], -kInf);
+    EXPECT_TRUE(std::isnan(r[2]));
+    r = run("sqrt");
+    EXPECT_TRUE(std::isnan(r[2]));
+    EXPECT_TRUE(std::signbit(r[1]));  // sqrt(-0) = -0
+    r = run("rsqrt");
+    EXPECT_EQ(r[0], kInf);
+    EXPECT_EQ(r[1], -kInf);
+    r = run("reciprocal");
+    EXPECT_EQ(r[0], kInf);
+    EXPECT_EQ(r[1], -kInf);
+    r = run("sigmoid");  // 1e4 and -1e4: no overflow to NaN
+    EXPECT_EQ(r[3], 1);
+    EXPECT_EQ(r[4], 0);
+    EXPECT_TRUE(std::isnan(r[5]));
+    r = run("sign");
+    EXPECT_TRUE(std::isnan(r[5]));
+    EXPECT_EQ(r[2], -1);
+    EXPECT_TRUE(std::signbit(r[1]) && r[1] == 0);  // sign keeps the zero's sign
+  }
+  // sigmoid(-100) in float32 is 3.7e-44: a subnormal, not 0 and not NaN (e^-x would overflow).
+  Tensor x = Contiguous(F32, {2}), out = Contiguous(F32, {2});
+  Set(x, {0}, -100), Set(x, {1}, -88);
+  EXPECT_OK(RunKernel("sigmoid", {&x}, {&out}));
+  EXPECT_GT(Get(out, {0}), 0);
+  EXPECT_NEAR(static_cast<double>(Get(out, {1}) / std::exp(-88.0L)), 1.0, 1e-6);
+}
+
+TEST(Math, IntegerAbsOfMinimumWraps) {
+  Tensor a = Contiguous(I8, {3}), o = Contiguous(I8, {3});
+  Set(a, {0}, -128), Set(a, {1}, -127), Set(a, {2}, 0);
+  EXPECT_OK(RunKernel("abs", {&a}, {&o}));
+  EXPECT_EQ(Get(o, {0}), -128);
+  EXPECT_EQ(Get(o, {1}), 127);
+  Tensor b = Contiguous(I64, {1}), p = Contiguous(I64, {1});
+  b.At<int64_t>({0}) = std::numeric_limits<int64_t>::min();
+  EXPECT_OK(RunKernel("abs", {&b}, {&p}));
+  EXPECT_EQ(p.At<int64_t>({0}), std::numeric_limits<int64_t>::min());
+}
+
+TEST(Math, PredicatesAndLogicalNot) {
+  for (int32_t dt : kFloats) {
+    SCOPED_TRACE(DTypeName(dt));
+    std::mt19937 rng(5);
+    for (Tensor& x : Layouts(dt)) {
+      FillRandom(x, rng);
+      // Sprinkle specials over a third of the elements.
+      int k = 0;
+      ForEachIndex(x.shape, [&](const Shape& i) {
+        if (k++ % 3 == 0) Set(x, i, (k % 4 == 0) ? kNaN : (k % 4 == 1) ? kInf : -kInf);
+      });
+      for (const char* op : {"isnan", "isinf"}) {
+        Tensor out = Contiguous(BOOL, x.shape);
+        EXPECT_OK(RunKernel(op, {&x}, {&out}));
+        ExpectClose(
+            out,
+            [&](const Shape& i) -> long double {
+              const long double v = Get(x, i);
+              return std::string(op) == "isnan" ? std::isnan(v) : std::isinf(v);
+            },
+            0, 0, op);
+      }
+    }
+  }
+  std::mt19937 rng(6);
+  for (Tensor& x : Layouts(BOOL)) {
+    FillRandom(x, rng);
+    Tensor out = Contiguous(BOOL, x.shape);
+    EXPECT_OK(RunKernel("logical_not", {&x}, {&out}));
+    ExpectClose(
+        out, [&](const Shape& i) -> long double { return Get(x, i) == 0; }, 0, 0, "logical_not");
+  }
+}
+
+// ===================================================================================================
+// Binary: pow, comparisons, logical
+// ===================================================================================================
+
+long double RefBinaryOp(const std::string& op, long double a, long double b) {
+  if (op == "pow") return std::pow(a, b);
+  if (op == "eq") return a == b;
+  if (op == "ne") return a != b;
+  if (op == "lt") return a < b;
+  if (op == "le") return a <= b;
+  if (op == "gt") return a > b;
+  if (op == "ge") return a >= b;
+  if (op == "logical_and") return a != 0 && b != 0;
+  if (op == "logical_or") return a != 0 || b != 0;
+  ADD_FAILURE() << "no reference for " << op;
+  return 0;
+}
+
+/// Pairs (a, b) of one shape in the layouts the binary loop special-cases.
+std::vector<std::pair<Tensor, Tensor>> BinaryLayouts(int32_t dt) {
+  std::vector<std::pair<Tensor, Tensor>> v;
+  v.emplace_back(Contiguous(dt, {3, 5}), Contiguous(dt, {3, 5}));
+  v.emplace_back(Broadcast(dt, {4, 5, 6}, {false, true, false}), Broadcast(dt, {4, 5, 6}, {true, true, true}));
+  v.emplace_back(Broadcast(dt, {4, 5, 6}, {true, true, true}), Broadcast(dt, {4, 5, 6}, {false, true, false}));
+  v.emplace_back(Permuted(dt, {6, 7}, {1, 0}), Strided(dt, {6, 7}, {9, 1}, 2));
+  v.emplace_back(Contiguous(dt, {3, 0, 2}), Contiguous(dt, {3, 0, 2}));
+  v.emplace_back(Contiguous(dt, {}), Contiguous(dt, {}));
+  v.emplace_back(Broadcast(dt, {3, 33001}, {true, false}), Contiguous(dt, {3, 33001}));
+  return v;
+}
+
+void CheckBinaryOp(const std::string& op, Tensor& a, Tensor& b) {
+  const bool predicate = op != "pow";
+  Tensor out = Contiguous(predicate ? BOOL : a.dtype, a.shape);
+  EXPECT_OK(RunKernel(op, {&a, &b}, {&out}));
+  ExpectClose(
+      out,
+      [&](const Shape& i) {
+        const long double r = RefBinaryOp(op, Get(a, i), Get(b, i));
+        return predicate ? r : RoundTo(a.dtype, r);
+      },
+      predicate ? 0 : RelTol(a.dtype), a.dtype == F16 ? 6e-8L : 0, op);
+}
+
+TEST(Math, BinaryMatchesReferenceOnEveryLayout) {
+  const std::map<std::string, std::vector<int32_t>> ops = {
+      {"pow", kFloats},      {"eq", kAll},   {"ne", kAll},   {"lt", kArith},
+      {"le", kArith},        {"gt", kArith}, {"ge", kArith}, {"logical_and", {BOOL}},
+      {"logical_or", {BOOL}}};
+  for (const auto& [op, types] : ops) {
+    for (int32_t dt : types) {
+      SCOPED_TRACE(op + " " + std::string(DTypeName(dt)));
+      std::mt19937 rng(23);
+      for (auto& [a, b] : BinaryLayouts(dt)) {
+        if (op == "pow") {
+          FillRandom(a, rng, 0.05, 4), FillRandom(b, rng, -3, 3);
+        } else {
+          FillWhole(a, rng, -2, 2), FillWhole(b, rng, -2, 2);  // many equal pairs
+        }
+        CheckBinaryOp(op, a, b);
+      }
+    }
+  }
+}
+
+TEST(Math, ComparisonsAndPowWithSpecialValues) {
+  const std::vector<long double> values = {0.0L, -0.0L, 1, -1, 2, 0.5L, kInf, -kInf, kNaN};
+  const int64_t n = static_cast<int64_t>(values.size());
+  for (int32_t dt : kFloats) {
+    SCOPED_TRACE(DTypeName(dt));
+    // Every ordered pair of specials: a varies along dim 0, b along dim 1.
+    Tensor a = Contiguous(dt, {n, n}), b = Contiguous(dt, {n, n});
+    ForEachIndex(a.shape, [&](const Shape& i) { Set(a, i, values[i[0]]), Set(b, i, values[i[1]]); });
+    for (const char* op : {"eq", "ne", "lt", "le", "gt", "ge", "pow"}) CheckBinaryOp(op, a, b);
+    Tensor out = Contiguous(BOOL, {n, n});
+    EXPECT_OK(RunKernel("ne", {&a, &a}, {&out}));
+    EXPECT_EQ(Get(out, {n - 1, n - 1}), 1);  // NaN != NaN
+    EXPECT_EQ(Get(out, {1, 0}), 0);          // -0 == 0
+  }
+}
+
+// ===================================================================================================
+// where
+// ===================================================================================================
+
+TEST(Where, EveryDTypeAndLayout) {
+  for (int32_t dt : kAll) {
+    SCOPED_TRACE(DTypeName(dt));
+    std::mt19937 rng(31);
+    struct Case {
+      Tensor cond, a, b;
+    };
+    std::vector<Case> cases;
+    cases.push_back({Contiguous(BOOL, {4, 5}), Contiguous(dt, {4, 5}), Contiguous(dt, {4, 5})});
+    cases.push_back({Contiguous(BOOL, {4, 5}), Contiguous(dt, {4, 5}), Broadcast(dt, {4, 5}, {true, true})});
+    cases.push_back({Contiguous(BOOL, {4, 5}), Broadcast(dt, {4, 5}, {true, true}), Contiguous(dt, {4, 5})});
+    cases.push_back(
+        {Broadcast(BOOL, {4, 5}, {true, false}), Permuted(dt, {4, 5}, {1, 0}), Strided(dt, {4, 5}, {7, 1}, 2)});
+    cases.push_back({Permuted(BOOL, {3, 4, 5}, {2, 1, 0}), Contiguous(dt, {3, 4, 5}),
+                     Broadcast(dt, {3, 4, 5}, {false, true, false})});
+    cases.push_back({Contiguous(BOOL, {0, 3}), Contiguous(dt, {0, 3}), Contiguous(dt, {0, 3})});
+    cases.push_back({Contiguous(BOOL, {}), Contiguous(dt, {}), Contiguous(dt, {})});
+    cases.push_back({Contiguous(BOOL, {70001}), Contiguous(dt, {70001}), Broadcast(dt, {70001}, {true})});
+    for (Case& c : cases) {
+      FillRandom(c.cond, rng), FillRandom(c.a, rng, -50, 50), FillRandom(c.b, rng, -50, 50);
+      Tensor out = Contiguous(dt, c.a.shape);
+      EXPECT_OK(RunKernel("where", {&c.cond, &c.a, &c.b}, {&out}));
+      ExpectClose(
+          out, [&](const Shape& i) { return Get(c.cond, i) != 0 ? Get(c.a, i) : Get(c.b, i); }, 0, 0, "where");
+    }
+  }
+  Tensor c = Contiguous(BOOL, {2}), a = Contiguous(F32, {2}), b = Contiguous(F32, {3}), o = Contiguous(F32, {2});
+  ExpectError(RunKernel("where", {&c, &a, &b}, {&o}), OAR_STATUS_INVALID_ARGUMENT, {"op 'where'", "[3]"});
+}
+
+// ===================================================================================================
+// max, min, prod
+// ===================================================================================================
+
+/// Keepdim reduction reference: fold every input element into its output cell.
+void CheckFold(const std::string& op, Tensor& x, const Shape& axes) {
+  Shape out_shape = x.shape;
+  for (int64_t a : axes) out_shape[a] = 1;
+  Tensor out = Contiguous(x.dtype, out_shape);
+  EXPECT_OK(RunKernel(op, {&x}, {&out}, {oar::sdk::IntsAttr("axes", axes)}));
+  const Shape out_strides = RowMajor(out_shape);
+  auto cell = [&](const Shape& i) {
+    int64_t k = 0;
+    for (size_t d = 0; d < i.size(); ++d) k += (out_shape[d] == 1 ? 0 : i[d]) * out_strides[d];
+    return k;
+  };
+  const int64_t cells = Numel(out_shape);
+  std::vector<long double> acc(cells, op == "prod" ? 1 : op == "max" ? -kInf : kInf);
+  std::vector<uint64_t> wrapped(cells, 1);  // integer products modulo 2^64
+  ForEachIndex(x.shape, [&](const Shape& i) {
+    const int64_t k = cell(i);
+    const long double v = Get(x, i);
+    long double& r = acc[k];
+    if (op == "prod") {
+      r *= v;
+      wrapped[k] *= static_cast<uint64_t>(static_cast<int64_t>(v));
+    } else if (std::isnan(v) || std::isnan(r)) {
+      r = kNaN;
+    } else {
+      r = op == "max" ? std::max(r, v) : std::min(r, v);
+    }
+  });
+  const bool integral = !oar::sdk::IsFloating(x.dtype);
+  const int64_t count = cells == 0 ? 0 : x.numel() / cells;
+  ExpectClose(
+      out,
+      [&](const Shape& i) {
+        const int64_t k = cell(i);
+        if (integral && op == "prod") {  // the product modulo 2^bits
+          return x.dtype == I32 ? static_cast<long double>(static_cast<int32_t>(wrapped[k]))
+                                : static_cast<long double>(static_cast<int64_t>(wrapped[k]));
+        }
+        return op == "prod" ? RoundTo(x.dtype, acc[k]) : acc[k];
+      },
+      op == "prod" ? RelTol(x.dtype) * (1 + count) : 0, 0, op);
+}
+
+std::vector<Shape> AxisSets(int rank) {
+  std::vector<Shape> sets;
+  for (int mask = 0; mask < (1 << rank); ++mask) {
+    Shape axes;
+    for (int d = 0; d < rank; ++d) {
+      if (mask & (1 << d)) axes.push_back(d);
+    }
+    sets.push_back(axes);
+  }
+  return sets;
+}
+
+TEST(Reduce, MaxMinProdOnEveryAxisSetAndLayout) {
+  const std::map<std::string, std::vector<int32_t>> ops = {
+      {"max", kArith}, {"min", kArith}, {"prod", {F32, F64, F16, BF16, I32, I64}}};
+  for (const auto& [op, types] : ops) {
+    for (int32_t dt : types) {
+      SCOPED_TRACE(op + " " + std::string(DTypeName(dt)));
+      std::mt19937 rng(41);
+      std::vector<Tensor> xs;
+      xs.push_back(Contiguous(dt, {3, 4, 5}));
+      xs.push_back(Permuted(dt, {3, 4, 5}, {2, 0, 1}));
+      xs.push_back(Broadcast(dt, {3, 4, 5}, {false, true, false}));
+      xs.push_back(Strided(dt, {3, 1, 5}, {11, 7, 2}, 3));
+      xs.push_back(Contiguous(dt, {2, 40, 6}));  // 16 lanes and tails along dim 1
+      for (Tensor& x : xs) {
+        if (op == "prod" && oar::sdk::IsFloating(dt)) {
+          FillRandom(x, rng, 0.6, 1.6);
+        } else {
+          FillWhole(x, rng, -60, 60);
+        }
+        for (const Shape& axes : AxisSets(3)) CheckFold(op, x, axes);
+      }
+      Tensor s = Contiguous(dt, {});
+      FillWhole(s, rng, -3, 3);
+      CheckFold(op, s, {});
+    }
+  }
+}
+
+TEST(Reduce, MaxMinProdLargeRowsColumnsAndSplits) {
+  std::mt19937 rng(43);
+  for (int32_t dt : {F32, F64, BF16, I32, I64, U8}) {
+    SCOPED_TRACE(DTypeName(dt));
+    Tensor rows = Contiguous(dt, {2, 50000});  // few outputs: split over the reduced axis
+    Tensor cols = Contiguous(dt, {50000, 6});  // column layout, split
+    Tensor mid = Contiguous(dt, {400, 300});
+    Tensor trans = Permuted(dt, {64, 2048}, {1, 0});
+    for (Tensor* t : {&rows, &cols, &mid, &trans}) {
+      FillWhole(*t, rng, -100, 100);
+      for (const char* op : {"max", "min"}) {
+        CheckFold(op, *t, {0});
+        CheckFold(op, *t, {1});
+        CheckFold(op, *t, {0, 1});
+      }
+    }
+    if (dt == U8) continue;
+    // Products of values near 1 (floats) or of +-1 and 2 (integers, which wrap past 2^32 in I32).
+    Tensor p = Contiguous(dt, {3000, 20});
+    ForEachIndex(p.shape, [&](const Shape& i) {
+      const int r = static_cast<int>(rng() % 8);
+      Set(p, i,
+          oar::sdk::IsFloating(dt) ? 1 + (static_cast<int>(rng() % 1000) - 500) * 1e-5L
+                                   : (r == 0  ? 2
+                                      : r < 4 ? -1
+                                              : 1));
+    });
+    CheckFold("prod", p, {0});
+    CheckFold("prod", p, {1});
+  }
+}
+
+TEST(Reduce, MaxMinPropagateNaNAndProdOfNothingIsOne) {
+  for (int32_t dt : kFloats) {
+    SCOPED_TRACE(DTypeName(dt));
+    std::mt19937 rng(47);
+    for (Shape shape : {Shape{5, 40}, Shape{40, 5}, Shape{2, 40000}, Shape{40000, 4}}) {
+      Tensor x = Contiguous(dt, shape);
+      FillRandom(x, rng);
+      Set(x, {1, 3}, kNaN);
+      Set(x, {shape[0] - 1, shape[1] - 1}, kNaN);
+      for (const char* op : {"max", "min"}) {
+        CheckFold(op, x, {0});
+        CheckFold(op, x, {1});
+        CheckFold(op, x, {0, 1});
+      }
+    }
+    Tensor e = Contiguous(dt, {3, 0}), one = Contiguous(dt, {3, 1});
+    EXPECT_OK(RunKernel("prod", {&e}, {&one}, {oar::sdk::IntsAttr("axes", Shape{1})}));
+    for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(Get(one, {i, 0}), 1);
+    ExpectError(RunKernel("max", {&e}, {&one}, {oar::sdk::IntsAttr("axes", Shape{1})}), OAR_STATUS_INVALID_ARGUMENT,
+                {"op 'max'", "empty"});
+  }
+  Tensor x = Contiguous(I32, {2, 3}), wrong = Contiguous(I32, {2, 3});
+  ExpectError(RunKernel("min", {&x}, {&wrong}, {oar::sdk::IntsAttr("axes", Shape{1})}), OAR_STATUS_INVALID_ARGUMENT,
+              {"output dimension 1"});
+}
+
+// ===================================================================================================
+// argmax, argmin
+// ===================================================================================================
+
+void CheckArg(const std::string& op, Tensor& x, int axis) {
+  Shape out_shape = x.shape;
+  if (!out_shape.empty()) out_shape[axis] = 1;
+  Tensor out = Contiguous(I64, out_shape);
+  EXPECT_OK(RunKernel(op, {&x}, {&out}, {oar::sdk::IntAttr("axis", axis)}));
+  const bool max = op == "argmax";
+  ExpectClose(
+      out,
+      [&](const Shape& o) -> long double {
+        if (x.shape.empty()) return 0;
+        Shape i = o;
+        long double best = 0;
+        int64_t at = -1;
+        for (i[axis] = 0; i[axis] < x.shape[axis]; ++i[axis]) {
+          const long double v = Get(x, i);
+          if (std::isnan(v)) return i[axis];  // the first NaN is the extreme
+          if (at < 0 || (max ? v > best : v < best)) best = v, at = i[axis];
+        }
+        return at;
+      },
+      0, 0, op);
+}
+
+TEST(Reduce, ArgmaxArgminFirstIndexOnTiesAndNaN) {
+  for (int32_t dt : kArith) {
+    SCOPED_TRACE(DTypeName(dt));
+    std::mt19937 rng(53);
+    std::vector<Tensor> xs;
+    xs.push_back(Contiguous(dt, {3, 4, 5}));
+    xs.push_back(Permuted(dt, {3, 4, 5}, {2, 0, 1}));
+    xs.push_back(Broadcast(dt, {3, 4, 5}, {false, true, false}));  // all ties along dim 1
+    xs.push_back(Contiguous(dt, {1, 100000}));                     // one long scan: split and merged
+    xs.push_back(Contiguous(dt, {20000, 8}));                      // columns
+    xs.push_back(Contiguous(dt, {3, 2, 0}));                       // no outputs
+    for (Tensor& x : xs) {
+      FillWhole(x, rng, -3, 3);  // many ties
+      if (oar::sdk::IsFloating(dt) && x.numel() > 30) {
+        ForEachIndex(x.shape, [&](const Shape& i) {
+          if (rng() % 17 == 0) Set(x, i, kNaN);
+        });
+      }
+      for (int axis = 0; axis < static_cast<int>(x.shape.size()); ++axis) {
+        if (x.shape[axis] == 0) continue;  // an empty axis is refused (below)
+        CheckArg("argmax", x, axis);
+        CheckArg("argmin", x, axis);
+      }
+    }
+    Tensor s = Contiguous(dt, {});
+    FillWhole(s, rng, 1, 3);
+    CheckArg("argmax", s, 0);
+  }
+  Tensor x = Contiguous(F32, {2, 0}), out = Contiguous(I64, {2, 1});
+  ExpectError(RunKernel("argmax", {&x}, {&out}, {oar::sdk::IntAttr("axis", 1)}), OAR_STATUS_INVALID_ARGUMENT,
+              {"empty axis"});
+  Tensor y = Contiguous(F32, {2, 3}), o = Contiguous(I64, {2, 1});
+  ExpectError(RunKernel("argmin", {&y}, {&o}, {oar::sdk::IntAttr("axis", 2)}), OAR_STATUS_INVALID_ARGUMENT, {"'axis'"});
+  ExpectError(RunKernel("argmin", {&y}, {&o}), OAR_STATUS_INVALID_ARGUMENT, {"missing attribute 'axis'"});
+}
+
+}  // namespace

@@ -1,0 +1,65 @@
+// The shape checks and dimension split shared by the keepdim reduction kernels (sum, mean, max, min,
+// prod): which input dimensions are kept (one output element each, in output order) and which are
+// reduced, each group collapsed on its own.
+#ifndef OAR_PLUGINS_COMMON_REDUCTION_H_
+#define OAR_PLUGINS_COMMON_REDUCTION_H_
+
+#include <span>
+#include <string>
+
+#include "plugins/common/kernel_util.h"
+#include "plugins/common/strided.h"
+
+namespace oar::host {
+
+struct ReductionPlan {
+  StridedLayout<1> kept;     ///< the kept dimensions of the input, byte strides
+  StridedLayout<1> reduced;  ///< the reduced dimensions of the input, byte strides
+  int64_t outputs = 0;       ///< elements of the output
+  int64_t count = 1;         ///< input elements per output (0 for an empty reduction)
+};
+
+/// Check `axes` (sorted, unique, within [0, rank)) and that `out` is x's keepdim shape, then split x's
+/// dimensions. `elem_size` is x's element size.
+inline ReductionPlan PlanReduction(const KernelCall& call, const TensorRef& x, const TensorRef& out,
+                                   std::span<const int64_t> axes, int64_t elem_size) {
+  const int rank = x.rank();
+  if (out.rank() != rank) {
+    Invalid(call, "the output must keep the input's rank " + std::to_string(rank) + " (reduced dims as 1)");
+  }
+  bool reduced[OAR_MAX_RANK] = {};
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0 || axes[i] >= rank || (i > 0 && axes[i] <= axes[i - 1])) {
+      Invalid(call, "attribute 'axes' must be sorted, unique and within [0, " + std::to_string(rank) + "); entry " +
+                        std::to_string(i) + " is " + std::to_string(axes[i]));
+    }
+    reduced[axes[i]] = true;
+  }
+  int64_t kept_shape[OAR_MAX_RANK], kept_strides[OAR_MAX_RANK];
+  int64_t red_shape[OAR_MAX_RANK], red_strides[OAR_MAX_RANK];
+  int kept_rank = 0, red_rank = 0;
+  ReductionPlan plan;
+  for (int d = 0; d < rank; ++d) {
+    if (out.dim(d) != (reduced[d] ? 1 : x.dim(d))) {
+      Invalid(call, "output dimension " + std::to_string(d) + " must be " + std::to_string(reduced[d] ? 1 : x.dim(d)));
+    }
+    if (reduced[d]) {
+      red_shape[red_rank] = x.dim(d);
+      red_strides[red_rank++] = x.stride(d);
+      plan.count *= x.dim(d);
+    } else {
+      kept_shape[kept_rank] = x.dim(d);
+      kept_strides[kept_rank++] = x.stride(d);
+    }
+  }
+  plan.outputs = out.numel();
+  plan.kept = Collapse<1>({kept_shape, static_cast<size_t>(kept_rank)},
+                          {std::span<const int64_t>(kept_strides, kept_rank)}, {elem_size});
+  plan.reduced = Collapse<1>({red_shape, static_cast<size_t>(red_rank)},
+                             {std::span<const int64_t>(red_strides, red_rank)}, {elem_size});
+  return plan;
+}
+
+}  // namespace oar::host
+
+#endif  // OAR_PLUGINS_COMMON_REDUCTION_H_

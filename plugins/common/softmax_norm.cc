@@ -1,0 +1,325 @@
+// Softmax, log_softmax and layer_norm host kernels (docs/ops.md).
+//
+// softmax / log_softmax view the output as [outer, A, inner] with A the axis. When inner is 1 each row
+// of A elements is contiguous in the output and is processed on its own (read straight from the input
+// when that is unit-stride, through a float/double scratch row otherwise). Otherwise a block of up to
+// kColumnBlock neighbouring columns (fewer for long axes, so the block stays in cache) is processed
+// together, walking the axis three times (max, sum of exponentials, result), so the loops over the
+// block are unit-stride. The maximum is subtracted before exponentiating, so no input overflows; sums
+// of exponentials accumulate in double.
+//
+// layer_norm normalises each row of the trailing N = prod(shape[axis:]) elements with two passes (mean,
+// then the mean squared deviation), accumulated in float (double for float64) with 16 partial sums
+// per pairwise block, then applies the weight and bias.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "plugins/common/kernel_util.h"
+#include "plugins/common/pack.h"
+#include "plugins/common/strided.h"
+
+namespace oar::host {
+namespace {
+
+constexpr int64_t kColumnBlock = 256;
+// Exponentials and logarithms cost several times a load: weigh the work when deciding on threads.
+constexpr int64_t kTranscendentalCost = 8;
+
+/// float for float32 and the 16-bit floats, double for float64.
+template <typename T>
+using StatT = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+/// Pairwise sum of f(i) for i in [0, n), with 16 partial sums in each block of 256.
+template <typename Acc, typename F>
+Acc PairwiseSum(int64_t n, F&& f, int64_t offset = 0) {
+  if (n <= 256) {
+    constexpr int kLanes = 16;
+    Acc lanes[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (int l = 0; l < kLanes; ++l) lanes[l] += f(offset + i + l);
+    }
+    for (; i < n; ++i) lanes[i % kLanes] += f(offset + i);
+    for (int width = kLanes / 2; width > 0; width /= 2) {
+      for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+    }
+    return lanes[0];
+  }
+  const int64_t half = n / 2 / 32 * 32;
+  return PairwiseSum<Acc>(half, f, offset) + PairwiseSum<Acc>(n - half, f, offset + half);
+}
+
+/// Element strides of x's dimensions [begin, end) and their extents.
+struct DimRange {
+  int rank = 0;
+  int64_t shape[OAR_MAX_RANK] = {};
+  int64_t strides[OAR_MAX_RANK] = {};
+
+  DimRange(const TensorRef& t, int begin, int end) {
+    for (int d = begin; d < end; ++d) {
+      shape[rank] = t.dim(d);
+      strides[rank++] = t.stride(d);
+    }
+  }
+  StridedLayout<1> Layout(int64_t elem_size) const {
+    return Collapse<1>({shape, static_cast<size_t>(rank)}, {std::span<const int64_t>(strides, rank)}, {elem_size});
+  }
+};
+
+// ---- softmax, log_softmax ---------------------------------------------------------------------
+
+/// Softmax (or log-softmax) of the n values v[0..n) into r[0..n) (r may alias v).
+template <bool kLog, typename C>
+void SoftmaxRow(const C* v, C* r, int64_t n) {
+  // A NaN is skipped here but poisons the sum below, so its whole row becomes NaN either way.
+  C m = -std::numeric_limits<C>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = v[i] > m ? v[i] : m;
+  if constexpr (kLog) {
+    const double sum = PairwiseSum<double>(n, [&](int64_t i) { return static_cast<double>(std::exp(v[i] - m)); });
+    const C shift = m + static_cast<C>(std::log(sum));
+    for (int64_t i = 0; i < n; ++i) r[i] = v[i] - shift;
+  } else {
+    for (int64_t i = 0; i < n; ++i) r[i] = std::exp(v[i] - m);
+    const C inv = static_cast<C>(1.0 / PairwiseSum<double>(n, [&](int64_t i) { return static_cast<double>(r[i]); }));
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) r[i] *= inv;
+  }
+}
+
+template <typename T, bool kLog>
+void Softmax(const KernelCall& call) {
+  using C = StatT<T>;
+  constexpr int64_t kSize = sizeof(T);
+  CheckArity(call, 1, 1);
+  CheckDTypes(call, {kDTypeOf<T>, kDTypeOf<T>});
+  const TensorRef x = call.input(0);
+  const TensorRef out = call.output(0);
+  CheckSameShape(call, x, out, "input 0");
+  const int rank = x.rank();
+  const int axis = RequireAxis(call, "axis", rank);
+  if (out.numel() == 0) return;
+  CheckContiguous(call, out, "the output");
+  const int64_t extent = rank == 0 ? 1 : x.dim(axis);
+  const int64_t axis_stride = rank == 0 ? 1 : x.stride(axis);
+  int64_t inner = 1;
+  for (int d = axis + 1; d < rank; ++d) inner *= x.dim(d);
+  const int64_t outer = out.numel() / (extent * inner);
+  const auto outer_layout = DimRange(x, 0, std::min(axis, rank)).Layout(kSize);
+  char* src = x.data<char>();
+  T* dst = out.data<T>();
+  const int64_t work = out.numel() * kTranscendentalCost;
+
+  if (inner == 1) {
+    ParallelFor(
+        outer,
+        [&](int64_t begin, int64_t end) {
+          std::vector<C> scratch;
+          T* o = dst + begin * extent;
+          ForRange<1>(outer_layout, {src}, begin, end,
+                      [&](const std::array<char*, 1>& p, int64_t n, const std::array<int64_t, 1>& s) {
+                        for (int64_t j = 0; j < n; ++j, o += extent) {
+                          const T* row = reinterpret_cast<const T*>(p[0] + j * s[0]);
+                          if constexpr (std::is_same_v<T, C>) {
+                            if (axis_stride == 1) {
+                              SoftmaxRow<kLog>(row, o, extent);
+                              continue;
+                            }
+                            for (int64_t i = 0; i < extent; ++i) o[i] = row[i * axis_stride];
+                            SoftmaxRow<kLog>(o, o, extent);
+                          } else {
+                            scratch.resize(extent);
+                            for (int64_t i = 0; i < extent; ++i) scratch[i] = C(row[i * axis_stride]);
+                            SoftmaxRow<kLog>(scratch.data(), scratch.data(), extent);
+                            for (int64_t i = 0; i < extent; ++i) o[i] = T(scratch[i]);
+                          }
+                        }
+                      });
+        },
+        work);
+    return;
+  }
+
+  // Columns: blocks of up to kColumnBlock neighbouring inner positions of one outer index.
+  const auto inner_layout = DimRange(x, axis + 1, rank).Layout(kSize);
+  const bool inner_dense = inner_layout.rank == 1 && inner_layout.inner_stride(0) == kSize;
+  // Narrow the block for long axes so that its three walks stay in cache (~128 KiB per block).
+  const int64_t block = std::clamp<int64_t>((int64_t{128} << 10) / (extent * kSize), 16, kColumnBlock);
+  const int64_t blocks_per_outer = (inner + block - 1) / block;
+  std::vector<char*> outer_base(outer);
+  ForRange<1>(outer_layout, {src}, 0, outer,
+              [&, k = int64_t{0}](const std::array<char*, 1>& p, int64_t n, const std::array<int64_t, 1>& s) mutable {
+                for (int64_t j = 0; j < n; ++j) outer_base[k++] = p[0] + j * s[0];
+              });
+  ParallelFor(
+      outer * blocks_per_outer,
+      [&](int64_t begin, int64_t end) {
+        C v[kColumnBlock], m[kColumnBlock];
+        double sum[kColumnBlock];
+        for (int64_t b = begin; b < end; ++b) {
+          const int64_t o = b / blocks_per_outer;
+          const int64_t j0 = (b % blocks_per_outer) * block;
+          const int64_t w = std::min(block, inner - j0);
+          T* out_plane = dst + o * extent * inner + j0;
+          // Converts row a of the block into v.
+          auto load = [&](int64_t a) {
+            char* row = outer_base[o] + a * axis_stride * kSize;
+            if (inner_dense) {
+              const T* r = reinterpret_cast<const T*>(row) + j0;
+              for (int64_t j = 0; j < w; ++j) v[j] = C(r[j]);
+              return;
+            }
+            int64_t j = 0;
+            ForRange<1>(inner_layout, {row}, j0, j0 + w,
+                        [&](const std::array<char*, 1>& q, int64_t n, const std::array<int64_t, 1>& qs) {
+                          for (int64_t i = 0; i < n; ++i) v[j++] = C(*reinterpret_cast<const T*>(q[0] + i * qs[0]));
+                        });
+          };
+          std::fill(m, m + w, -std::numeric_limits<C>::infinity());
+          for (int64_t a = 0; a < extent; ++a) {
+            load(a);
+            for (int64_t j = 0; j < w; ++j) m[j] = (v[j] > m[j] || v[j] != v[j]) ? v[j] : m[j];
+          }
+          std::fill(sum, sum + w, 0.0);
+          for (int64_t a = 0; a < extent; ++a) {
+            load(a);
+            T* r = out_plane + a * inner;
+            for (int64_t j = 0; j < w; ++j) {
+              const C e = std::exp(v[j] - m[j]);
+              sum[j] += e;
+              if constexpr (std::is_same_v<T, C> && !kLog) r[j] = e;  // rescaled below, not recomputed
+            }
+          }
+          for (int64_t j = 0; j < w; ++j) {
+            if constexpr (kLog) {
+              m[j] += static_cast<C>(std::log(sum[j]));  // the shift: max + log(sum)
+            } else {
+              sum[j] = 1.0 / sum[j];
+            }
+          }
+          for (int64_t a = 0; a < extent; ++a) {
+            T* r = out_plane + a * inner;
+            if constexpr (std::is_same_v<T, C> && !kLog) {
+              for (int64_t j = 0; j < w; ++j) r[j] = r[j] * static_cast<C>(sum[j]);
+              continue;
+            }
+            load(a);
+            for (int64_t j = 0; j < w; ++j) {
+              if constexpr (kLog) {
+                r[j] = T(v[j] - m[j]);
+              } else {
+                r[j] = T(std::exp(v[j] - m[j]) * static_cast<C>(sum[j]));
+              }
+            }
+          }
+        }
+      },
+      work);
+}
+
+// ---- layer_norm -------------------------------------------------------------------------------
+
+template <typename T>
+void LayerNorm(const KernelCall& call) {
+  using S = StatT<T>;
+  constexpr int64_t kSize = sizeof(T);
+  CheckArity(call, 3, 3);
+  CheckDTypes(call, {kDTypeOf<T>, kDTypeOf<T>, kDTypeOf<T>, kDTypeOf<T>, kDTypeOf<S>, kDTypeOf<S>});
+  const TensorRef x = call.input(0);
+  const TensorRef weight = call.input(1);
+  const TensorRef bias = call.input(2);
+  const TensorRef y = call.output(0);
+  const TensorRef mean_out = call.output(1);
+  const TensorRef rstd_out = call.output(2);
+  const int rank = x.rank();
+  const int axis = RequireAxis(call, "axis", rank);
+  const double eps = RequireFloat(call, "eps");
+  CheckSameShape(call, y, x, "output 0 (y)");
+  const int norm_rank = std::max(rank - axis, 0);
+  for (const auto& [t, what] : {std::pair{&weight, "input 1 (weight)"}, std::pair{&bias, "input 2 (bias)"}}) {
+    bool ok = t->rank() == norm_rank;
+    for (int d = 0; ok && d < norm_rank; ++d) ok = t->dim(d) == x.dim(axis + d);
+    if (!ok) {
+      Invalid(call, std::string(what) + " must have the normalised shape x.shape[" + std::to_string(axis) + ":]");
+    }
+  }
+  for (const auto& [t, what] : {std::pair{&mean_out, "output 1 (mean)"}, std::pair{&rstd_out, "output 2 (rstd)"}}) {
+    bool ok = t->rank() == rank;
+    for (int d = 0; ok && d < rank; ++d) ok = t->dim(d) == (d < axis ? x.dim(d) : 1);
+    if (!ok) Invalid(call, std::string(what) + " must have x's shape with the normalised dimensions as 1");
+  }
+  const int64_t rows = mean_out.numel();
+  if (rows == 0) return;
+  CheckContiguous(call, y, "output 0 (y)");
+  CheckContiguous(call, mean_out, "output 1 (mean)");
+  CheckContiguous(call, rstd_out, "output 2 (rstd)");
+  const int64_t n = x.numel() / rows;
+  S* mean_dst = mean_out.data<S>();
+  S* rstd_dst = rstd_out.data<S>();
+  if (n == 0) {  // statistics of an empty set: 0/0
+    std::fill(mean_dst, mean_dst + rows, std::numeric_limits<S>::quiet_NaN());
+    std::fill(rstd_dst, rstd_dst + rows, std::numeric_limits<S>::quiet_NaN());
+    return;
+  }
+  const std::vector<S> w = DenseCopy<T, S>(weight);
+  const std::vector<S> b = DenseCopy<T, S>(bias);
+  const auto row_layout = DimRange(x, 0, axis).Layout(kSize);
+  const auto norm_layout = DimRange(x, axis, rank).Layout(kSize);
+  const bool dense_rows = norm_layout.rank == 1 && norm_layout.inner_stride(0) == kSize;
+  T* dst = y.data<T>();
+  ParallelFor(
+      rows,
+      [&](int64_t begin, int64_t end) {
+        std::vector<S> scratch;
+        int64_t r = begin;
+        ForRange<1>(row_layout, {x.data<char>()}, begin, end,
+                    [&](const std::array<char*, 1>& p, int64_t count, const std::array<int64_t, 1>& s) {
+                      for (int64_t j = 0; j < count; ++j, ++r) {
+                        char* row = p[0] + j * s[0];
+                        const S* v;
+                        if (std::is_same_v<T, S> && dense_rows) {
+                          v = reinterpret_cast<const S*>(row);
+                        } else {
+                          scratch.resize(n);
+                          int64_t k = 0;
+                          ForRange<1>(norm_layout, {row}, 0, n,
+                                      [&](const std::array<char*, 1>& q, int64_t m, const std::array<int64_t, 1>& qs) {
+                                        for (int64_t i = 0; i < m; ++i) {
+                                          scratch[k++] = S(ComputeT<T>(*reinterpret_cast<const T*>(q[0] + i * qs[0])));
+                                        }
+                                      });
+                          v = scratch.data();
+                        }
+                        const S mean = PairwiseSum<S>(n, [&](int64_t i) { return v[i]; }) / static_cast<S>(n);
+                        const S var = PairwiseSum<S>(n, [&](int64_t i) { return (v[i] - mean) * (v[i] - mean); }) /
+                                      static_cast<S>(n);
+                        const S rstd = S(1) / std::sqrt(var + static_cast<S>(eps));
+                        T* o = dst + r * n;
+#pragma omp simd
+                        for (int64_t i = 0; i < n; ++i) o[i] = T((v[i] - mean) * rstd * w[i] + b[i]);
+                        mean_dst[r] = mean;
+                        rstd_dst[r] = rstd;
+                      }
+                    });
+      },
+      rows * n * 4);
+}
+
+template <typename... Ts>
+void AddAll(std::vector<HostKernel>* kernels, TypeList<Ts...>) {
+  (AddKernel(kernels, "softmax", {kDTypeOf<Ts>, kDTypeOf<Ts>}, &GuardedKernel<&Softmax<Ts, false>>), ...);
+  (AddKernel(kernels, "log_softmax", {kDTypeOf<Ts>, kDTypeOf<Ts>}, &GuardedKernel<&Softmax<Ts, true>>), ...);
+  (AddKernel(kernels, "layer_norm",
+             {kDTypeOf<Ts>, kDTypeOf<Ts>, kDTypeOf<Ts>, kDTypeOf<Ts>, kDTypeOf<StatT<Ts>>, kDTypeOf<StatT<Ts>>},
+             &GuardedKernel<&LayerNorm<Ts>>),
+   ...);
+}
+
+}  // namespace
+
+void AppendSoftmaxNormKernels(std::vector<HostKernel>* kernels) { AddAll(kernels, FloatTypes{}); }
+
+}  // namespace oar::host
