@@ -36,6 +36,12 @@ void SetByteRate(benchmark::State& state, double bytes_per_iteration);
 /// product. False (and a message on `state`) when one is off: a benchmark must not time a wrong result.
 bool SpotCheckMatmul(benchmark::State& state, const float* a, const float* b, const float* c, int64_t n);
 
+/// The op-library cases: conv2d [8, 32, 32, 32] * [64, 32, 3, 3] (padding 1), and softmax, layer_norm and
+/// an rms_norm composed of primitive ops over [kRows, kCols] float32 (last axis).
+inline constexpr int64_t kConvN = 8, kConvC = 32, kConvHW = 32, kConvO = 64;
+inline constexpr int64_t kRows = 512, kCols = 1024;
+enum class OpCase { kConv2d, kSoftmax, kLayerNorm, kRmsNormComposed };
+
 // ---- libtorch peers (torch_peers.cc) ----------------------------------------------------------------
 #ifdef OAR_BENCH_HAVE_TORCH
 /// "1.13.0": the libtorch headers compiled against.
@@ -49,6 +55,8 @@ void TorchMatmul(benchmark::State& state);
 /// torch::add of two kStreamElements float32 tensors; `preallocated_out` uses torch::add_out into a
 /// tensor allocated once (no allocator or page-fault cost in the loop).
 void TorchStreamAdd(benchmark::State& state, bool preallocated_out);
+/// The op-library case `which`, the same shapes and threads as Oar's.
+void TorchOpCase(benchmark::State& state, OpCase which);
 #endif
 
 }  // namespace oar::bench

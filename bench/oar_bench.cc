@@ -39,6 +39,7 @@
 
 #include "bench/bench.h"
 #include "core/base/error.h"
+#include "core/ops/nn.h"
 #include "core/ops/ops.h"
 #include "core/runtime/runtime.h"
 #include "core/runtime/stream.h"
@@ -270,6 +271,31 @@ void CopyLimit(benchmark::State& state, CopyKind kind) {
   SetByteRate(state, 2 * kStreamBytes);
 }
 
+// ---- op library: conv2d, softmax, layer_norm, rms_norm composed of primitives ---------------------
+
+void OarOpCase(benchmark::State& state, OpCase which) {
+  const Device cpu("cpu", 0);
+  Generator gen(2);
+  const Tensor x = which == OpCase::kConv2d ? randn({kConvN, kConvC, kConvHW, kConvHW}, gen, 0, 1, DType::kFloat32, cpu)
+                                            : randn({kRows, kCols}, gen, 0, 1, DType::kFloat32, cpu);
+  const Tensor w = which == OpCase::kConv2d ? randn({kConvO, kConvC, 3, 3}, gen, 0, 1, DType::kFloat32, cpu)
+                                            : randn({kCols}, gen, 0, 1, DType::kFloat32, cpu);
+  const Tensor b = randn({kCols}, gen, 0, 1, DType::kFloat32, cpu);
+  auto run = [&]() -> Tensor {
+    switch (which) {
+      case OpCase::kConv2d: return conv2d(x, w, Tensor(), {1, 1}, {1, 1});
+      case OpCase::kSoftmax: return softmax(x, -1);
+      case OpCase::kLayerNorm: return layer_norm(x, 1, w, b, 1e-5);
+      case OpCase::kRmsNormComposed: return rms_norm(x, 1, w, 1e-6);
+    }
+    return {};
+  };
+  for (auto _ : state) {
+    Tensor y = run();
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+}
+
 // ---- registration -------------------------------------------------------------------------------
 
 // Names the summary looks the results up by.
@@ -286,6 +312,18 @@ constexpr const char* kAddCopyLoop = "add/2^24xf32/copy_loop";
 constexpr const char* kAddCopyNonTemporal = "add/2^24xf32/copy_nontemporal";
 constexpr const char* kAddTorch = "add/2^24xf32/libtorch";
 constexpr const char* kAddTorchOut = "add/2^24xf32/libtorch_out";
+struct OpLibCase {
+  OpCase which;
+  const char* label;
+  const char* oar;
+  const char* torch;
+};
+constexpr OpLibCase kOpLibCases[] = {
+    {OpCase::kConv2d, "conv2d 8x32x32x32 3x3", "oplib/conv2d/oar", "oplib/conv2d/libtorch"},
+    {OpCase::kSoftmax, "softmax 512x1024", "oplib/softmax/oar", "oplib/softmax/libtorch"},
+    {OpCase::kLayerNorm, "layer_norm 512x1024", "oplib/layer_norm/oar", "oplib/layer_norm/libtorch"},
+    {OpCase::kRmsNormComposed, "rms_norm (composed)", "oplib/rms_norm_composed/oar", "oplib/rms_norm_composed/libtorch"},
+};
 
 /// How a case is timed. A case on one thread is measured in CPU time, which is its cost even when other
 /// processes share the cores; a case that runs OpenMP threads is measured in real time (the CPU time of
@@ -326,6 +364,13 @@ void RegisterAll() {
   Register(kAddTorch, kReal, [](benchmark::State& s) { TorchStreamAdd(s, false); });
   Register(kAddTorchOut, kReal, [](benchmark::State& s) { TorchStreamAdd(s, true); });
 #endif
+  for (const OpLibCase& c : kOpLibCases) {
+    const OpCase which = c.which;
+    Register(c.oar, kReal, [which](benchmark::State& s) { OarOpCase(s, which); });
+#ifdef OAR_BENCH_HAVE_TORCH
+    Register(c.torch, kReal, [which](benchmark::State& s) { TorchOpCase(s, which); });
+#endif
+  }
 }
 
 // ---- reporting ----------------------------------------------------------------------------------
@@ -395,6 +440,7 @@ class Summary {
     Allocator();
     Matmul();
     Add();
+    OpLibrary();
     Load();
   }
 
@@ -436,6 +482,22 @@ class Summary {
   /// Why a libtorch figure is absent.
   static std::string NoTorch(const char* name) {
     return kHaveTorch ? fmt::format("{} not run", name) : std::string("libtorch not found");
+  }
+
+  // Same shapes, threads and run as libtorch; target: not slower.
+  void OpLibrary() {
+    for (const OpLibCase& c : kOpLibCases) {
+      if (!Require(c.label, {c.oar})) continue;
+      const double ms = Ok(c.oar)->seconds * 1e3;
+      if (const Result* torch = Ok(c.torch)) {
+        const double ratio = ms / (torch->seconds * 1e3);
+        Line(c.label, fmt::format("oar {:.3f} ms vs libtorch {:.3f} ms -> {:.2f}x (target <= 1.0x)", ms,
+                                  torch->seconds * 1e3, ratio),
+             ratio <= 1.0);
+      } else {
+        Note(fmt::format("{}: oar {:.3f} ms; {}", c.label, ms, NoTorch(c.torch)));
+      }
+    }
   }
 
   void Dispatch() {

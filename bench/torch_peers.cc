@@ -66,4 +66,27 @@ void TorchStreamAdd(benchmark::State& state, bool preallocated_out) {
   SetByteRate(state, 3 * kStreamBytes);
 }
 
+void TorchOpCase(benchmark::State& state, OpCase which) {
+  c10::InferenceMode guard;
+  torch::manual_seed(2);
+  const torch::Tensor x = which == OpCase::kConv2d ? torch::randn({kConvN, kConvC, kConvHW, kConvHW})
+                                                   : torch::randn({kRows, kCols});
+  const torch::Tensor w = which == OpCase::kConv2d ? torch::randn({kConvO, kConvC, 3, 3}) : torch::randn({kCols});
+  const torch::Tensor b = torch::randn({kCols});
+  auto run = [&]() -> torch::Tensor {
+    switch (which) {
+      case OpCase::kConv2d: return torch::conv2d(x, w, {}, 1, 1);
+      case OpCase::kSoftmax: return torch::softmax(x, -1);
+      case OpCase::kLayerNorm: return torch::layer_norm(x, {kCols}, w, b, 1e-5);
+      case OpCase::kRmsNormComposed:  // the same primitive composition as Oar's rms_norm
+        return x * torch::rsqrt(torch::mean(x * x, {-1}, true) + 1e-6) * w;
+    }
+    return {};
+  };
+  for (auto _ : state) {
+    torch::Tensor y = run();
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+}
+
 }  // namespace oar::bench
