@@ -1,0 +1,105 @@
+#include "core/optim/optim.h"
+
+#include <cmath>
+#include <numbers>
+
+namespace oar::optim {
+namespace {
+
+// p <- value, in place, without recording.
+void Assign(Tensor* p, const Tensor& value) {
+  NoGradGuard no_grad;
+  p->copy_(value);
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::vector<Tensor*> params, double lr) : params_(std::move(params)), lr_(lr) {
+  OAR_CHECK_ARG(lr >= 0, "optimizer: learning rate {} is negative", lr);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    OAR_CHECK_ARG(params_[i] != nullptr && params_[i]->requires_grad(),
+                  "optimizer: parameter {} does not require grad", i);
+  }
+}
+
+void Optimizer::ZeroGrad() {
+  for (Tensor* p : params_) p->zero_grad();
+}
+
+SGD::SGD(std::vector<Tensor*> params, double lr, SgdOptions options)
+    : Optimizer(std::move(params), lr), o_(options), velocity_(params_.size()) {
+  OAR_CHECK_ARG(!o_.nesterov || o_.momentum > 0, "SGD: Nesterov needs momentum > 0");
+}
+
+void SGD::Step() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor* p = params_[i];
+    Tensor g = p->grad();
+    if (!g.defined()) continue;
+    if (o_.weight_decay != 0) g = g + *p * o_.weight_decay;
+    Tensor step = g;
+    if (o_.momentum != 0) {
+      velocity_[i] = velocity_[i].defined() ? velocity_[i] * o_.momentum + g : g.clone();
+      step = o_.nesterov ? g + velocity_[i] * o_.momentum : velocity_[i];
+    }
+    Assign(p, *p - step * lr_);
+  }
+}
+
+Adam::Adam(std::vector<Tensor*> params, double lr, AdamOptions options)
+    : Optimizer(std::move(params), lr), o_(options), m_(params_.size()), v_(params_.size()) {
+  OAR_CHECK_ARG(o_.beta1 >= 0 && o_.beta1 < 1 && o_.beta2 >= 0 && o_.beta2 < 1,
+                "Adam: betas ({}, {}) must be in [0, 1)", o_.beta1, o_.beta2);
+}
+
+void Adam::Step() {
+  NoGradGuard no_grad;
+  ++t_;
+  const double c1 = 1 - std::pow(o_.beta1, static_cast<double>(t_));
+  const double c2 = 1 - std::pow(o_.beta2, static_cast<double>(t_));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor* p = params_[i];
+    Tensor g = p->grad();
+    if (!g.defined()) continue;
+    Tensor value = *p;
+    if (o_.weight_decay != 0) {
+      if (o_.decoupled) value = value * (1 - lr_ * o_.weight_decay);
+      else g = g + *p * o_.weight_decay;
+    }
+    m_[i] = m_[i].defined() ? m_[i] * o_.beta1 + g * (1 - o_.beta1) : g * (1 - o_.beta1);
+    v_[i] = v_[i].defined() ? v_[i] * o_.beta2 + g * g * (1 - o_.beta2) : g * g * (1 - o_.beta2);
+    const Tensor update = (m_[i] / c1) / (sqrt(v_[i] / c2) + o_.eps);
+    Assign(p, value - update * lr_);
+  }
+}
+
+AdamW::AdamW(std::vector<Tensor*> params, double lr, AdamOptions options) : Adam(std::move(params), lr, options) {}
+
+double WarmupCosine(int64_t step, double base, int64_t warmup, int64_t total, double min_lr) {
+  if (warmup > 0 && step < warmup) return base * static_cast<double>(step + 1) / static_cast<double>(warmup);
+  if (step >= total) return min_lr;
+  const double progress = static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(total - warmup, 1));
+  return min_lr + 0.5 * (base - min_lr) * (1 + std::cos(std::numbers::pi * progress));
+}
+
+double ClipGradNorm(const std::vector<Tensor*>& params, double max_norm) {
+  OAR_CHECK_ARG(max_norm > 0, "ClipGradNorm: max_norm {} must be positive", max_norm);
+  NoGradGuard no_grad;
+  double total = 0;
+  for (Tensor* p : params) {
+    const Tensor g = p->grad();
+    if (g.defined()) total += sum(cast(g * g, DType::kFloat64)).item<double>();
+  }
+  const double norm = std::sqrt(total);
+  if (norm > max_norm) {
+    const double scale = max_norm / (norm + 1e-6);
+    for (Tensor* p : params) {
+      if (!p->grad().defined()) continue;
+      p->mutable_autograd_meta().grad = p->grad() * scale;
+    }
+  }
+  return norm;
+}
+
+}  // namespace oar::optim
