@@ -183,8 +183,10 @@ Worker Spawn(const std::vector<std::string>& self, const Options& o, std::deque<
   add(std::to_string(o.seed));
   std::string list;
   for (const auto& id : batch) list += (list.empty() ? "" : ",") + id;
-  add("--cases");
-  add(list);
+  if (!list.empty()) {  // a worker with no cases only loads the plugin (the probe)
+    add("--cases");
+    add(list);
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -278,7 +280,27 @@ int Run(const Options& o, const std::vector<std::string>& self) {
     return 0;
   }
 
-  Target target = ResolveTarget(o);
+  // Load the plugin in a throw-away worker first: a plugin that crashes while loading must fail L0, not
+  // take the runner (and its reports) down with it.
+  std::string probe_error;
+  if (!o.plugin.empty() && o.replay.empty()) {
+    Worker probe = Spawn(self, o, {});
+    char buf[256];
+    while (::read(probe.fd, buf, sizeof buf) > 0) {
+    }
+    int status = 0;
+    ::waitpid(probe.pid, &status, 0);
+    ::close(probe.fd);
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      probe_error = fmt::format("the plugin process {} while loading {}", SignalDescription(status), o.plugin);
+    }
+  }
+  Target target;
+  if (probe_error.empty()) {
+    target = ResolveTarget(o);
+  } else {
+    target.load_error = probe_error;
+  }
   if (!o.replay.empty()) {
     const Case* c = FindCase(o.replay);
     OAR_CHECK(c != nullptr, kNotFound, "conformance: no case '{}' (use --list)", o.replay);
@@ -325,6 +347,15 @@ int Run(const Options& o, const std::vector<std::string>& self) {
                    r.result.message.c_str());
     }
   };
+  if (!probe_error.empty()) {
+    queue.clear();
+    for (const Case* c : selected) {
+      Record r{c->id, c->level, c->family, CaseSeed(o.seed, c->id), {}};
+      r.result.status = Status::kFailed;
+      r.result.message = probe_error;
+      finish(std::move(r));
+    }
+  }
   while (!queue.empty() || !workers.empty()) {
     while (!queue.empty() && static_cast<int>(workers.size()) < o.jobs) {
       workers.push_back(Spawn(self, o, std::move(queue.front())));

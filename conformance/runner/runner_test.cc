@@ -103,6 +103,15 @@ TEST(Runner, RefusedPluginFailsL0WithTheReason) {
       << r.summary;
 }
 
+TEST(Runner, PluginThatCrashesWhileLoadingFailsL0AndTheRunnerSurvives) {
+  const RunOutput r = RunRunner(
+      std::string("--plugin ") + OAR_FIXTURE_DIR + "/crash/liboar_plugin_fixture_init_crashes.so --level L0", "crashload");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.summary["verdict"], "FAIL");
+  EXPECT_NE(r.summary["plugin"]["load_error"].get<std::string>().find("signal 11"), std::string::npos) << r.summary;
+  EXPECT_EQ(r.results.at("L0.memory.alignment")["status"], "FAILED");
+}
+
 TEST(Runner, LevelsWithoutCasesAreNotAvailableNotPassed) {
   const RunOutput r = RunRunner("--device cpu:0 --level L1 --filter 'L0.handshake.*'", "l1");
   EXPECT_NE(r.exit_code, 0);
