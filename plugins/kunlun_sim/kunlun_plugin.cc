@@ -123,38 +123,13 @@ oar_status_t* Initialize() {
   });
 }
 
-void Shutdown() { sim::Simulator::Shutdown(); }
-
 oar_status_t* RegisterKernels(oar_kernel_registrar_t* registrar) {
   return Guard([&] { Kernels().Register(registrar); });
 }
 
-const oar_kernel_api_t kKernelApi = [] {
-  oar_kernel_api_t k{};
-  k.struct_size = OAR_KERNEL_API_STRUCT_SIZE;
-  k.register_kernels = RegisterKernels;
-  k.supports = sim::SupportsKernel;
-  return k;
-}();
+const oar_kernel_api_t kKernelApi = sim::MakeKernelApi(RegisterKernels);
 
-const oar_plugin_api_t kApi = [] {
-  oar_plugin_api_t p{};
-  p.struct_size = OAR_PLUGIN_API_STRUCT_SIZE;
-  p.abi_major = OAR_PLUGIN_ABI_MAJOR;
-  p.abi_minor = OAR_PLUGIN_ABI_MINOR;
-  p.name = kName;
-  p.version = OAR_VERSION_STRING;
-  p.vendor = "Oar (simulator)";
-  p.initialize = Initialize;
-  p.shutdown = Shutdown;
-  p.device = sim::DeviceApi();
-  p.kernel = &kKernelApi;
-  p.format = nullptr;
-  p.ccl = sim::CclApi();
-  p.compiler = nullptr;
-  p.profiler = sim::ProfilerApi();
-  return p;
-}();
+const oar_plugin_api_t kApi = sim::MakePluginApi(kName, OAR_VERSION_STRING, Initialize, &kKernelApi, nullptr);
 
 }  // namespace
 }  // namespace oar::kunlun

@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "oar/plugin/cpp/status.hpp"
+#include "plugins/common/sim/ccl.h"
+#include "plugins/common/sim/kernels.h"
 #include "plugins/common/sim/simulator.h"
 
 namespace oar::sim {
@@ -493,5 +495,33 @@ const oar_profiler_api_t kProfilerApi = [] {
 
 const oar_device_api_t* DeviceApi() { return &kDeviceApi; }
 const oar_profiler_api_t* ProfilerApi() { return &kProfilerApi; }
+
+oar_kernel_api_t MakeKernelApi(oar_status_t* (*register_kernels)(oar_kernel_registrar_t*)) {
+  oar_kernel_api_t k{};
+  k.struct_size = OAR_KERNEL_API_STRUCT_SIZE;
+  k.register_kernels = register_kernels;
+  k.supports = SupportsKernel;
+  return k;
+}
+
+oar_plugin_api_t MakePluginApi(const char* name, const char* version, oar_status_t* (*initialize)(),
+                               const oar_kernel_api_t* kernel, const oar_format_api_t* format) {
+  oar_plugin_api_t p{};
+  p.struct_size = OAR_PLUGIN_API_STRUCT_SIZE;
+  p.abi_major = OAR_PLUGIN_ABI_MAJOR;
+  p.abi_minor = OAR_PLUGIN_ABI_MINOR;
+  p.name = name;
+  p.version = version;
+  p.vendor = "Oar (simulator)";
+  p.initialize = initialize;
+  p.shutdown = [] { Simulator::Shutdown(); };
+  p.device = DeviceApi();
+  p.kernel = kernel;
+  p.format = format;
+  p.ccl = CclApi();
+  p.compiler = nullptr;
+  p.profiler = ProfilerApi();
+  return p;
+}
 
 }  // namespace oar::sim

@@ -12,6 +12,14 @@ namespace oar::sim {
 const oar_device_api_t* DeviceApi();
 const oar_profiler_api_t* ProfilerApi();
 
+/// The kernel table of a simulator: its registration function and the simulator's shared `supports`.
+oar_kernel_api_t MakeKernelApi(oar_status_t* (*register_kernels)(oar_kernel_registrar_t*));
+
+/// The plugin table every simulator exposes: the shared device, CCL and profiler tables plus what differs
+/// per simulator (name, version, bring-up, kernels, optional storage formats). Pointers must be static.
+oar_plugin_api_t MakePluginApi(const char* name, const char* version, oar_status_t* (*initialize)(),
+                               const oar_kernel_api_t* kernel, const oar_format_api_t* format);
+
 }  // namespace oar::sim
 
 #endif  // OAR_PLUGINS_COMMON_SIM_DEVICE_API_H_
