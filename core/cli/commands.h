@@ -12,6 +12,9 @@ void AddDevicesCommand(CLI::App& app);
 /// `oar conformance ...`: the conformance runner (see conformance/runner/runner.h); sets `exit_code`.
 void AddConformanceCommand(CLI::App& app, int& exit_code);
 
+/// `oar train|eval|generate`: the example models (examples/models.h); built with OAR_BUILD_EXAMPLES.
+void AddTrainCommands(CLI::App& app);
+
 }  // namespace oar::cli
 
 #endif  // OAR_CORE_CLI_COMMANDS_H_

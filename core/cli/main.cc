@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
   oar::cli::AddDevicesCommand(app);
   int exit_code = 0;
   oar::cli::AddConformanceCommand(app, exit_code);
+#ifdef OAR_HAVE_EXAMPLES
+  oar::cli::AddTrainCommands(app);
+#endif
 
   app.parse_complete_callback([&] {
     if (verbose) oar::log::SetThreshold(oar::log::Level::kDebug);

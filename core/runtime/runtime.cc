@@ -1,5 +1,7 @@
 #include "core/runtime/runtime.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <set>
@@ -158,6 +160,11 @@ std::filesystem::path DefaultPluginDir() {
 
 Runtime::Runtime(const Options& options) {
   strict_ = GetEnvFlag("OAR_STRICT_DEVICE");
+  // Plugins bring OpenMP (libgomp reads its settings when the first plugin loads it). Its default wait
+  // policy spins between parallel regions; on a machine whose cores are shared with other processes
+  // (CI, laptops) that made eager training steps up to 400x slower. Threads that sleep cost a few
+  // microseconds per region instead. A user's explicit OMP_WAIT_POLICY / GOMP_SPINCOUNT wins.
+  if (!GetEnv("OMP_WAIT_POLICY") && !GetEnv("GOMP_SPINCOUNT")) setenv("OMP_WAIT_POLICY", "passive", 0);
   for (const auto& file : options.plugin_files) Consider(file, "explicit");
   if (options.use_env_path) {
     if (const std::optional<std::string> env = GetEnv("OAR_PLUGIN_PATH")) {

@@ -1,0 +1,96 @@
+// `oar train`, `oar eval` and `oar generate`: the example models of examples/models.h from the command line.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "core/base/error.h"
+#include "core/cli/commands.h"
+#include "examples/models.h"
+
+namespace oar::cli {
+namespace {
+
+void PrintMetric(examples::Example& e) {
+  std::printf("final %s %.6f\n", e.metric_name().c_str(), e.Evaluate());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void AddTrainCommands(CLI::App& app) {
+  {
+    struct Args {
+      std::string model, device = "cpu:0", out;
+      int64_t steps = -1, log_every = 0;
+      uint64_t seed = 0;
+    };
+    auto a = std::make_shared<Args>();
+    CLI::App* cmd = app.add_subcommand("train", "Train an example model (mlp, cnn, llama) on a device");
+    cmd->add_option("model", a->model, "mlp | cnn | llama")->required();
+    cmd->add_option("--device", a->device, "Device name, e.g. cpu:0, kunlun_sim:0")->capture_default_str();
+    cmd->add_option("--steps", a->steps, "Training steps (default: the model's own, which reaches its target)");
+    cmd->add_option("--seed", a->seed, "Seed for data and weights")->capture_default_str();
+    cmd->add_option("--out", a->out, "Write the checkpoint (model.safetensors + config.json) to this folder");
+    cmd->add_option("--log-every", a->log_every, "Print the loss every N steps (default: steps / 10)");
+    cmd->callback([a] {
+      std::unique_ptr<examples::Example> e = examples::MakeExample(a->model, Device(a->device), a->seed);
+      const int64_t steps = a->steps < 0 ? e->default_steps() : a->steps;
+      OAR_CHECK_ARG(steps > 0 || a->steps < 0, "--steps must be positive, got {}", a->steps);
+      std::printf("training %s on %s for %lld steps (seed %llu, %lld parameters)\n", e->kind().c_str(),
+                  e->device().str().c_str(), static_cast<long long>(steps),
+                  static_cast<unsigned long long>(a->seed), static_cast<long long>(e->module().NumParameters()));
+      if (e->kind() == "llama") std::printf("unigram entropy %.4f\n", examples::UnigramEntropy(*e));
+      std::fflush(stdout);
+      const auto t0 = std::chrono::steady_clock::now();
+      examples::Train(*e, steps, a->log_every, [](int64_t i, double loss) {
+        std::printf("step %lld loss %.6f\n", static_cast<long long>(i), loss);
+        std::fflush(stdout);
+      });
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("trained in %.1f s\n", secs);
+      if (!a->out.empty()) {
+        examples::SaveCheckpoint(*e, a->out);
+        std::printf("checkpoint written to %s\n", a->out.c_str());
+      }
+      PrintMetric(*e);
+    });
+  }
+  {
+    struct Args {
+      std::string checkpoint, device = "cpu:0";
+    };
+    auto a = std::make_shared<Args>();
+    CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint written by `oar train --out`");
+    cmd->add_option("--checkpoint", a->checkpoint, "Checkpoint folder")->required();
+    cmd->add_option("--device", a->device, "Device name")->capture_default_str();
+    cmd->callback([a] {
+      std::unique_ptr<examples::Example> e = examples::LoadCheckpoint(a->checkpoint, Device(a->device));
+      std::printf("evaluating %s from %s on %s\n", e->kind().c_str(), a->checkpoint.c_str(),
+                  e->device().str().c_str());
+      if (e->kind() == "llama") std::printf("unigram entropy %.4f\n", examples::UnigramEntropy(*e));
+      PrintMetric(*e);
+    });
+  }
+  {
+    struct Args {
+      std::string checkpoint, device = "cpu:0", prompt;
+      int64_t max_new_tokens = 200, top_k = 1;
+      uint64_t seed = 0;
+    };
+    auto a = std::make_shared<Args>();
+    CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt with a llama checkpoint");
+    cmd->add_option("--checkpoint", a->checkpoint, "Checkpoint folder")->required();
+    cmd->add_option("--prompt", a->prompt, "Text to continue")->required();
+    cmd->add_option("--device", a->device, "Device name")->capture_default_str();
+    cmd->add_option("--max-new-tokens", a->max_new_tokens, "Characters to generate")->capture_default_str();
+    cmd->add_option("--top-k", a->top_k, "1: greedy; k > 1: sample from the k most likely")->capture_default_str();
+    cmd->add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
+    cmd->callback([a] {
+      std::unique_ptr<examples::Example> e = examples::LoadCheckpoint(a->checkpoint, Device(a->device));
+      std::printf("%s\n", examples::Generate(*e, a->prompt, a->max_new_tokens, a->top_k, a->seed).c_str());
+    });
+  }
+}
+
+}  // namespace oar::cli

@@ -1,0 +1,501 @@
+// The three example models, their generated datasets and checkpoints (see models.h).
+#include "examples/models.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <numbers>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/base/error.h"
+#include "core/nn/layers.h"
+#include "core/optim/optim.h"
+#include "examples/corpus.h"
+
+namespace oar::examples {
+namespace {
+
+using nn::Options;
+
+Tensor Labels(const std::vector<int64_t>& y, Device d) {
+  return FromVector<int64_t>(y, {static_cast<int64_t>(y.size())}, d);
+}
+
+double Accuracy(const Tensor& logits, const std::vector<int64_t>& y) {
+  const std::vector<int64_t> pred = argmax(logits, 1).to(Device("cpu")).ToVector<int64_t>();
+  int64_t right = 0;
+  for (size_t i = 0; i < y.size(); ++i) right += pred[i] == y[i];
+  return static_cast<double>(right) / static_cast<double>(y.size());
+}
+
+// ---- MLP on two spirals ---------------------------------------------------------------------------------
+class SpiralMlp : public nn::UnaryModule {
+ public:
+  SpiralMlp(int64_t hidden, Generator& gen, const Options& o) {
+    fc1_ = RegisterModule("fc1", std::make_shared<nn::Linear>(2, hidden, true, gen, o));
+    fc2_ = RegisterModule("fc2", std::make_shared<nn::Linear>(hidden, hidden, true, gen, o));
+    fc3_ = RegisterModule("fc3", std::make_shared<nn::Linear>(hidden, hidden, true, gen, o));
+    out_ = RegisterModule("out", std::make_shared<nn::Linear>(hidden, 2, true, gen, o));
+  }
+  Tensor Forward(const Tensor& x) override {
+    Tensor h = tanh(fc1_->Forward(x));
+    h = tanh(fc2_->Forward(h));
+    h = tanh(fc3_->Forward(h));
+    return out_->Forward(h);
+  }
+
+ private:
+  std::shared_ptr<nn::Linear> fc1_, fc2_, fc3_, out_;
+};
+
+class MlpExample : public Example {
+ public:
+  static constexpr int64_t kHidden = 64, kTrain = 1000, kTest = 500;
+  static constexpr double kLr = 1e-2, kTurns = 1.5, kNoise = 0.03;
+
+  MlpExample(Device d, uint64_t seed) : Example(d, seed) {
+    Generator gen(seed);
+    model_ = std::make_unique<SpiralMlp>(kHidden, gen, Options{d, DType::kFloat32});
+    Generator data(seed ^ 0x5eed0001ull);
+    MakeSpirals(data, kTrain, train_x_, train_y_);
+    MakeSpirals(data, kTest, test_x_, test_y_);
+    opt_ = std::make_unique<optim::Adam>(model_->Parameters(), kLr);
+  }
+  std::string kind() const override { return "mlp"; }
+  int64_t default_steps() const override { return 300; }
+  std::string metric_name() const override { return "accuracy"; }
+  nn::Module& module() override { return *model_; }
+  double TrainStep(int64_t step, int64_t total) override {
+    model_->Train();
+    opt_->set_lr(optim::WarmupCosine(step, kLr, 0, total, kLr * 0.05));
+    const Tensor loss = cross_entropy(model_->Forward(train_x_), train_yt_);
+    opt_->ZeroGrad();
+    loss.backward();
+    opt_->Step();
+    return loss.to(Device("cpu")).item<float>();
+  }
+  double Evaluate() override {
+    model_->Eval();
+    NoGradGuard no_grad;
+    return Accuracy(model_->Forward(test_x_), test_y_);
+  }
+  std::string ConfigJson() const override {
+    return nlohmann::json{{"hidden", kHidden}, {"layers", 3}, {"activation", "tanh"}, {"train", kTrain},
+                          {"test", kTest}, {"lr", kLr}, {"turns", kTurns}, {"noise", kNoise}}
+        .dump();
+  }
+
+ private:
+  void MakeSpirals(Generator& gen, int64_t n, Tensor& x, std::vector<int64_t>& y) {
+    std::vector<float> xs;
+    y.clear();
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t c = i % 2;
+      const double t = std::sqrt(gen.NextDouble());  // uniform density along the arm's area
+      const double a = t * kTurns * 2 * std::numbers::pi + static_cast<double>(c) * std::numbers::pi;
+      xs.push_back(static_cast<float>(t * std::cos(a) + kNoise * gen.NextNormal()));
+      xs.push_back(static_cast<float>(t * std::sin(a) + kNoise * gen.NextNormal()));
+      y.push_back(c);
+    }
+    x = FromVector<float>(xs, {n, 2}, device_);
+    if (&y == &train_y_) train_yt_ = Labels(y, device_);
+  }
+
+  std::unique_ptr<SpiralMlp> model_;
+  std::unique_ptr<optim::Adam> opt_;
+  Tensor train_x_, test_x_, train_yt_;
+  std::vector<int64_t> train_y_, test_y_;
+};
+
+// ---- CNN on generated shapes ----------------------------------------------------------------------------
+class LeNet : public nn::UnaryModule {
+ public:
+  LeNet(Generator& gen, const Options& o) {
+    c1_ = RegisterModule("conv1", std::make_shared<nn::Conv2d>(1, 8, 5, gen, o, 1, 2));
+    b1_ = RegisterModule("bn1", std::make_shared<nn::BatchNorm2d>(8, o));
+    c2_ = RegisterModule("conv2", std::make_shared<nn::Conv2d>(8, 16, 3, gen, o, 1, 1));
+    b2_ = RegisterModule("bn2", std::make_shared<nn::BatchNorm2d>(16, o));
+    c3_ = RegisterModule("conv3", std::make_shared<nn::Conv2d>(16, 16, 3, gen, o, 1, 1));
+    b3_ = RegisterModule("bn3", std::make_shared<nn::BatchNorm2d>(16, o));
+    fc_ = RegisterModule("fc", std::make_shared<nn::Linear>(16 * 4 * 4, 3, true, gen, o));
+  }
+  Tensor Forward(const Tensor& x) override {
+    Tensor h = max_pool2d(relu(b1_->Forward(c1_->Forward(x))), {2, 2}, {2, 2});   // 16x16
+    h = max_pool2d(relu(b2_->Forward(c2_->Forward(h))), {2, 2}, {2, 2});          // 8x8
+    h = max_pool2d(relu(b3_->Forward(c3_->Forward(h))), {2, 2}, {2, 2});          // 4x4
+    return fc_->Forward(flatten(h, 1));
+  }
+
+ private:
+  std::shared_ptr<nn::Conv2d> c1_, c2_, c3_;
+  std::shared_ptr<nn::BatchNorm2d> b1_, b2_, b3_;
+  std::shared_ptr<nn::Linear> fc_;
+};
+
+class CnnExample : public Example {
+ public:
+  static constexpr int64_t kSize = 32, kTrain = 1200, kTest = 300, kBatch = 32;
+  static constexpr double kLr = 3e-3, kNoise = 0.2;
+
+  CnnExample(Device d, uint64_t seed) : Example(d, seed), batch_gen_(seed ^ 0xba7c4ull) {
+    Generator gen(seed);
+    model_ = std::make_unique<LeNet>(gen, Options{d, DType::kFloat32});
+    Generator data(seed ^ 0x5eed0002ull);
+    MakeShapes(data, kTrain, train_x_, train_y_);
+    MakeShapes(data, kTest, test_x_, test_y_);
+    opt_ = std::make_unique<optim::Adam>(model_->Parameters(), kLr);
+  }
+  std::string kind() const override { return "cnn"; }
+  int64_t default_steps() const override { return 400; }
+  std::string metric_name() const override { return "accuracy"; }
+  nn::Module& module() override { return *model_; }
+  double TrainStep(int64_t step, int64_t total) override {
+    model_->Train();
+    opt_->set_lr(optim::WarmupCosine(step, kLr, std::min<int64_t>(10, total / 10), total, kLr * 0.05));
+    constexpr int64_t px = kSize * kSize;
+    std::vector<float> xb(kBatch * px);
+    std::vector<int64_t> yb(kBatch);
+    for (int64_t i = 0; i < kBatch; ++i) {
+      const int64_t j = static_cast<int64_t>(batch_gen_.NextU64() % kTrain);
+      std::copy_n(train_x_.begin() + j * px, px, xb.begin() + i * px);
+      yb[i] = train_y_[j];
+    }
+    const Tensor x = FromVector<float>(xb, {kBatch, 1, kSize, kSize}, device_);
+    const Tensor loss = cross_entropy(model_->Forward(x), Labels(yb, device_));
+    opt_->ZeroGrad();
+    loss.backward();
+    opt_->Step();
+    return loss.to(Device("cpu")).item<float>();
+  }
+  double Evaluate() override {
+    model_->Eval();
+    NoGradGuard no_grad;
+    const Tensor x = FromVector<float>(test_x_, {kTest, 1, kSize, kSize}, device_);
+    return Accuracy(model_->Forward(x), test_y_);
+  }
+  std::string ConfigJson() const override {
+    return nlohmann::json{{"image", kSize}, {"classes", {"circle", "square", "triangle"}}, {"channels", {8, 16, 16}},
+                          {"train", kTrain}, {"test", kTest}, {"batch", kBatch}, {"lr", kLr}, {"noise", kNoise}}
+        .dump();
+  }
+
+ private:
+  static void MakeShapes(Generator& gen, int64_t n, std::vector<float>& x, std::vector<int64_t>& y) {
+    x.assign(n * kSize * kSize, 0.0f);
+    y.clear();
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t c = i % 3;
+      const double s = 5 + 5 * gen.NextDouble();  // half-size 5..10 pixels
+      const double cx = s + 1 + (kSize - 2 * s - 3) * gen.NextDouble();
+      const double cy = s + 1 + (kSize - 2 * s - 3) * gen.NextDouble();
+      const double ink = 0.7 + 0.3 * gen.NextDouble();
+      float* img = x.data() + i * kSize * kSize;
+      for (int64_t r = 0; r < kSize; ++r) {
+        for (int64_t q = 0; q < kSize; ++q) {
+          const double dx = static_cast<double>(q) + 0.5 - cx, dy = static_cast<double>(r) + 0.5 - cy;
+          bool inside = false;
+          if (c == 0) inside = dx * dx + dy * dy <= s * s;
+          if (c == 1) inside = std::abs(dx) <= 0.85 * s && std::abs(dy) <= 0.85 * s;
+          if (c == 2) inside = dy >= -s && dy <= s && std::abs(dx) <= (dy + s) / 2;
+          img[r * kSize + q] = static_cast<float>((inside ? ink : 0.0) + kNoise * gen.NextNormal());
+        }
+      }
+      y.push_back(c);
+    }
+  }
+
+  std::unique_ptr<LeNet> model_;
+  std::unique_ptr<optim::Adam> opt_;
+  Generator batch_gen_;
+  std::vector<float> train_x_, test_x_;
+  std::vector<int64_t> train_y_, test_y_;
+};
+
+// ---- tiny Llama ----------------------------------------------------------------------------------------
+struct LlamaConfig {
+  int64_t vocab = 0, dim = 64, heads = 4, layers = 2, hidden = 128, context = 64, batch = 16;
+  double lr = 3e-3;
+};
+
+class SwiGlu : public nn::UnaryModule {
+ public:
+  SwiGlu(int64_t dim, int64_t hidden, Generator& gen, const Options& o) {
+    gate_ = RegisterModule("gate", std::make_shared<nn::Linear>(dim, hidden, false, gen, o));
+    up_ = RegisterModule("up", std::make_shared<nn::Linear>(dim, hidden, false, gen, o));
+    down_ = RegisterModule("down", std::make_shared<nn::Linear>(hidden, dim, false, gen, o));
+  }
+  Tensor Forward(const Tensor& x) override { return down_->Forward(silu(gate_->Forward(x)) * up_->Forward(x)); }
+
+ private:
+  std::shared_ptr<nn::Linear> gate_, up_, down_;
+};
+
+class Block : public nn::Module {
+ public:
+  Block(const LlamaConfig& c, Generator& gen, const Options& o) {
+    n1_ = RegisterModule("attn_norm", std::make_shared<nn::RMSNorm>(c.dim, o));
+    attn_ = RegisterModule("attn", std::make_shared<nn::CausalSelfAttention>(c.dim, c.heads, gen, o));
+    n2_ = RegisterModule("mlp_norm", std::make_shared<nn::RMSNorm>(c.dim, o));
+    mlp_ = RegisterModule("mlp", std::make_shared<SwiGlu>(c.dim, c.hidden, gen, o));
+  }
+  Tensor Forward(const Tensor& x, nn::CausalSelfAttention::KvCache* cache) {
+    const Tensor h = x + attn_->Forward(n1_->Forward(x), cache);
+    return h + mlp_->Forward(n2_->Forward(h));
+  }
+
+ private:
+  std::shared_ptr<nn::RMSNorm> n1_, n2_;
+  std::shared_ptr<nn::CausalSelfAttention> attn_;
+  std::shared_ptr<SwiGlu> mlp_;
+};
+
+class Llama : public nn::Module {
+ public:
+  Llama(const LlamaConfig& c, Generator& gen, const Options& o) {
+    emb_ = RegisterModule("tok_emb", std::make_shared<nn::Embedding>(c.vocab, c.dim, gen, o, 0.1));
+    for (int64_t i = 0; i < c.layers; ++i) {
+      blocks_.push_back(RegisterModule("layers." + std::to_string(i), std::make_shared<Block>(c, gen, o)));
+    }
+    norm_ = RegisterModule("norm", std::make_shared<nn::RMSNorm>(c.dim, o));
+  }
+  /// tokens int64 [B, T] -> logits [B, T, vocab]; with caches (one per layer) tokens are the new positions.
+  Tensor Forward(const Tensor& tokens, std::vector<nn::CausalSelfAttention::KvCache>* caches = nullptr) {
+    Tensor h = emb_->Forward(tokens);
+    for (size_t i = 0; i < blocks_.size(); ++i) h = blocks_[i]->Forward(h, caches ? &(*caches)[i] : nullptr);
+    return matmul(norm_->Forward(h), emb_->weight.transpose(0, 1));  // tied output head
+  }
+  size_t layers() const { return blocks_.size(); }
+
+ private:
+  std::shared_ptr<nn::Embedding> emb_;
+  std::vector<std::shared_ptr<Block>> blocks_;
+  std::shared_ptr<nn::RMSNorm> norm_;
+};
+
+class LlamaExample : public Example {
+ public:
+  LlamaExample(Device d, uint64_t seed) : Example(d, seed), batch_gen_(seed ^ 0x11a3aull) {
+    const std::string text(reinterpret_cast<const char*>(kCorpus), sizeof(kCorpus));
+    std::vector<bool> seen(256, false);
+    for (unsigned char ch : text) seen[ch] = true;
+    index_.assign(256, -1);
+    for (int i = 0; i < 256; ++i) {
+      if (seen[i]) {
+        index_[i] = static_cast<int64_t>(vocab_.size());
+        vocab_.push_back(static_cast<unsigned char>(i));
+      }
+    }
+    std::vector<int64_t> ids;
+    for (unsigned char ch : text) ids.push_back(index_[ch]);
+    const size_t split = ids.size() * 9 / 10;
+    train_.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(split));
+    val_.assign(ids.begin() + static_cast<std::ptrdiff_t>(split), ids.end());
+    c_.vocab = static_cast<int64_t>(vocab_.size());
+    Generator gen(seed);
+    model_ = std::make_unique<Llama>(c_, gen, Options{d, DType::kFloat32});
+    opt_ = std::make_unique<optim::AdamW>(model_->Parameters(), c_.lr);
+  }
+  std::string kind() const override { return "llama"; }
+  int64_t default_steps() const override { return 1000; }
+  std::string metric_name() const override { return "loss"; }
+  nn::Module& module() override { return *model_; }
+  double TrainStep(int64_t step, int64_t total) override {
+    model_->Train();
+    opt_->set_lr(optim::WarmupCosine(step, c_.lr, std::min<int64_t>(20, total / 10), total, c_.lr * 0.1));
+    const int64_t b = c_.batch, t = c_.context;
+    std::vector<int64_t> xs, ys;
+    for (int64_t i = 0; i < b; ++i) {
+      const size_t start = batch_gen_.NextU64() % (train_.size() - static_cast<size_t>(t) - 1);
+      xs.insert(xs.end(), train_.begin() + static_cast<std::ptrdiff_t>(start),
+                train_.begin() + static_cast<std::ptrdiff_t>(start + t));
+      ys.insert(ys.end(), train_.begin() + static_cast<std::ptrdiff_t>(start + 1),
+                train_.begin() + static_cast<std::ptrdiff_t>(start + t + 1));
+    }
+    const Tensor loss = Loss(xs, ys, b);
+    opt_->ZeroGrad();
+    loss.backward();
+    optim::ClipGradNorm(model_->Parameters(), 1.0);
+    opt_->Step();
+    return loss.to(Device("cpu")).item<float>();
+  }
+  double Evaluate() override {
+    model_->Eval();
+    NoGradGuard no_grad;
+    const int64_t t = c_.context;
+    std::vector<int64_t> xs, ys;
+    int64_t b = 0;
+    for (size_t start = 0; start + static_cast<size_t>(t) + 1 <= val_.size(); start += static_cast<size_t>(t)) {
+      xs.insert(xs.end(), val_.begin() + static_cast<std::ptrdiff_t>(start),
+                val_.begin() + static_cast<std::ptrdiff_t>(start + t));
+      ys.insert(ys.end(), val_.begin() + static_cast<std::ptrdiff_t>(start + 1),
+                val_.begin() + static_cast<std::ptrdiff_t>(start + t + 1));
+      ++b;
+    }
+    return Loss(xs, ys, b).to(Device("cpu")).item<float>();
+  }
+  std::string ConfigJson() const override {
+    std::vector<int> vocab(vocab_.begin(), vocab_.end());
+    return nlohmann::json{{"vocab_size", c_.vocab}, {"dim", c_.dim}, {"heads", c_.heads}, {"layers", c_.layers},
+                          {"hidden", c_.hidden}, {"context", c_.context}, {"batch", c_.batch}, {"lr", c_.lr},
+                          {"vocab_bytes", vocab}, {"corpus", kCorpusName}}
+        .dump();
+  }
+
+  double Unigram() const {
+    std::vector<double> count(vocab_.size(), 0);
+    for (int64_t id : train_) count[static_cast<size_t>(id)] += 1;
+    double h = 0;
+    for (double n : count) {
+      if (n > 0) h -= n / static_cast<double>(train_.size()) * std::log(n / static_cast<double>(train_.size()));
+    }
+    return h;
+  }
+
+  std::string Generate(const std::string& prompt, int64_t max_new, int64_t top_k, uint64_t sample_seed) {
+    OAR_CHECK_ARG(!prompt.empty(), "generate: the prompt is empty");
+    OAR_CHECK_ARG(max_new >= 0, "generate: --max-new-tokens must be >= 0, got {}", max_new);
+    std::vector<int64_t> ids;
+    for (unsigned char ch : prompt) {
+      OAR_CHECK_ARG(index_[ch] >= 0,
+                    "generate: the prompt's byte 0x{:02x} is not in the model's vocabulary (the {} distinct bytes "
+                    "of its training text)",
+                    static_cast<int>(ch), vocab_.size());
+      ids.push_back(index_[ch]);
+    }
+    model_->Eval();
+    NoGradGuard no_grad;
+    std::vector<nn::CausalSelfAttention::KvCache> caches(model_->layers());
+    Generator gen(sample_seed);
+    std::string out = prompt;
+    Tensor logits = model_->Forward(FromVector<int64_t>(ids, {1, static_cast<int64_t>(ids.size())}, device_), &caches);
+    for (int64_t i = 0; i < max_new; ++i) {
+      const Tensor last = logits.slice(1, logits.dim(1) - 1, logits.dim(1)).reshape({c_.vocab});
+      int64_t next = 0;
+      if (top_k <= 1) {
+        next = argmax(last, 0).to(Device("cpu")).item<int64_t>();
+      } else {
+        auto [vals, idx] = topk(last, std::min(top_k, c_.vocab));
+        const std::vector<float> p = softmax(vals).to(Device("cpu")).ToVector<float>();
+        const std::vector<int64_t> ix = idx.to(Device("cpu")).ToVector<int64_t>();
+        double u = gen.NextDouble();
+        next = ix.back();
+        for (size_t j = 0; j < p.size(); ++j) {
+          u -= p[j];
+          if (u < 0) {
+            next = ix[j];
+            break;
+          }
+        }
+      }
+      out.push_back(static_cast<char>(vocab_[static_cast<size_t>(next)]));
+      const std::vector<int64_t> one{next};
+      logits = model_->Forward(FromVector<int64_t>(one, {1, 1}, device_), &caches);
+    }
+    return out;
+  }
+
+ private:
+  Tensor Loss(const std::vector<int64_t>& xs, const std::vector<int64_t>& ys, int64_t b) {
+    const int64_t t = c_.context;
+    const Tensor logits = model_->Forward(FromVector<int64_t>(xs, {b, t}, device_));
+    return cross_entropy(logits.reshape({b * t, c_.vocab}), FromVector<int64_t>(ys, {b * t}, device_));
+  }
+
+  LlamaConfig c_;
+  std::vector<unsigned char> vocab_;
+  std::vector<int64_t> index_, train_, val_;
+  std::unique_ptr<Llama> model_;
+  std::unique_ptr<optim::AdamW> opt_;
+  Generator batch_gen_;
+};
+
+LlamaExample& AsLlama(Example& e) {
+  auto* l = dynamic_cast<LlamaExample*>(&e);
+  OAR_CHECK_ARG(l != nullptr, "this needs a llama checkpoint, got a '{}' model", e.kind());
+  return *l;
+}
+
+}  // namespace
+
+std::vector<std::string> ExampleKinds() { return {"mlp", "cnn", "llama"}; }
+
+std::unique_ptr<Example> MakeExample(const std::string& kind, Device device, uint64_t seed) {
+  std::unique_ptr<Example> e;
+  if (kind != "mlp" && kind != "cnn" && kind != "llama") {
+    Throw(ErrorCode::kInvalidArgument, "unknown model '{}'; known models: mlp, cnn, llama", kind);
+  }
+  (void)zeros({1}, DType::kFloat32, device);  // an unknown or unusable device fails here, clearly
+  if (kind == "mlp") e = std::make_unique<MlpExample>(device, seed);
+  if (kind == "cnn") e = std::make_unique<CnnExample>(device, seed);
+  if (kind == "llama") e = std::make_unique<LlamaExample>(device, seed);
+  return e;
+}
+
+std::vector<double> Train(Example& example, int64_t steps, int64_t log_every,
+                          const std::function<void(int64_t, double)>& log) {
+  if (steps < 0) steps = example.default_steps();
+  if (log_every <= 0) log_every = std::max<int64_t>(1, steps / 10);
+  std::vector<double> losses;
+  losses.reserve(static_cast<size_t>(steps));
+  for (int64_t i = 0; i < steps; ++i) {
+    losses.push_back(example.TrainStep(i, steps));
+    if (log && (i % log_every == 0 || i + 1 == steps)) log(i, losses.back());
+  }
+  return losses;
+}
+
+void SaveCheckpoint(Example& example, const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  OAR_CHECK(!ec, kPermissionDenied, "cannot create checkpoint folder '{}': {}", dir.string(),
+            ec.message());
+  example.module().Save(dir / "model.safetensors", {{"kind", example.kind()}});
+  nlohmann::json j{{"format", "oar-example-checkpoint"},
+                   {"version", 1},
+                   {"kind", example.kind()},
+                   {"seed", example.seed()},
+                   {"weights", "model.safetensors"},
+                   {"model", nlohmann::json::parse(example.ConfigJson())}};
+  std::ofstream f(dir / "config.json");
+  f << j.dump(2) << "\n";
+  OAR_CHECK(f.good(), kPermissionDenied, "cannot write '{}'", (dir / "config.json").string());
+}
+
+std::unique_ptr<Example> LoadCheckpoint(const std::filesystem::path& dir, Device device) {
+  const std::filesystem::path config = dir / "config.json", weights = dir / "model.safetensors";
+  OAR_CHECK(std::filesystem::is_regular_file(config), kNotFound,
+            "no checkpoint at '{}' (missing config.json)", dir.string());
+  OAR_CHECK(std::filesystem::is_regular_file(weights), kNotFound,
+            "no checkpoint at '{}' (missing model.safetensors)", dir.string());
+  std::ifstream f(config);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string kind;
+  uint64_t seed = 0;
+  nlohmann::json model;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(ss.str());
+    kind = j.at("kind").get<std::string>();
+    seed = j.at("seed").get<uint64_t>();
+    model = j.at("model");
+  } catch (const nlohmann::json::exception& e) {
+    Throw(ErrorCode::kDataLoss, "corrupt checkpoint config '{}': {}", config.string(), e.what());
+  }
+  std::unique_ptr<Example> e = MakeExample(kind, device, seed);
+  OAR_CHECK(nlohmann::json::parse(e->ConfigJson()) == model, kFailedPrecondition,
+            "checkpoint '{}' has hyper-parameters {} but this build's {} model has {}", dir.string(), model.dump(),
+            kind, e->ConfigJson());
+  e->module().Load(weights);
+  return e;
+}
+
+double UnigramEntropy(Example& llama) { return AsLlama(llama).Unigram(); }
+
+std::string Generate(Example& llama, const std::string& prompt, int64_t max_new_tokens, int64_t top_k,
+                     uint64_t sample_seed) {
+  return AsLlama(llama).Generate(prompt, max_new_tokens, top_k, sample_seed);
+}
+
+}  // namespace oar::examples

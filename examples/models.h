@@ -1,0 +1,70 @@
+// Example models (oar::examples): an MLP on two spirals, a LeNet-style CNN on generated shape images and a
+// tiny Llama-style character model trained on the repository's own docs. Every dataset and every weight
+// comes from one seed (drawn on the host), so a run is the same on every device; checkpoints are a
+// safetensors file plus a JSON config and load onto any device.
+#ifndef OAR_EXAMPLES_MODELS_H_
+#define OAR_EXAMPLES_MODELS_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/nn/module.h"
+
+namespace oar::examples {
+
+/// One trainable example: its model, its generated data and its training recipe.
+class Example {
+ public:
+  virtual ~Example() = default;
+  /// "mlp", "cnn" or "llama".
+  virtual std::string kind() const = 0;
+  /// Steps that reach the documented quality (mlp ≥ 95 % accuracy, cnn ≥ 90 %, llama well below unigram).
+  virtual int64_t default_steps() const = 0;
+  /// "accuracy" (higher is better) or "loss" (lower is better).
+  virtual std::string metric_name() const = 0;
+  virtual nn::Module& module() = 0;
+  /// One optimiser step (step is 0-based out of `total`, for the schedule); returns the training loss.
+  virtual double TrainStep(int64_t step, int64_t total) = 0;
+  /// The metric on held-out data (eval mode, no gradients).
+  virtual double Evaluate() = 0;
+  /// Hyper-parameters as a JSON object text (written next to the weights).
+  virtual std::string ConfigJson() const = 0;
+  Device device() const { return device_; }
+  uint64_t seed() const { return seed_; }
+
+ protected:
+  Example(Device device, uint64_t seed) : device_(device), seed_(seed) {}
+  Device device_;
+  uint64_t seed_;
+};
+
+/// The example `kind` on `device`, weights and data from `seed`. Throws oar::Error for an unknown kind or
+/// an unusable device.
+std::unique_ptr<Example> MakeExample(const std::string& kind, Device device, uint64_t seed);
+/// The known kinds.
+std::vector<std::string> ExampleKinds();
+
+/// Run `steps` training steps (default_steps() when steps < 0); `log(step, loss)` is called every
+/// `log_every` steps and after the last. Returns every step's loss.
+std::vector<double> Train(Example& example, int64_t steps, int64_t log_every = 0,
+                          const std::function<void(int64_t, double)>& log = {});
+
+/// Write `dir`/model.safetensors and `dir`/config.json (kind, seed, hyper-parameters).
+void SaveCheckpoint(Example& example, const std::filesystem::path& dir);
+/// Rebuild the example from `dir` onto `device`; oar::Error for a missing or corrupt checkpoint.
+std::unique_ptr<Example> LoadCheckpoint(const std::filesystem::path& dir, Device device);
+
+/// Llama only: unigram entropy (nats per character) of the training text.
+double UnigramEntropy(Example& llama);
+/// Llama only: continue `prompt` by `max_new_tokens` characters with the KV cache; top_k <= 1 is greedy,
+/// otherwise sampling from the k most likely characters with `sample_seed`.
+std::string Generate(Example& llama, const std::string& prompt, int64_t max_new_tokens, int64_t top_k = 1,
+                     uint64_t sample_seed = 0);
+
+}  // namespace oar::examples
+
+#endif  // OAR_EXAMPLES_MODELS_H_
