@@ -434,7 +434,8 @@ std::unique_ptr<Example> MakeExample(const std::string& kind, Device device, uin
 }
 
 std::vector<double> Train(Example& example, int64_t steps, int64_t log_every,
-                          const std::function<void(int64_t, double)>& log) {
+                          const std::function<void(int64_t, double)>& log,
+                          const std::function<void(int64_t, int64_t)>& progress) {
   if (steps < 0) steps = example.default_steps();
   if (log_every <= 0) log_every = std::max<int64_t>(1, steps / 10);
   std::vector<double> losses;
@@ -442,6 +443,7 @@ std::vector<double> Train(Example& example, int64_t steps, int64_t log_every,
   for (int64_t i = 0; i < steps; ++i) {
     losses.push_back(example.TrainStep(i, steps));
     if (log && (i % log_every == 0 || i + 1 == steps)) log(i, losses.back());
+    if (progress) progress(i + 1, steps);
   }
   return losses;
 }

@@ -51,7 +51,8 @@ std::vector<std::string> ExampleKinds();
 /// Run `steps` training steps (default_steps() when steps < 0); `log(step, loss)` is called every
 /// `log_every` steps and after the last. Returns every step's loss.
 std::vector<double> Train(Example& example, int64_t steps, int64_t log_every = 0,
-                          const std::function<void(int64_t, double)>& log = {});
+                          const std::function<void(int64_t, double)>& log = {},
+                          const std::function<void(int64_t, int64_t)>& progress = {});
 
 /// Write `dir`/model.safetensors and `dir`/config.json (kind, seed, hyper-parameters).
 void SaveCheckpoint(Example& example, const std::filesystem::path& dir);

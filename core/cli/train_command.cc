@@ -1,4 +1,6 @@
 // `oar train`, `oar eval` and `oar generate`: the example models of examples/models.h from the command line.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -43,10 +45,28 @@ void AddTrainCommands(CLI::App& app) {
       if (e->kind() == "llama") std::printf("unigram entropy %.4f\n", examples::UnigramEntropy(*e));
       std::fflush(stdout);
       const auto t0 = std::chrono::steady_clock::now();
-      examples::Train(*e, steps, a->log_every, [](int64_t i, double loss) {
-        std::printf("step %lld loss %.6f\n", static_cast<long long>(i), loss);
-        std::fflush(stdout);
-      });
+      // On a terminal, a one-line progress display (steps/s, ETA) on stderr, redrawn at most 4 times a
+      // second; when output goes to a file or pipe, only the step lines.
+      const bool tty = ::isatty(STDERR_FILENO) != 0;
+      auto last_draw = t0;
+      examples::Train(
+          *e, steps, a->log_every,
+          [tty](int64_t i, double loss) {
+            if (tty) std::fprintf(stderr, "\r\033[K");
+            std::printf("step %lld loss %.6f\n", static_cast<long long>(i), loss);
+            std::fflush(stdout);
+          },
+          [&](int64_t done, int64_t total) {
+            const auto now = std::chrono::steady_clock::now();
+            if (!tty || (now - last_draw < std::chrono::milliseconds(250) && done < total)) return;
+            last_draw = now;
+            const double elapsed = std::chrono::duration<double>(now - t0).count();
+            const double rate = done / std::max(elapsed, 1e-9);
+            std::fprintf(stderr, "\r\033[K  step %lld/%lld  %.1f steps/s  ETA %.0f s", static_cast<long long>(done),
+                         static_cast<long long>(total), rate, (total - done) / std::max(rate, 1e-9));
+            if (done == total) std::fprintf(stderr, "\r\033[K");
+            std::fflush(stderr);
+          });
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::printf("trained in %.1f s\n", secs);
       if (!a->out.empty()) {
