@@ -41,6 +41,8 @@ bool SpotCheckMatmul(benchmark::State& state, const float* a, const float* b, co
 inline constexpr int64_t kConvN = 8, kConvC = 32, kConvHW = 32, kConvO = 64;
 inline constexpr int64_t kRows = 512, kCols = 1024;
 enum class OpCase { kConv2d, kSoftmax, kLayerNorm, kRmsNormComposed };
+/// The MLP example's training batch (examples/models.cc, MlpExample::kTrain).
+inline constexpr int64_t kMlpBatch = 1000, kMlpHidden = 64;
 
 // ---- libtorch peers (torch_peers.cc) ----------------------------------------------------------------
 #ifdef OAR_BENCH_HAVE_TORCH
@@ -57,6 +59,9 @@ void TorchMatmul(benchmark::State& state);
 void TorchStreamAdd(benchmark::State& state, bool preallocated_out);
 /// The op-library case `which`, the same shapes and threads as Oar's.
 void TorchOpCase(benchmark::State& state, OpCase which);
+/// One training step (forward, cross-entropy, backward, Adam) of the MLP example's network: 2 -> 64 ->
+/// 64 -> 64 -> 2 with tanh, full batch of kMlpBatch points.
+void TorchMlpTrainStep(benchmark::State& state);
 #endif
 
 }  // namespace oar::bench

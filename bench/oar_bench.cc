@@ -40,6 +40,9 @@
 #include "bench/bench.h"
 #include "core/base/error.h"
 #include "core/ops/nn.h"
+#ifdef OAR_BENCH_HAVE_EXAMPLES
+#include "examples/models.h"
+#endif
 #include "core/ops/ops.h"
 #include "core/runtime/runtime.h"
 #include "core/runtime/stream.h"
@@ -296,6 +299,16 @@ void OarOpCase(benchmark::State& state, OpCase which) {
   }
 }
 
+// ---- training step of the MLP example (examples/models.cc) ---------------------------------------
+
+#ifdef OAR_BENCH_HAVE_EXAMPLES
+void OarMlpTrainStep(benchmark::State& state) {
+  std::unique_ptr<examples::Example> e = examples::MakeExample("mlp", Device("cpu", 0), 3);
+  int64_t step = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(e->TrainStep(step++ % 300, 300));
+}
+#endif
+
 // ---- registration -------------------------------------------------------------------------------
 
 // Names the summary looks the results up by.
@@ -363,6 +376,12 @@ void RegisterAll() {
 #ifdef OAR_BENCH_HAVE_TORCH
   Register(kAddTorch, kReal, [](benchmark::State& s) { TorchStreamAdd(s, false); });
   Register(kAddTorchOut, kReal, [](benchmark::State& s) { TorchStreamAdd(s, true); });
+#endif
+#ifdef OAR_BENCH_HAVE_EXAMPLES
+  Register("train/mlp_step/oar", kReal, OarMlpTrainStep);
+#endif
+#ifdef OAR_BENCH_HAVE_TORCH
+  Register("train/mlp_step/libtorch", kReal, TorchMlpTrainStep);
 #endif
   for (const OpLibCase& c : kOpLibCases) {
     const OpCase which = c.which;
@@ -441,6 +460,7 @@ class Summary {
     Matmul();
     Add();
     OpLibrary();
+    Training();
     Load();
   }
 
@@ -485,6 +505,20 @@ class Summary {
   }
 
   // Same shapes, threads and run as libtorch; target: not slower.
+  void Training() {
+    constexpr const char* kLabel = "mlp train step";
+    if (!Require(kLabel, {"train/mlp_step/oar"})) return;
+    const double ms = Ok("train/mlp_step/oar")->seconds * 1e3;
+    if (const Result* torch = Ok("train/mlp_step/libtorch")) {
+      const double ratio = ms / (torch->seconds * 1e3);
+      Line(kLabel, fmt::format("oar {:.3f} ms vs libtorch {:.3f} ms -> {:.2f}x (target <= 1.0x)", ms,
+                               torch->seconds * 1e3, ratio),
+           ratio <= 1.0);
+    } else {
+      Note(fmt::format("{}: oar {:.3f} ms; {}", kLabel, ms, NoTorch("train/mlp_step/libtorch")));
+    }
+  }
+
   void OpLibrary() {
     for (const OpLibCase& c : kOpLibCases) {
       if (!Require(c.label, {c.oar})) continue;

@@ -2,6 +2,8 @@
 // the torch headers are not warning-clean.
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
+#include <torch/nn.h>
+#include <torch/optim.h>
 #include <torch/types.h>
 #include <torch/version.h>
 
@@ -86,6 +88,23 @@ void TorchOpCase(benchmark::State& state, OpCase which) {
   for (auto _ : state) {
     torch::Tensor y = run();
     benchmark::DoNotOptimize(y.data_ptr());
+  }
+}
+
+void TorchMlpTrainStep(benchmark::State& state) {
+  torch::manual_seed(3);
+  torch::nn::Sequential net(torch::nn::Linear(2, kMlpHidden), torch::nn::Tanh(), torch::nn::Linear(kMlpHidden, kMlpHidden),
+                            torch::nn::Tanh(), torch::nn::Linear(kMlpHidden, kMlpHidden), torch::nn::Tanh(),
+                            torch::nn::Linear(kMlpHidden, 2));
+  torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(1e-2));
+  const torch::Tensor x = torch::randn({kMlpBatch, 2});
+  const torch::Tensor y = torch::randint(0, 2, {kMlpBatch}, torch::kLong);
+  for (auto _ : state) {
+    opt.zero_grad();
+    torch::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+    loss.backward();
+    opt.step();
+    benchmark::DoNotOptimize(loss.item<float>());
   }
 }
 
