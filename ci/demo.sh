@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up, build and run the main job: list the devices, then run the example computation on the default
-# device (OAR_DEVICE, else cpu:0) and on every other device found, each checked against cpu.
+# Set up, build and run the main job: list the devices, run the example computation on every device found
+# (each checked against cpu), then train the MLP example on each simulated accelerator and on cpu.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,3 +14,10 @@ for device in $(build/bin/oar devices --json | sed -n 's/^ *"name": "\([a-z0-9_]
   echo "== device_demo --device $device"
   build/bin/device_demo --device "$device"
 done
+
+for device in kunlun_sim:0 ascend_sim:0 cpu:0; do
+  echo "== oar train mlp --device $device"
+  build/bin/oar train mlp --device "$device" --out "build/demo-checkpoints/mlp-${device%%:*}"
+done
+echo "== the checkpoint trained on kunlun_sim:0, evaluated on ascend_sim:1"
+build/bin/oar eval --checkpoint build/demo-checkpoints/mlp-kunlun_sim --device ascend_sim:1
