@@ -103,3 +103,36 @@ TEST(NnGradCheck, LossesAndAttention) {
 
 }  // namespace
 }  // namespace oar
+
+namespace oar {
+namespace {
+
+TEST(Dropout, DropsAboutPScalesSurvivorsIsSeededAndIdleInEval) {
+  const Tensor x = ones({100000}, DType::kFloat32, Device("cpu"));
+  Generator g1(5), g2(5);
+  const std::vector<float> a = dropout(x, 0.3, g1).ToVector<float>();
+  const std::vector<float> b = dropout(x, 0.3, g2).ToVector<float>();
+  EXPECT_EQ(a, b);  // same seed, same mask
+  int64_t zeros = 0;
+  for (float v : a) {
+    if (v == 0.0f) {
+      ++zeros;
+    } else {
+      EXPECT_NEAR(v, 1.0f / 0.7f, 1e-6);  // survivors scaled by 1 / (1 - p)
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(zeros) / 100000, 0.3, 0.01);
+  Generator g3(5);
+  EXPECT_EQ(dropout(x, 0.3, g3, /*training=*/false).ToVector<float>(), std::vector<float>(100000, 1.0f));
+  EXPECT_THROW(dropout(x, 1.0, g3), Error);
+  // The gradient flows through the kept elements only, with the same scale.
+  Tensor w = ones({1000}, DType::kFloat64, Device("cpu"));
+  w.set_requires_grad(true);
+  Generator g4(6);
+  const Tensor y = dropout(w, 0.5, g4);
+  sum(y).backward();
+  EXPECT_EQ(w.grad().ToVector<double>(), y.detach().ToVector<double>());
+}
+
+}  // namespace
+}  // namespace oar
