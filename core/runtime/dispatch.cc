@@ -195,9 +195,4 @@ void Launch(Device device, int op_id, std::span<const Tensor> inputs, std::span<
   Fallback(ctx, op_id, key.span(), why, inputs, outputs, attrs);
 }
 
-bool HasKernel(Device device, int op_id, std::span<const Tensor> inputs, std::span<const Tensor> outputs) {
-  DeviceContext& ctx = Runtime::Get().Context(device);
-  return ctx.plugin().kernels().Find(op_id, MakeKey(inputs, outputs).span(), OAR_FORMAT_PLAIN) != nullptr;
-}
-
 }  // namespace oar::runtime

@@ -15,9 +15,6 @@ namespace oar::runtime {
 void Launch(Device device, int op_id, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
             std::span<const oar_attr_t> attrs);
 
-/// True when `device` has a kernel for the key (ignoring `supports`).
-bool HasKernel(Device device, int op_id, std::span<const Tensor> inputs, std::span<const Tensor> outputs);
-
 }  // namespace oar::runtime
 
 #endif  // OAR_CORE_RUNTIME_DISPATCH_H_

@@ -59,7 +59,6 @@ class GradModeGuard {
 enum class ViewOp { kView, kPermute, kSlice, kExpand, kSqueeze, kUnsqueeze };
 using ViewRecorder = void (*)(const Tensor& base, Tensor& view, ViewOp op, std::span<const int64_t> args);
 void SetViewRecorder(ViewRecorder recorder);
-ViewRecorder GetViewRecorder();
 
 }  // namespace oar
 

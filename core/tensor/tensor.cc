@@ -87,7 +87,6 @@ Tensor RecordView(const Tensor& base, Tensor view, ViewOp op, std::initializer_l
 bool GradModeEnabled() { return g_grad_mode; }
 void SetGradMode(bool enabled) { g_grad_mode = enabled; }
 void SetViewRecorder(ViewRecorder recorder) { g_view_recorder = recorder; }
-ViewRecorder GetViewRecorder() { return g_view_recorder; }
 
 TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, DType dtype, Dims shape, Dims strides, int64_t offset)
     : storage(std::move(storage)), dtype(dtype), shape(shape), strides(strides), offset(offset) {}

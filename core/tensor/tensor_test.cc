@@ -38,6 +38,19 @@ TEST(Device, ParsesNamesAndRejectsMalformedOnes) {
   }
 }
 
+TEST(DType, ParsesNamesAndAliasesAndRejectsOthers) {
+  EXPECT_EQ(ParseDType("float32"), DType::kFloat32);
+  EXPECT_EQ(ParseDType("bf16"), DType::kBFloat16);
+  EXPECT_EQ(ParseDType("half"), DType::kFloat16);
+  EXPECT_EQ(ParseDType("int64"), DType::kInt64);
+  try {
+    ParseDType("float8");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown dtype 'float8'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TensorViews, TransposeAndPermuteSwapStrides) {
   Tensor t = Iota({2, 3, 4});
   Tensor p = t.permute({2, 0, 1});
