@@ -1,5 +1,7 @@
 // The example models learn on cpu with a few steps, are bitwise reproducible from a seed, and their
 // checkpoints round-trip; bad input gives oar::Error.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -60,7 +62,7 @@ TEST(Examples, SameSeedGivesBitwiseIdenticalLossCurves) {
 }
 
 TEST(Examples, CheckpointRoundTripGivesTheSameMetric) {
-  const auto dir = std::filesystem::temp_directory_path() / "oar_examples_test_ckpt";
+  const auto dir = std::filesystem::temp_directory_path() / ("oar_examples_test_ckpt." + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   auto e = MakeExample("mlp", Device("cpu"), 2);
   Train(*e, 20);
@@ -86,7 +88,7 @@ TEST(Examples, BadInputIsAClearError) {
   EXPECT_THROW(MakeExample("nosuchmodel", Device("cpu"), 0), Error);
   EXPECT_THROW(MakeExample("mlp", Device("nosuch:0"), 0), Error);
   EXPECT_THROW(LoadCheckpoint("/nonexistent/oar/checkpoint", Device("cpu")), Error);
-  const auto dir = std::filesystem::temp_directory_path() / "oar_examples_test_corrupt";
+  const auto dir = std::filesystem::temp_directory_path() / ("oar_examples_test_corrupt." + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   { std::ofstream(dir / "config.json") << "{not json"; }
   { std::ofstream(dir / "model.safetensors") << "garbage"; }

@@ -1,5 +1,7 @@
 // Self-tests of the reference: Array, elementwise ops, reductions, linear algebra, Compare and the
 // tolerance file. Expected values are written by hand or follow from identities.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -363,7 +365,7 @@ TEST(RefToleranceFile, Errors) {
   EXPECT_OAR_ERROR(LoadTolerance(OAR_TOLERANCES_JSON, "nope", "float32"), kNotFound);
   EXPECT_OAR_ERROR(LoadTolerance(OAR_TOLERANCES_JSON, "matmul", "float8"), kNotFound);
   EXPECT_OAR_ERROR(LoadTolerance("/nonexistent/tolerances.json", "matmul", "float32"), kNotFound);
-  const std::string path = (std::filesystem::temp_directory_path() / "oar_reference_bad_tolerances.json").string();
+  const std::string path = (std::filesystem::temp_directory_path() / ("oar_reference_bad_tolerances.json." + std::to_string(::getpid()))).string();
   { std::ofstream(path) << "{ not json"; }
   EXPECT_OAR_ERROR(LoadTolerance(path, "matmul", "float32"), kDataLoss);
   { std::ofstream(path) << R"({"version": 2, "classes": {}})"; }

@@ -1,5 +1,7 @@
 // Modules: parameter naming, forward passes against the functional ops, train/eval, state dicts,
 // moving between devices, and clear errors for a mismatched state.
+#include <unistd.h>
+
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -46,7 +48,7 @@ TEST(Module, LinearMatchesTheFunctionalForm) {
 TEST(Module, StateDictRoundTripAndMismatchErrors) {
   Generator g1(3), g2(4);
   TwoLayer a(g1), b(g2);
-  const auto path = std::filesystem::temp_directory_path() / "oar_nn_test.safetensors";
+  const auto path = std::filesystem::temp_directory_path() / ("oar_nn_test.safetensors." + std::to_string(::getpid()));
   a.Save(path);
   b.Load(path);
   const Tensor x = randn({2, 3}, g1, 0, 1, DType::kFloat32, Device("cpu"));

@@ -1,4 +1,6 @@
 // End to end through the real cpu plugin: eager ops, views, host access, serialization and errors.
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 
@@ -113,7 +115,7 @@ TEST(Ops, BadInputIsAClearError) {
 
 TEST(Ops, SafetensorsRoundTripFromDevice) {
   Tensor a = F32({1, 2, 3, 4, 5, 6}, {2, 3}).transpose(0, 1);
-  const auto path = std::filesystem::temp_directory_path() / "oar_ops_test.safetensors";
+  const auto path = std::filesystem::temp_directory_path() / ("oar_ops_test.safetensors." + std::to_string(::getpid()));
   SaveTensors(path, {{"a", a}, {"n", arange(0, 3, 1, DType::kInt64, Device("cpu"))}});
   auto loaded = LoadTensors(path, Device("cpu"));
   EXPECT_EQ(loaded.at("a").shape(), (Dims{3, 2}));
