@@ -1,10 +1,9 @@
 // oar — command-line entry point.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "core/base/error.h"
 #include "core/base/logging.h"
@@ -14,11 +13,12 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"oar — plugin-based deep-learning framework core", "oar"};
-  app.set_version_flag("--version", fmt::format("oar {} (plugin ABI {}.{})", OAR_VERSION_STRING,
-                                                OAR_PLUGIN_ABI_MAJOR, OAR_PLUGIN_ABI_MINOR));
+  app.set_version_flag("--version", fmt::format("oar {} (plugin ABI {}.{})", OAR_VERSION_STRING, OAR_PLUGIN_ABI_MAJOR,
+                                                OAR_PLUGIN_ABI_MINOR));
   std::vector<std::string> plugins;
-  app.add_option("--plugin", plugins, "Load this plugin file first (repeatable); then OAR_PLUGIN_PATH and the "
-                                      "install folder are searched");
+  app.add_option("--plugin", plugins,
+                 "Load this plugin file first (repeatable); then OAR_PLUGIN_PATH and the "
+                 "install folder are searched");
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Log plugin discovery (same as OAR_LOG_LEVEL=debug)");
   app.require_subcommand(1);
@@ -38,13 +38,14 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    exit_code = app.exit(e);
   } catch (const oar::Error& e) {
     std::fprintf(stderr, "oar: error: %s\n", e.ToString().c_str());
-    return 1;
+    exit_code = 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "oar: internal error: %s\n", e.what());
-    return 3;
+    exit_code = 3;
   }
+  oar::runtime::Runtime::DrainAtExit();
   return exit_code;
 }

@@ -363,7 +363,7 @@ std::shared_ptr<const ConvPrimitive> MakeConvPrimitive(const ConvShape& s, ConvK
 
 /// Run the problem (float32 operands) through oneDNN; false when oneDNN refuses it.
 bool OneDnnConv(const ConvProblem& p) {
-  static LruCache<ConvPrimitive> cache(64);
+  static LruCache<ConvPrimitive>& cache = *new LruCache<ConvPrimitive>(64);  // never destroyed: see DnnlEngine()
   const ConvShape& s = p.s;
   std::vector<int64_t> words = {static_cast<int64_t>(p.kind),
                                 s.n,

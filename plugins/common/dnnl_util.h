@@ -15,9 +15,11 @@
 
 namespace oar::host {
 
-/// The process's oneDNN CPU engine.
+/// The process's oneDNN CPU engine. Like every static the host kernels use, it is never destroyed: an
+/// asynchronous plugin's stream workers may still run kernels while the process exits (the ABI lets a
+/// host skip `shutdown`), and a static destroyed under them crashes the exit.
 inline dnnl::engine& DnnlEngine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine& engine = *new dnnl::engine(dnnl::engine::kind::cpu, 0);
   return engine;
 }
 

@@ -118,7 +118,7 @@ struct Primitive {
 /// next time.
 std::shared_ptr<const Primitive> FindPrimitive(dnnl::memory::data_type dt, const dnnl::memory::desc& a,
                                                const dnnl::memory::desc& b, const dnnl::memory::desc& c) {
-  static LruCache<Primitive> cache(128);
+  static LruCache<Primitive>& cache = *new LruCache<Primitive>(128);  // never destroyed: see DnnlEngine()
   std::vector<int64_t> words{static_cast<int64_t>(dt)};
   for (const dnnl::memory::desc* md : {&a, &b, &c}) {
     const int nd = md->data.ndims;

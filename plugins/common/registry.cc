@@ -9,20 +9,21 @@
 namespace oar::host {
 
 std::span<const HostKernel> HostKernels() {
-  static const std::vector<HostKernel> kernels = [] {
-    std::vector<HostKernel> k;
-    AppendElementwiseKernels(&k);
-    AppendReduceKernels(&k);
-    AppendMatmulKernels(&k);
-    AppendCopyCastKernels(&k);
-    AppendElementwiseMathKernels(&k);
-    AppendCompareLogicalKernels(&k);
-    AppendReduceExtremaKernels(&k);
-    AppendSoftmaxNormKernels(&k);
-    AppendConvKernels(&k);
-    AppendPoolKernels(&k);
-    AppendIndexingKernels(&k);
-    AppendConcatPadKernels(&k);
+  // Never destroyed (stream workers may look kernels up while the process exits; see DnnlEngine()).
+  static const std::vector<HostKernel>& kernels = *[] {
+    auto* k = new std::vector<HostKernel>;
+    AppendElementwiseKernels(k);
+    AppendReduceKernels(k);
+    AppendMatmulKernels(k);
+    AppendCopyCastKernels(k);
+    AppendElementwiseMathKernels(k);
+    AppendCompareLogicalKernels(k);
+    AppendReduceExtremaKernels(k);
+    AppendSoftmaxNormKernels(k);
+    AppendConvKernels(k);
+    AppendPoolKernels(k);
+    AppendIndexingKernels(k);
+    AppendConcatPadKernels(k);
     return k;
   }();
   return kernels;
