@@ -20,7 +20,8 @@ Span ViewSpan(const Tensor& t) {
 }
 
 void SyncStream(DeviceContext& ctx) {
-  ThrowIfError(ctx.api()->stream_synchronize(ctx.ordinal(), ctx.stream()), [&] { return ctx.device().str() + " stream_synchronize"; });
+  ThrowIfError(ctx.api()->stream_synchronize(ctx.ordinal(), ctx.stream()),
+               [&] { return ctx.device().str() + " stream_synchronize"; });
 }
 
 }  // namespace
@@ -31,9 +32,11 @@ void CopyBytes(DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx, const 
   const oar_device_api_t* dapi = dst_ctx.api();
   if (&dst_ctx == &src_ctx) {
     if (OAR_HAS_SLOT(sapi, memcpy_d2d_async)) {
-      ThrowIfError(sapi->memcpy_d2d_async(src_ctx.ordinal(), src_ctx.stream(), dst, src, n), [&] { return src_ctx.device().str() + " memcpy_d2d_async"; });
+      ThrowIfError(sapi->memcpy_d2d_async(src_ctx.ordinal(), src_ctx.stream(), dst, src, n),
+                   [&] { return src_ctx.device().str() + " memcpy_d2d_async"; });
     } else {
-      ThrowIfError(sapi->memcpy_d2d(src_ctx.ordinal(), dst, src, n), [&] { return src_ctx.device().str() + " memcpy_d2d"; });
+      ThrowIfError(sapi->memcpy_d2d(src_ctx.ordinal(), dst, src, n),
+                   [&] { return src_ctx.device().str() + " memcpy_d2d"; });
     }
     return;
   }
@@ -44,31 +47,38 @@ void CopyBytes(DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx, const 
   }
   if (src_ctx.host_accessible()) {
     SyncStream(src_ctx);  // the bytes must be final before another device reads them
-    ThrowIfError(dapi->memcpy_h2d(dst_ctx.ordinal(), dst, src, n), [&] { return dst_ctx.device().str() + " memcpy_h2d"; });
+    ThrowIfError(dapi->memcpy_h2d(dst_ctx.ordinal(), dst, src, n),
+                 [&] { return dst_ctx.device().str() + " memcpy_h2d"; });
     return;
   }
   if (dst_ctx.host_accessible()) {
     SyncStream(dst_ctx);  // queued work may still use the destination block
-    ThrowIfError(sapi->memcpy_d2h(src_ctx.ordinal(), dst, src, n), [&] { return src_ctx.device().str() + " memcpy_d2h"; });
+    ThrowIfError(sapi->memcpy_d2h(src_ctx.ordinal(), dst, src, n),
+                 [&] { return src_ctx.device().str() + " memcpy_d2h"; });
     return;
   }
   std::vector<std::byte> staging(n);
-  ThrowIfError(sapi->memcpy_d2h(src_ctx.ordinal(), staging.data(), src, n), [&] { return src_ctx.device().str() + " memcpy_d2h"; });
-  ThrowIfError(dapi->memcpy_h2d(dst_ctx.ordinal(), dst, staging.data(), n), [&] { return dst_ctx.device().str() + " memcpy_h2d"; });
+  ThrowIfError(sapi->memcpy_d2h(src_ctx.ordinal(), staging.data(), src, n),
+               [&] { return src_ctx.device().str() + " memcpy_d2h"; });
+  ThrowIfError(dapi->memcpy_h2d(dst_ctx.ordinal(), dst, staging.data(), n),
+               [&] { return dst_ctx.device().str() + " memcpy_h2d"; });
 }
 
 void CopyToHost(const Tensor& t, void* dst) {
   OAR_CHECK(t.is_contiguous(), kInternal, "CopyToHost needs a contiguous tensor");
   if (t.nbytes() == 0) return;
   DeviceContext& ctx = Runtime::Get().Context(t.device());
-  ThrowIfError(ctx.api()->memcpy_d2h(ctx.ordinal(), dst, t.data_ptr(), t.nbytes()), [&] { return ctx.device().str() + " memcpy_d2h"; });
+  ThrowIfError(ctx.api()->memcpy_d2h(ctx.ordinal(), dst, t.data_ptr(), t.nbytes()),
+               [&] { return ctx.device().str() + " memcpy_d2h"; });
 }
 
 void CopyFromHost(const Tensor& t, const void* src) {
   OAR_CHECK(t.is_contiguous(), kInternal, "CopyFromHost needs a contiguous tensor");
   if (t.nbytes() == 0) return;
+  t.storage()->DropShadows();
   DeviceContext& ctx = Runtime::Get().Context(t.device());
-  ThrowIfError(ctx.api()->memcpy_h2d(ctx.ordinal(), t.data_ptr(), src, t.nbytes()), [&] { return ctx.device().str() + " memcpy_h2d"; });
+  ThrowIfError(ctx.api()->memcpy_h2d(ctx.ordinal(), t.data_ptr(), src, t.nbytes()),
+               [&] { return ctx.device().str() + " memcpy_h2d"; });
 }
 
 Tensor Empty(const Dims& shape, DType dtype, Device device) {

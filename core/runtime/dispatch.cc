@@ -40,17 +40,23 @@ std::string VariantsString(const DeviceType& type, int op_id) {
   return s.empty() ? "none" : s;
 }
 
-void Describe(const Tensor& t, oar_tensor_desc_t* d) {
+void Describe(const Tensor& t, int32_t format, oar_tensor_desc_t* d) {
   d->struct_size = OAR_TENSOR_DESC_STRUCT_SIZE;
   d->ext = nullptr;
   d->data = t.data_ptr();
   d->dtype = static_cast<int32_t>(t.dtype());
-  d->format = OAR_FORMAT_PLAIN;
+  d->format = format;
   d->rank = t.rank();
   d->reserved_ = 0;
   d->shape = t.shape().data();
   d->strides = t.strides().data();
 }
+
+/// Storage formats of a call's operands: `in` for every input, `out` for every output.
+struct Formats {
+  int32_t in = OAR_FORMAT_PLAIN;
+  int32_t out = OAR_FORMAT_PLAIN;
+};
 
 // Fills `call` with descriptors that live in `storage`.
 struct CallBuilder {
@@ -58,9 +64,9 @@ struct CallBuilder {
   oar_kernel_call_t call{};
 
   CallBuilder(DeviceContext& ctx, int op_id, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
-              std::span<const oar_attr_t> attrs, const KernelEntry* entry, bool query) {
-    for (size_t i = 0; i < inputs.size(); ++i) Describe(inputs[i], &in[i]);
-    for (size_t i = 0; i < outputs.size(); ++i) Describe(outputs[i], &out[i]);
+              std::span<const oar_attr_t> attrs, const KernelEntry* entry, bool query, Formats formats = {}) {
+    for (size_t i = 0; i < inputs.size(); ++i) Describe(inputs[i], formats.in, &in[i]);
+    for (size_t i = 0; i < outputs.size(); ++i) Describe(outputs[i], formats.out, &out[i]);
     if (query) {
       for (size_t i = 0; i < inputs.size(); ++i) in[i].data = nullptr;
       for (size_t i = 0; i < outputs.size(); ++i) out[i].data = nullptr;
@@ -87,29 +93,29 @@ std::string ShapesString(std::span<const Tensor> inputs) {
 
 // Does the plugin accept this exact call? Empty string = yes, otherwise its reason.
 std::string SupportsReason(DeviceContext& ctx, int op_id, const KernelEntry* entry, std::span<const Tensor> inputs,
-                           std::span<const Tensor> outputs, std::span<const oar_attr_t> attrs) {
+                           std::span<const Tensor> outputs, std::span<const oar_attr_t> attrs, Formats formats = {}) {
   const oar_kernel_api_t* kapi = ctx.plugin().kernel();
   if (!OAR_HAS_SLOT(kapi, supports)) return {};
-  CallBuilder b(ctx, op_id, inputs, outputs, attrs, entry, /*query=*/true);
+  CallBuilder b(ctx, op_id, inputs, outputs, attrs, entry, /*query=*/true, formats);
   oar_status_t* s = nullptr;
   try {
     s = kapi->supports(&b.call);
   } catch (...) {
-    Throw(ErrorCode::kInternal, "{}: supports() for op '{}' threw a C++ exception across the ABI",
-          ctx.device().str(), OpName(op_id));
+    Throw(ErrorCode::kInternal, "{}: supports() for op '{}' threw a C++ exception across the ABI", ctx.device().str(),
+          OpName(op_id));
   }
   if (s == nullptr) return {};
   StatusInfo info = TakeStatus(s);
   if (info.code != ErrorCode::kUnimplemented) {
-    throw Error(info.code, fmt::format("{}: supports() for op '{}' failed: {}", ctx.device().str(), OpName(op_id),
-                                       info.message));
+    throw Error(info.code,
+                fmt::format("{}: supports() for op '{}' failed: {}", ctx.device().str(), OpName(op_id), info.message));
   }
   return info.message.empty() ? "unsupported (no reason given)" : info.message;
 }
 
 void Call(DeviceContext& ctx, int op_id, const KernelEntry& entry, std::span<const Tensor> inputs,
-          std::span<const Tensor> outputs, std::span<const oar_attr_t> attrs) {
-  CallBuilder b(ctx, op_id, inputs, outputs, attrs, &entry, /*query=*/false);
+          std::span<const Tensor> outputs, std::span<const oar_attr_t> attrs, Formats formats = {}) {
+  CallBuilder b(ctx, op_id, inputs, outputs, attrs, &entry, /*query=*/false, formats);
   oar_status_t* s = nullptr;
   try {
     s = entry.fn(&b.call);
@@ -143,7 +149,8 @@ void Fallback(DeviceContext& ctx, int op_id, std::span<const int32_t> key, const
   try {
     cpu_ctx = &rt.Context(cpu);
   } catch (const Error&) {
-    Throw(ErrorCode::kUnimplemented, "op '{}' cannot run on {} for dtypes ({}): {}, and no cpu plugin is loaded "
+    Throw(ErrorCode::kUnimplemented,
+          "op '{}' cannot run on {} for dtypes ({}): {}, and no cpu plugin is loaded "
           "to fall back to",
           op, ctx.device().str(), KeyString(key), why);
   }
@@ -171,6 +178,133 @@ void Fallback(DeviceContext& ctx, int op_id, std::span<const int32_t> key, const
   }
 }
 
+// ---- private storage formats ------------------------------------------------------------------------
+// A device with an oar_format_api_t (ascend_sim) may prefer a private physical layout for an op's
+// inputs. Tensors stay PLAIN as far as the rest of the core and the user are concerned: the private copy
+// of an input is a shadow cached on its storage (converted with the plugin's format_cast on first use,
+// dropped when the storage is written), and a private-format output is cast back into the real PLAIN
+// output at once, keeping the private copy as the output's shadow for the next op that wants it.
+// docs/design/formats.md has the reasoning.
+
+int FormatCastOp() {
+  static const int id = InternOp("format_cast");
+  return id;
+}
+
+std::string FormatStatusWhere(DeviceContext& ctx, const char* what, int op_id) {
+  return fmt::format("{}: {} for op '{}'", ctx.device().str(), what, OpName(op_id));
+}
+
+/// The format every input prefers, or PLAIN when any prefers PLAIN or they disagree.
+int32_t CommonPreferredFormat(DeviceContext& ctx, const oar_format_api_t& fapi, int op_id,
+                              std::span<const Tensor> inputs) {
+  int32_t common = OAR_FORMAT_PLAIN;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    int32_t f = OAR_FORMAT_PLAIN;
+    ThrowIfError(fapi.preferred_format(ctx.ordinal(), OpName(op_id).c_str(), static_cast<int32_t>(i),
+                                       static_cast<int32_t>(t.dtype()), t.rank(), t.shape().data(), &f),
+                 [&] { return FormatStatusWhere(ctx, "preferred_format", op_id); });
+    if (f == OAR_FORMAT_PLAIN || (i > 0 && f != common)) return OAR_FORMAT_PLAIN;
+    common = f;
+  }
+  return common;
+}
+
+/// A tensor of `like`'s dtype and logical shape in a fresh allocation holding `format`'s physical layout.
+Tensor EmptyInFormat(DeviceContext& ctx, const oar_format_api_t& fapi, const Tensor& like, int32_t format) {
+  size_t bytes = 0;
+  ThrowIfError(fapi.storage_bytes(ctx.ordinal(), format, static_cast<int32_t>(like.dtype()), like.rank(),
+                                  like.shape().data(), &bytes),
+               [&] { return fmt::format("{}: storage_bytes for format {}", ctx.device().str(), format); });
+  return Tensor(ctx.allocator().AllocateStorage(ctx.device(), bytes), like.dtype(), like.shape(),
+                ContiguousStrides(like.shape()), 0);
+}
+
+/// The format_cast kernel converting `dtype` from `from` (to `to`), if the device has one that accepts
+/// this call.
+const KernelEntry* FindFormatCast(DeviceContext& ctx, const Tensor& src, const Tensor& dst, int32_t from, int32_t to,
+                                  std::span<const oar_attr_t> attrs) {
+  const int32_t key[2] = {static_cast<int32_t>(src.dtype()), static_cast<int32_t>(dst.dtype())};
+  const KernelEntry* e = ctx.plugin().kernels().Find(FormatCastOp(), key, from);
+  if (e == nullptr) return nullptr;
+  const Tensor in[1] = {src}, out[1] = {dst};
+  return SupportsReason(ctx, FormatCastOp(), e, in, out, attrs, {from, to}).empty() ? e : nullptr;
+}
+
+oar_attr_t DstFormatAttr(int32_t format) {
+  oar_attr_t a{};
+  a.name = "dst_format";
+  a.type = OAR_ATTR_INT;
+  a.v.i = format;
+  return a;
+}
+
+void RunFormatCast(DeviceContext& ctx, const KernelEntry& e, const Tensor& src, const Tensor& dst, int32_t from,
+                   int32_t to) {
+  const oar_attr_t attrs[1] = {DstFormatAttr(to)};
+  const Tensor in[1] = {src}, out[1] = {dst};
+  Call(ctx, FormatCastOp(), e, in, out, attrs, {from, to});
+  ctx.type().RecordFormatCast(to != OAR_FORMAT_PLAIN);
+}
+
+/// `t` (PLAIN, any view) in `format`: its cached shadow, or a new one made with format_cast. Undefined
+/// when the device cannot convert it.
+Tensor ShadowOf(DeviceContext& ctx, const oar_format_api_t& fapi, const Tensor& t, int32_t format) {
+  if (auto s = t.storage()->FindShadow(format, t.dtype(), t.shape(), t.strides(), t.offset())) {
+    return Tensor(std::move(s), t.dtype(), t.shape(), ContiguousStrides(t.shape()), 0);
+  }
+  Tensor shadow = EmptyInFormat(ctx, fapi, t, format);
+  const oar_attr_t attrs[1] = {DstFormatAttr(format)};
+  const KernelEntry* cast = FindFormatCast(ctx, t, shadow, OAR_FORMAT_PLAIN, format, attrs);
+  if (cast == nullptr) return Tensor();
+  RunFormatCast(ctx, *cast, t, shadow, OAR_FORMAT_PLAIN, format);
+  t.storage()->AddShadow({format, t.dtype(), t.shape(), t.strides(), t.offset(), shadow.storage()});
+  return shadow;
+}
+
+/// Run the op through the device's kernel for its preferred private format. False, having run nothing,
+/// when the device prefers PLAIN or has no kernel that accepts the call in that format.
+bool TryPrivateFormat(DeviceContext& ctx, int op_id, std::span<const int32_t> key, std::span<const Tensor> inputs,
+                      std::span<const Tensor> outputs, std::span<const oar_attr_t> attrs) {
+  const oar_format_api_t* fapi = ctx.plugin().format();
+  if (fapi == nullptr || inputs.empty()) return false;
+  const int32_t format = CommonPreferredFormat(ctx, *fapi, op_id, inputs);
+  if (format == OAR_FORMAT_PLAIN) return false;
+  const KernelEntry* entry = ctx.plugin().kernels().Find(op_id, key, format);
+  if (entry == nullptr) return false;
+  // Outputs in the kernel's format if it takes that, else PLAIN.
+  Formats formats{format, format};
+  if (!SupportsReason(ctx, op_id, entry, inputs, outputs, attrs, formats).empty()) {
+    formats.out = OAR_FORMAT_PLAIN;
+    if (!SupportsReason(ctx, op_id, entry, inputs, outputs, attrs, formats).empty()) return false;
+  }
+  std::array<Tensor, kMaxTensors> private_in, private_out;
+  std::array<const KernelEntry*, kMaxTensors> back{};
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (formats.out == OAR_FORMAT_PLAIN) {
+      private_out[i] = outputs[i];
+      continue;
+    }
+    private_out[i] = EmptyInFormat(ctx, *fapi, outputs[i], format);
+    back[i] = FindFormatCast(ctx, private_out[i], outputs[i], format, OAR_FORMAT_PLAIN, {});
+    if (back[i] == nullptr) return false;
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    private_in[i] = ShadowOf(ctx, *fapi, inputs[i], format);
+    if (!private_in[i].defined()) return false;
+  }
+  const std::span<const Tensor> in(private_in.data(), inputs.size()), out(private_out.data(), outputs.size());
+  Call(ctx, op_id, *entry, in, out, attrs, formats);
+  ctx.type().RecordPrivateFormatCall();
+  for (size_t i = 0; i < outputs.size() && formats.out != OAR_FORMAT_PLAIN; ++i) {
+    const Tensor& o = outputs[i];
+    RunFormatCast(ctx, *back[i], private_out[i], o, format, OAR_FORMAT_PLAIN);
+    o.storage()->AddShadow({format, o.dtype(), o.shape(), o.strides(), o.offset(), private_out[i].storage()});
+  }
+  return true;
+}
+
 }  // namespace
 
 void Launch(Device device, int op_id, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
@@ -182,7 +316,10 @@ void Launch(Device device, int op_id, std::span<const Tensor> inputs, std::span<
     OAR_CHECK(t.device() == device, kInvalidArgument, "op '{}' runs on {} but an input is on {}; move it with .to()",
               OpName(op_id), device.str(), t.device().str());
   }
+  // Whatever runs next writes the outputs: private-format copies of their old contents are stale.
+  for (const Tensor& t : outputs) t.storage()->DropShadows();
   const KeyBuffer key = MakeKey(inputs, outputs);
+  if (TryPrivateFormat(ctx, op_id, key.span(), inputs, outputs, attrs)) return;
   const KernelEntry* entry = ctx.plugin().kernels().Find(op_id, key.span(), OAR_FORMAT_PLAIN);
   std::string why;
   if (entry == nullptr) {

@@ -23,17 +23,26 @@ AttrValue CopyAttr(const oar_attr_t& a) {
   v.name = a.name ? a.name : "";
   v.type = a.type;
   switch (a.type) {
-    case OAR_ATTR_INT: v.i = a.v.i; break;
-    case OAR_ATTR_FLOAT: v.f = a.v.f; break;
-    case OAR_ATTR_BOOL: v.b = a.v.b; break;
-    case OAR_ATTR_STRING: v.s.assign(a.v.s.data ? a.v.s.data : "", a.v.s.data ? a.v.s.size : 0); break;
+    case OAR_ATTR_INT:
+      v.i = a.v.i;
+      break;
+    case OAR_ATTR_FLOAT:
+      v.f = a.v.f;
+      break;
+    case OAR_ATTR_BOOL:
+      v.b = a.v.b;
+      break;
+    case OAR_ATTR_STRING:
+      v.s.assign(a.v.s.data ? a.v.s.data : "", a.v.s.data ? a.v.s.size : 0);
+      break;
     case OAR_ATTR_INTS:
       if (a.v.ints.data) v.ints.assign(a.v.ints.data, a.v.ints.data + a.v.ints.size);
       break;
     case OAR_ATTR_FLOATS:
       if (a.v.floats.data) v.floats.assign(a.v.floats.data, a.v.floats.data + a.v.floats.size);
       break;
-    default: Throw(ErrorCode::kInvalidArgument, "attribute '{}' has unknown type {}", v.name, a.type);
+    default:
+      Throw(ErrorCode::kInvalidArgument, "attribute '{}' has unknown type {}", v.name, a.type);
   }
   return v;
 }
@@ -42,13 +51,20 @@ AttrValue CopyAttr(const oar_attr_t& a) {
 
 std::string AttrValue::ToString() const {
   switch (type) {
-    case OAR_ATTR_INT: return std::to_string(i);
-    case OAR_ATTR_FLOAT: return fmt::format("{:g}", f);
-    case OAR_ATTR_BOOL: return b ? "true" : "false";
-    case OAR_ATTR_STRING: return s;
-    case OAR_ATTR_INTS: return fmt::format("[{}]", fmt::join(ints, ", "));
-    case OAR_ATTR_FLOATS: return fmt::format("[{}]", fmt::join(floats, ", "));
-    default: return "?";
+    case OAR_ATTR_INT:
+      return std::to_string(i);
+    case OAR_ATTR_FLOAT:
+      return fmt::format("{:g}", f);
+    case OAR_ATTR_BOOL:
+      return b ? "true" : "false";
+    case OAR_ATTR_STRING:
+      return s;
+    case OAR_ATTR_INTS:
+      return fmt::format("[{}]", fmt::join(ints, ", "));
+    case OAR_ATTR_FLOATS:
+      return fmt::format("[{}]", fmt::join(floats, ", "));
+    default:
+      return "?";
   }
 }
 
@@ -71,14 +87,14 @@ DeviceContext::DeviceContext(DeviceType* type, int ordinal)
   const int32_t ord = ordinal;
   const std::string where = device_.str();
   allocator_ = std::make_unique<CachingAllocator>(
-      where, RawMemory{[dev, ord, where](size_t n) {
-                         void* p = nullptr;
-                         ThrowIfError(dev->malloc(ord, n, &p), [&] { return fmt::format("{} malloc({} bytes)", where, n); });
-                         OAR_CHECK(p != nullptr, kInternal, "{} malloc({} bytes) returned NULL without an error",
-                                   where, n);
-                         return p;
-                       },
-                       [dev, ord, where](void* p) { ThrowIfError(dev->free(ord, p), [&] { return where + " free"; }); }});
+      where,
+      RawMemory{[dev, ord, where](size_t n) {
+                  void* p = nullptr;
+                  ThrowIfError(dev->malloc(ord, n, &p), [&] { return fmt::format("{} malloc({} bytes)", where, n); });
+                  OAR_CHECK(p != nullptr, kInternal, "{} malloc({} bytes) returned NULL without an error", where, n);
+                  return p;
+                },
+                [dev, ord, where](void* p) { ThrowIfError(dev->free(ord, p), [&] { return where + " free"; }); }});
 }
 
 DeviceContext::~DeviceContext() {
@@ -142,6 +158,10 @@ std::map<std::string, uint64_t> DeviceType::FallbackCounts() const {
   std::map<std::string, uint64_t> out;
   for (const auto& [op, n] : fallbacks_) out[OpName(op)] = n;
   return out;
+}
+
+DeviceType::FormatStats DeviceType::format_stats() const {
+  return {private_format_calls_.load(), casts_to_private_.load(), casts_to_plain_.load()};
 }
 
 uint64_t DeviceType::RecordFallback(int op_id) {
@@ -271,6 +291,24 @@ Runtime& Runtime::Get() {
   return *runtime;
 }
 
+void Runtime::DrainAtExit() {
+  Runtime* rt = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_runtime_mutex);
+    rt = g_runtime;
+  }
+  if (rt == nullptr) return;
+  for (const auto& t : rt->types_) {
+    for (int i = 0; i < t->device_count(); ++i) {
+      try {
+        t->device(i).Synchronize();
+      } catch (const Error& e) {
+        OAR_LOG_WARNING("{} at exit: {}", t->device(i).device().str(), e.what());
+      }
+    }
+  }
+}
+
 void Runtime::Configure(const Options& options) {
   std::lock_guard<std::mutex> lock(g_runtime_mutex);
   OAR_CHECK(g_runtime == nullptr, kFailedPrecondition,
@@ -302,13 +340,14 @@ std::string Runtime::AvailableDevicesString() const {
 void Runtime::ThrowUnknownDevice(Device device) const {
   if (const DeviceType* t = FindType(device.type())) {
     if (t->device_count() == 0) {
-      Throw(ErrorCode::kNotFound, "device {} is not available: plugin '{}' reports no devices ({}); available "
+      Throw(ErrorCode::kNotFound,
+            "device {} is not available: plugin '{}' reports no devices ({}); available "
             "devices: {}",
             device.str(), t->name(), t->unavailable_reason().empty() ? "no reason given" : t->unavailable_reason(),
             AvailableDevicesString());
     }
-    Throw(ErrorCode::kNotFound, "device {} does not exist: {} has {} device(s); available devices: {}",
-          device.str(), t->name(), t->device_count(), AvailableDevicesString());
+    Throw(ErrorCode::kNotFound, "device {} does not exist: {} has {} device(s); available devices: {}", device.str(),
+          t->name(), t->device_count(), AvailableDevicesString());
   }
   std::string refused;
   for (const Candidate& c : candidates_) {

@@ -91,12 +91,23 @@ class DeviceType {
   std::map<std::string, uint64_t> FallbackCounts() const;
   uint64_t RecordFallback(int op_id);  // returns the new count for that op
 
+  /// How often the device's private storage formats were used (see dispatch.cc).
+  struct FormatStats {
+    uint64_t kernel_calls = 0;      // ops run by a private-format kernel
+    uint64_t casts_to_private = 0;  // PLAIN -> private conversions (shadows made)
+    uint64_t casts_to_plain = 0;    // private -> PLAIN conversions (outputs made PLAIN)
+  };
+  FormatStats format_stats() const;
+  void RecordFormatCast(bool to_private) { (to_private ? casts_to_private_ : casts_to_plain_)++; }
+  void RecordPrivateFormatCall() { private_format_calls_++; }
+
  private:
   std::unique_ptr<Plugin> plugin_;
   std::vector<std::unique_ptr<DeviceContext>> devices_;
   std::string unavailable_reason_;
   mutable std::mutex fallback_mutex_;
   std::map<int, uint64_t> fallbacks_;
+  std::atomic<uint64_t> private_format_calls_{0}, casts_to_private_{0}, casts_to_plain_{0};
 };
 
 class Runtime {
@@ -122,6 +133,10 @@ class Runtime {
   static Runtime& Get();
   /// Set the options of the global runtime; throws kFailedPrecondition once it exists.
   static void Configure(const Options& options);
+  /// If the global runtime exists, wait until every device is idle (errors are logged, not thrown).
+  /// Programs call this before returning from main: asynchronous plugins may otherwise still run
+  /// kernels while the process tears down the libraries those kernels use.
+  static void DrainAtExit();
 
   const std::vector<Candidate>& candidates() const { return candidates_; }
   const std::vector<std::unique_ptr<DeviceType>>& device_types() const { return types_; }

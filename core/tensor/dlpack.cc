@@ -17,14 +17,19 @@ DLDataType ToDLDataType(DType t) {
   switch (t) {
     case DType::kFloat32:
     case DType::kFloat64:
-    case DType::kFloat16: return {kDLFloat, bits, 1};
-    case DType::kBFloat16: return {kDLBfloat, bits, 1};
+    case DType::kFloat16:
+      return {kDLFloat, bits, 1};
+    case DType::kBFloat16:
+      return {kDLBfloat, bits, 1};
     case DType::kInt8:
     case DType::kInt32:
-    case DType::kInt64: return {kDLInt, bits, 1};
+    case DType::kInt64:
+      return {kDLInt, bits, 1};
     case DType::kUInt8:
-    case DType::kBool: return {kDLUInt, 8, 1};
-    default: Throw(ErrorCode::kInvalidArgument, "ToDLPack: invalid dtype");
+    case DType::kBool:
+      return {kDLUInt, 8, 1};
+    default:
+      Throw(ErrorCode::kInvalidArgument, "ToDLPack: invalid dtype");
   }
 }
 
@@ -47,7 +52,8 @@ DType FromDLDataType(DLDataType t) {
     case kDLUInt:
       if (t.bits == 8) return DType::kUInt8;
       break;
-    default: break;
+    default:
+      break;
   }
   Throw(ErrorCode::kInvalidArgument, "FromDLPack: unsupported dtype (code {}, {} bits)", t.code, t.bits);
 }
@@ -55,13 +61,19 @@ DType FromDLDataType(DLDataType t) {
 }  // namespace
 
 DLManagedTensor* ToDLPack(const Tensor& tensor) {
+  // The consumer may write the elements behind the core's back: no private-format copies of them.
+  tensor.storage()->ShareOutsideCore();
   auto* ctx = new ExportContext{tensor, tensor.shape(), tensor.strides(), {}};
   DLTensor& dl = ctx->managed.dl_tensor;
   const std::string& type = tensor.device().type();
-  if (type == "cpu") dl.device = {kDLCPU, tensor.device().index()};
-  else if (type == "cuda") dl.device = {kDLCUDA, tensor.device().index()};
-  else if (type == "hip") dl.device = {kDLROCM, tensor.device().index()};
-  else dl.device = {kDLExtDev, tensor.device().index()};
+  if (type == "cpu")
+    dl.device = {kDLCPU, tensor.device().index()};
+  else if (type == "cuda")
+    dl.device = {kDLCUDA, tensor.device().index()};
+  else if (type == "hip")
+    dl.device = {kDLROCM, tensor.device().index()};
+  else
+    dl.device = {kDLExtDev, tensor.device().index()};
   dl.data = tensor.storage()->data();
   dl.byte_offset = static_cast<uint64_t>(tensor.offset()) * tensor.element_size();
   dl.ndim = tensor.rank();
@@ -78,9 +90,15 @@ Tensor FromDLPack(DLManagedTensor* managed) {
   const DLTensor& dl = managed->dl_tensor;
   Device device;
   switch (dl.device.device_type) {
-    case kDLCPU: device = Device("cpu", 0); break;
-    case kDLCUDA: device = Device("cuda", dl.device.device_id); break;
-    case kDLROCM: device = Device("hip", dl.device.device_id); break;
+    case kDLCPU:
+      device = Device("cpu", 0);
+      break;
+    case kDLCUDA:
+      device = Device("cuda", dl.device.device_id);
+      break;
+    case kDLROCM:
+      device = Device("hip", dl.device.device_id);
+      break;
     default:
       Throw(ErrorCode::kInvalidArgument,
             "FromDLPack: device type {} has no Oar device (supported: kDLCPU, kDLCUDA, kDLROCM)",
@@ -96,8 +114,7 @@ Tensor FromDLPack(DLManagedTensor* managed) {
   Dims strides = dl.strides != nullptr ? Dims(std::span<const int64_t>(dl.strides, static_cast<size_t>(dl.ndim)))
                                        : ContiguousStrides(shape);
   for (int i = 0; i < strides.size(); ++i) {
-    OAR_CHECK_ARG(strides[i] >= 0, "FromDLPack: negative stride {} in dimension {} is not supported",
-                  strides[i], i);
+    OAR_CHECK_ARG(strides[i] >= 0, "FromDLPack: negative stride {} in dimension {} is not supported", strides[i], i);
   }
   auto storage = std::make_shared<Storage>(
       device, dl.data, 0,
