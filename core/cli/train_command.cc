@@ -8,6 +8,7 @@
 
 #include "core/base/error.h"
 #include "core/cli/commands.h"
+#include "core/runtime/profiler.h"
 #include "examples/models.h"
 
 namespace oar::cli {
@@ -26,6 +27,7 @@ void AddTrainCommands(CLI::App& app) {
       std::string model, device = "cpu:0", out;
       int64_t steps = -1, log_every = 0;
       uint64_t seed = 0;
+      bool profile = false;
     };
     auto a = std::make_shared<Args>();
     CLI::App* cmd = app.add_subcommand("train", "Train an example model (mlp, cnn, llama) on a device");
@@ -35,13 +37,16 @@ void AddTrainCommands(CLI::App& app) {
     cmd->add_option("--seed", a->seed, "Seed for data and weights")->capture_default_str();
     cmd->add_option("--out", a->out, "Write the checkpoint (model.safetensors + config.json) to this folder");
     cmd->add_option("--log-every", a->log_every, "Print the loss every N steps (default: steps / 10)");
+    cmd->add_flag("--profile", a->profile,
+                  "After training, print a per-op table: calls, host dispatch time, device time (simulated on "
+                  "the simulators), cpu fallbacks, private-format kernel runs");
     cmd->callback([a] {
       std::unique_ptr<examples::Example> e = examples::MakeExample(a->model, Device(a->device), a->seed);
       const int64_t steps = a->steps < 0 ? e->default_steps() : a->steps;
       OAR_CHECK_ARG(steps > 0 || a->steps < 0, "--steps must be positive, got {}", a->steps);
       std::printf("training %s on %s for %lld steps (seed %llu, %lld parameters)\n", e->kind().c_str(),
-                  e->device().str().c_str(), static_cast<long long>(steps),
-                  static_cast<unsigned long long>(a->seed), static_cast<long long>(e->module().NumParameters()));
+                  e->device().str().c_str(), static_cast<long long>(steps), static_cast<unsigned long long>(a->seed),
+                  static_cast<long long>(e->module().NumParameters()));
       if (e->kind() == "llama") std::printf("unigram entropy %.4f\n", examples::UnigramEntropy(*e));
       std::fflush(stdout);
       const auto t0 = std::chrono::steady_clock::now();
@@ -49,6 +54,7 @@ void AddTrainCommands(CLI::App& app) {
       // second; when output goes to a file or pipe, only the step lines.
       const bool tty = ::isatty(STDERR_FILENO) != 0;
       auto last_draw = t0;
+      if (a->profile) runtime::Profiler::Get().Start();
       examples::Train(
           *e, steps, a->log_every,
           [tty](int64_t i, double loss) {
@@ -69,6 +75,9 @@ void AddTrainCommands(CLI::App& app) {
           });
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::printf("trained in %.1f s\n", secs);
+      if (a->profile)
+        std::printf("\nprofile of the training steps:\n%s\n",
+                    runtime::FormatProfile(runtime::Profiler::Get().Stop()).c_str());
       if (!a->out.empty()) {
         examples::SaveCheckpoint(*e, a->out);
         std::printf("checkpoint written to %s\n", a->out.c_str());
@@ -86,8 +95,7 @@ void AddTrainCommands(CLI::App& app) {
     cmd->add_option("--device", a->device, "Device name")->capture_default_str();
     cmd->callback([a] {
       std::unique_ptr<examples::Example> e = examples::LoadCheckpoint(a->checkpoint, Device(a->device));
-      std::printf("evaluating %s from %s on %s\n", e->kind().c_str(), a->checkpoint.c_str(),
-                  e->device().str().c_str());
+      std::printf("evaluating %s from %s on %s\n", e->kind().c_str(), a->checkpoint.c_str(), e->device().str().c_str());
       if (e->kind() == "llama") std::printf("unigram entropy %.4f\n", examples::UnigramEntropy(*e));
       PrintMetric(*e);
     });

@@ -1,10 +1,12 @@
 #include "core/runtime/dispatch.h"
 
 #include <array>
+#include <chrono>
 #include <vector>
 
 #include "core/base/logging.h"
 #include "core/runtime/copy.h"
+#include "core/runtime/profiler.h"
 #include "core/runtime/runtime.h"
 #include "core/runtime/status.h"
 
@@ -307,6 +309,32 @@ bool TryPrivateFormat(DeviceContext& ctx, int op_id, std::span<const int32_t> ke
 
 }  // namespace
 
+namespace {
+
+LaunchPath LaunchOn(DeviceContext& ctx, int op_id, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+                    std::span<const oar_attr_t> attrs) {
+  // Whatever runs next writes the outputs: private-format copies of their old contents are stale.
+  for (const Tensor& t : outputs) t.storage()->DropShadows();
+  const KeyBuffer key = MakeKey(inputs, outputs);
+  if (TryPrivateFormat(ctx, op_id, key.span(), inputs, outputs, attrs)) return LaunchPath::kPrivateFormat;
+  const KernelEntry* entry = ctx.plugin().kernels().Find(op_id, key.span(), OAR_FORMAT_PLAIN);
+  std::string why;
+  if (entry == nullptr) {
+    why = fmt::format("{} has no kernel for these dtypes", ctx.device().type());
+  } else {
+    why = SupportsReason(ctx, op_id, entry, inputs, outputs, attrs);
+    if (why.empty()) {
+      Call(ctx, op_id, *entry, inputs, outputs, attrs);
+      return LaunchPath::kDevice;
+    }
+    why = fmt::format("{} declined: {}", ctx.device().type(), why);
+  }
+  Fallback(ctx, op_id, key.span(), why, inputs, outputs, attrs);
+  return LaunchPath::kFallback;
+}
+
+}  // namespace
+
 void Launch(Device device, int op_id, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
             std::span<const oar_attr_t> attrs) {
   OAR_CHECK(inputs.size() <= kMaxTensors && outputs.size() <= kMaxTensors, kInvalidArgument,
@@ -316,20 +344,15 @@ void Launch(Device device, int op_id, std::span<const Tensor> inputs, std::span<
     OAR_CHECK(t.device() == device, kInvalidArgument, "op '{}' runs on {} but an input is on {}; move it with .to()",
               OpName(op_id), device.str(), t.device().str());
   }
-  // Whatever runs next writes the outputs: private-format copies of their old contents are stale.
-  for (const Tensor& t : outputs) t.storage()->DropShadows();
-  const KeyBuffer key = MakeKey(inputs, outputs);
-  if (TryPrivateFormat(ctx, op_id, key.span(), inputs, outputs, attrs)) return;
-  const KernelEntry* entry = ctx.plugin().kernels().Find(op_id, key.span(), OAR_FORMAT_PLAIN);
-  std::string why;
-  if (entry == nullptr) {
-    why = fmt::format("{} has no kernel for these dtypes", ctx.device().type());
-  } else {
-    why = SupportsReason(ctx, op_id, entry, inputs, outputs, attrs);
-    if (why.empty()) return Call(ctx, op_id, *entry, inputs, outputs, attrs);
-    why = fmt::format("{} declined: {}", ctx.device().type(), why);
+  Profiler& profiler = Profiler::Get();
+  if (!profiler.enabled()) {
+    LaunchOn(ctx, op_id, inputs, outputs, attrs);
+    return;
   }
-  Fallback(ctx, op_id, key.span(), why, inputs, outputs, attrs);
+  const auto t0 = std::chrono::steady_clock::now();
+  const LaunchPath path = LaunchOn(ctx, op_id, inputs, outputs, attrs);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
+  profiler.RecordLaunch(ctx.type(), op_id, static_cast<uint64_t>(ns.count()), path);
 }
 
 }  // namespace oar::runtime
