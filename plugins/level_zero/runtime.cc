@@ -248,6 +248,21 @@ Device::Device(int32_t ordinal, ze_driver_handle_t driver, ze_device_handle_t de
 }
 
 void Device::BuildModule() {
+  ze_device_module_properties_t module_props{};
+  module_props.stype = ZE_STRUCTURE_TYPE_DEVICE_MODULE_PROPERTIES;
+  Check(zeDeviceGetModuleProperties(device_, &module_props), "zeDeviceGetModuleProperties", where_);
+  uint32_t version = 0;  // word 1 of the module: 0x00MMmm00
+  std::memcpy(&version, kKernelsSpirv + 4, sizeof(version));
+  const uint32_t major = (version >> 16) & 0xff, minor = (version >> 8) & 0xff;
+  const uint32_t needed = (major << 16) | minor;  // ZE_MAKE_VERSION's layout
+  if (module_props.spirvVersionSupported < needed) {
+    throw StatusError(OAR_STATUS_UNAVAILABLE,
+                      where_ + ": the driver takes SPIR-V up to " +
+                          std::to_string(ZE_MAJOR_VERSION(module_props.spirvVersionSupported)) + "." +
+                          std::to_string(ZE_MINOR_VERSION(module_props.spirvVersionSupported)) +
+                          ", the embedded kernels are SPIR-V " + std::to_string(major) + "." +
+                          std::to_string(minor));
+  }
   ze_module_desc_t desc{ZE_STRUCTURE_TYPE_MODULE_DESC, nullptr, ZE_MODULE_FORMAT_IL_SPIRV, kKernelsSpirvSize,
                         kKernelsSpirv, "", nullptr};
   ze_module_build_log_handle_t log = nullptr;

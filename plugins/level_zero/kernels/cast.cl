@@ -17,12 +17,12 @@
 
 // Store a float value (F) or a long value (I) into each destination type.
 #define STF_f32(p, i, v) ((p)[i] = (v))
-#define STF_f16(p, i, v) vstore_half_rte((v), (i), (p))
+#define STF_f16(p, i, v) ((p)[i] = FloatToHalf(v))
 #define STF_i32(p, i, v) ((p)[i] = convert_int_sat_rtz(v))
 #define STF_i64(p, i, v) ((p)[i] = convert_long_sat_rtz(v))
 #define STF_b8(p, i, v) ((p)[i] = ((v) != 0.0f) ? 1 : 0)
 #define STI_f32(p, i, v) ((p)[i] = convert_float_rte(v))
-#define STI_f16(p, i, v) vstore_half_rte(convert_float_rte(v), (i), (p))
+#define STI_f16(p, i, v) ((p)[i] = FloatToHalf(convert_float_rte(v)))
 #define STI_i32(p, i, v) ((p)[i] = (int)(uint)(ulong)(v))
 #define STI_i64(p, i, v) ((p)[i] = (v))
 #define STI_b8(p, i, v) ((p)[i] = ((v) != 0) ? 1 : 0)
