@@ -186,7 +186,7 @@ oar_status_t* StreamCreate(int32_t device, oar_stream_t* stream) {
 oar_status_t* StreamDestroy(int32_t device, oar_stream_t stream) {
   return Guard([&] {
     Device& d = Dev(device);
-    d.DestroyStream(&d.Checked(stream));
+    d.DestroyStream(reinterpret_cast<Stream*>(stream));
   });
 }
 oar_status_t* StreamSynchronize(int32_t device, oar_stream_t stream) {

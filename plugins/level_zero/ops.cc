@@ -62,6 +62,12 @@ void Require(bool ok, const KernelCall& c, const std::string& what) {
   if (!ok) throw StatusError(OAR_STATUS_INVALID_ARGUMENT, c.Where() + ": " + what);
 }
 
+void Arity(const KernelCall& c, int inputs, int outputs) {
+  Require(c.num_inputs() == inputs && c.num_outputs() == outputs, c,
+          "expected " + std::to_string(inputs) + " input(s) and " + std::to_string(outputs) + " output(s), got " +
+              std::to_string(c.num_inputs()) + " and " + std::to_string(c.num_outputs()));
+}
+
 bool SameShape(const TensorRef& a, const TensorRef& b) {
   return a.rank() == b.rank() && std::equal(a.shape().begin(), a.shape().end(), b.shape().begin());
 }
@@ -193,7 +199,8 @@ void RunFill(const KernelCall& c, LaunchTarget& t) {
 
 void RunReduce(const KernelCall& c, LaunchTarget& t) {
   const TensorRef x = c.input(0), out = c.output(0);
-  Require(out.rank() == x.rank(), c, "the output keeps the input's rank (keepdim form)");
+  Require(out.rank() == x.rank() && out.is_contiguous(), c,
+          "the output keeps the input's rank (keepdim form) and is contiguous");
   const std::span<const int64_t> axes = c.GetInts("axes");
   OarReduceLayout L{};
   L.outputs = 1;
@@ -400,8 +407,17 @@ std::string Unsupported(const oar_kernel_call_t& call) {
 void Run(const oar_kernel_call_t& call, LaunchTarget& t) {
   const KernelCall c(&call);
   const std::string_view op = c.op();
-  Require(c.num_outputs() >= 1, c, "no output");
+  if (In(kBinary, op) || In(kCompare, op) || op == "matmul" || op == "index_select") {
+    Arity(c, 2, 1);
+  } else if (op == "where") {
+    Arity(c, 3, 1);
+  } else if (op == "fill") {
+    Arity(c, 0, 1);
+  } else {
+    Arity(c, 1, 1);
+  }
   for (int i = 0; i < c.num_inputs(); ++i) Require(c.input(i).rank() <= OAR_L0_MAX_RANK, c, "rank above 8");
+  Require(c.output(0).rank() <= OAR_L0_MAX_RANK, c, "rank above 8");
   if (In(kBinary, op) || In(kUnary, op) || In(kCompare, op)) {
     Require(c.output(0).is_contiguous(), c, "the output must be contiguous");
     LaunchElementwise(c, t, std::string(op) + "_" + Suffix(c.input(0).dtype()));

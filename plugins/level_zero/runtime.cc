@@ -349,18 +349,22 @@ void Device::Stats(oar_memory_stats_t* stats) {
 }
 
 Stream* Device::CreateStream() {
-  auto s = std::make_unique<Stream>(*this);
+  auto s = std::make_shared<Stream>(*this);
   std::lock_guard<std::mutex> lock(streams_mu_);
-  streams_.insert(s.get());
-  return s.release();
+  streams_[s.get()] = s;
+  return s.get();
 }
 
 void Device::DestroyStream(Stream* s) {
+  std::shared_ptr<Stream> last;
   {
     std::lock_guard<std::mutex> lock(streams_mu_);
-    streams_.erase(s);
+    auto it = streams_.find(s);
+    if (it == streams_.end()) Invalid(where_ + ": unknown stream handle");
+    last = std::move(it->second);
+    streams_.erase(it);
   }
-  delete s;
+  last.reset();  // waits for the stream's work unless a concurrent Synchronize() still holds it
 }
 
 Stream& Device::Checked(oar_stream_t s) {
@@ -393,12 +397,12 @@ Event& Device::Checked(oar_event_t e) {
 }
 
 void Device::Synchronize() {
-  std::vector<Stream*> streams;
+  std::vector<std::shared_ptr<Stream>> streams;
   {
     std::lock_guard<std::mutex> lock(streams_mu_);
-    streams.assign(streams_.begin(), streams_.end());
+    for (const auto& [raw, stream] : streams_) streams.push_back(stream);
   }
-  for (Stream* s : streams) s->Synchronize();
+  for (const std::shared_ptr<Stream>& s : streams) s->Synchronize();
   sync_stream_->Synchronize();
 }
 
@@ -434,8 +438,10 @@ void Device::Launch(Stream& stream, const std::string& name, std::span<const Ker
 // ---- Runtime --------------------------------------------------------------------------------------------
 
 Runtime& Runtime::Get() {
-  static Runtime runtime;
-  return runtime;
+  // Never destroyed: at process exit the Level Zero loader and driver may already be gone, and a
+  // destructor waiting on their events could hang or crash. The OS reclaims everything.
+  static Runtime* runtime = new Runtime;
+  return *runtime;
 }
 
 Runtime::Runtime() {

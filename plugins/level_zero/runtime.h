@@ -189,7 +189,8 @@ class Device {
   uint64_t in_use_ = 0, peak_ = 0;
 
   std::mutex streams_mu_;
-  std::set<Stream*> streams_;
+  // Shared so that Synchronize() can wait on a stream another thread is destroying.
+  std::map<Stream*, std::shared_ptr<Stream>> streams_;
   std::set<Event*> events_live_;
   std::unique_ptr<Stream> sync_stream_;
 
