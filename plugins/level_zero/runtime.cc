@@ -448,8 +448,9 @@ Runtime::Runtime() {
   const ze_result_t init = zeInit(ZE_INIT_FLAG_GPU_ONLY);
   if (init != ZE_RESULT_SUCCESS) {
     reason_ = Describe(init, "zeInit", "") +
-              " (no Level Zero GPU driver is installed or none found a device: install Intel's compute "
-              "runtime, e.g. Debian's intel-level-zero-gpu / libze-intel-gpu1)";
+              " (the Level Zero loader found no GPU driver, or no driver found a device: Intel's GPU "
+              "compute runtime is packaged as intel-level-zero-gpu or libze-intel-gpu1 depending on the "
+              "distribution)";
     return;
   }
   uint32_t num_drivers = 0;
