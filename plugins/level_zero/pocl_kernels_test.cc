@@ -354,6 +354,24 @@ TEST_F(PoclKernels, CopyWritesOnlyTheElementsOfAStridedView) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(hout.data<uint16_t>()[i], 0x7e01);
 }
 
+TEST_F(PoclKernels, RankEightWithNoMergeableDimensions) {
+  // Every dimension reversed in memory, so no two dims merge and the kernel walks all eight.
+  const std::vector<int64_t> shape = {2, 3, 2, 2, 3, 2, 2, 3};
+  std::vector<int64_t> strides(8);
+  int64_t step = 1;
+  for (size_t d = 0; d < 8; ++d) {
+    strides[d] = step;
+    step *= shape[d];
+  }
+  Tensor x(OAR_DTYPE_FLOAT32, shape, strides), y(OAR_DTYPE_FLOAT32, shape, {}), out(OAR_DTYPE_FLOAT32, shape);
+  for (size_t i = 0; i < x.elements; ++i) x.data<float>()[i] = static_cast<float>(i);
+  for (size_t i = 0; i < y.elements; ++i) y.data<float>()[i] = 0.5f * static_cast<float>(i);
+  RunOp("add", {&x, &y}, {&out});
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    ASSERT_EQ(out.data<float>()[i], x.data<float>()[x.At(i)] + y.data<float>()[i]) << "element " << i;
+  }
+}
+
 TEST_F(PoclKernels, FillConvertsTheValueWithTheCastRules) {
   struct Case {
     int32_t dtype;
