@@ -299,6 +299,34 @@ void RunMatmul(const KernelCall& c, LaunchTarget& t) {
 
 // ---- index_select ---------------------------------------------------------------------------------------
 
+/// Every index of the (non-empty) `index` tensor lies in [0, bound); else OUT_OF_RANGE naming the first
+/// bad one in row-major order. The device cannot report a bad index, so they are read back and checked
+/// here, before any is used (a synchronisation of the stream).
+void CheckIndices(const KernelCall& c, const TensorRef& index, int64_t bound, int64_t axis, LaunchTarget& t) {
+  int64_t span = 1;
+  for (int d = 0; d < index.rank(); ++d) span += (index.dim(d) - 1) * index.stride(d);
+  std::vector<int64_t> host(static_cast<size_t>(span));
+  t.ReadToHost(host.data(), index.data(), host.size() * sizeof(int64_t));
+  const int64_t n = index.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> at(static_cast<size_t>(index.rank()));
+    int64_t rest = i, offset = 0;
+    for (int d = index.rank() - 1; d >= 0; --d) {
+      at[d] = rest % index.dim(d);
+      rest /= index.dim(d);
+      offset += at[d] * index.stride(d);
+    }
+    const int64_t v = host[static_cast<size_t>(offset)];
+    if (v >= 0 && v < bound) continue;
+    std::string position = "[";
+    for (size_t d = 0; d < at.size(); ++d) position += (d ? ", " : "") + std::to_string(at[d]);
+    throw StatusError(OAR_STATUS_OUT_OF_RANGE, c.Where() + ": index " + std::to_string(v) + " at position " +
+                                                   position + "] is out of range for dimension " +
+                                                   std::to_string(axis) + " of input 0 (x) (valid: [0, " +
+                                                   std::to_string(bound) + "))");
+  }
+}
+
 void RunIndexSelect(const KernelCall& c, LaunchTarget& t) {
   const TensorRef x = c.input(0), index = c.input(1), out = c.output(0);
   const int64_t axis = c.GetInt("axis", -1);
@@ -311,18 +339,7 @@ void RunIndexSelect(const KernelCall& c, LaunchTarget& t) {
   }
   const int64_t len = index.dim(0);
   if (len == 0) return;
-  // Every index is checked before any is used; the device cannot report a bad one, so read them here.
-  std::vector<int64_t> host(static_cast<size_t>((len - 1) * index.stride(0) + 1));
-  t.ReadToHost(host.data(), index.data(), host.size() * sizeof(int64_t));
-  for (int64_t j = 0; j < len; ++j) {
-    const int64_t v = host[static_cast<size_t>(j * index.stride(0))];
-    if (v < 0 || v >= x.dim(static_cast<int>(axis))) {
-      throw StatusError(OAR_STATUS_OUT_OF_RANGE,
-                        c.Where() + ": index " + std::to_string(v) + " at position [" + std::to_string(j) +
-                            "] is out of range for dimension " + std::to_string(axis) +
-                            " of input 0 (x) (valid: [0, " + std::to_string(x.dim(static_cast<int>(axis))) + "))");
-    }
-  }
+  CheckIndices(c, index, x.dim(static_cast<int>(axis)), axis, t);
   if (out.numel() == 0) return;
   OarIndexLayout L{};
   L.n = out.numel();
@@ -335,6 +352,33 @@ void RunIndexSelect(const KernelCall& c, LaunchTarget& t) {
   }
   const KernelArg args[] = {Ptr(x.data()), Ptr(index.data()), Ptr(out.data()), Val(L)};
   t.Launch("index_select_" + Bits(x.dtype()), args, Grid1D(L.n, t));
+}
+
+void RunGather(const KernelCall& c, LaunchTarget& t) {
+  const TensorRef x = c.input(0), index = c.input(1), out = c.output(0);
+  const int64_t axis = c.GetInt("axis", -1);
+  Require(x.rank() >= 1 && axis >= 0 && axis < x.rank(), c, "attribute 'axis' out of range for " + x.ShapeString());
+  Require(index.rank() == x.rank() && SameShape(index, out), c,
+          "index must have x's rank and the output its shape (x " + x.ShapeString() + ", index " +
+              index.ShapeString() + ", out " + out.ShapeString() + ")");
+  for (int d = 0; d < x.rank(); ++d) {
+    Require(d == axis || index.dim(d) <= x.dim(d), c,
+            "index extent " + std::to_string(index.dim(d)) + " exceeds x's " + std::to_string(x.dim(d)) +
+                " in dimension " + std::to_string(d));
+  }
+  if (out.numel() == 0) return;
+  CheckIndices(c, index, x.dim(static_cast<int>(axis)), axis, t);
+  OarGatherLayout L{};
+  L.n = out.numel();
+  L.rank = out.rank();
+  L.axis = static_cast<int32_t>(axis);
+  for (int d = 0; d < out.rank(); ++d) {
+    L.shape[d] = out.dim(d);
+    L.x_stride[d] = x.stride(d);
+    L.index_stride[d] = index.stride(d);
+  }
+  const KernelArg args[] = {Ptr(x.data()), Ptr(index.data()), Ptr(out.data()), Val(L)};
+  t.Launch("gather_" + Bits(x.dtype()), args, Grid1D(L.n, t));
 }
 
 }  // namespace
@@ -360,6 +404,7 @@ const std::vector<KernelKey>& Keys() {
       k.push_back({"fill", {t}});
       k.push_back({"where", {OAR_DTYPE_BOOL, t, t, t}});
       k.push_back({"index_select", {t, OAR_DTYPE_INT64, t}});
+      k.push_back({"gather", {t, OAR_DTYPE_INT64, t}});
     }
     return k;
   }();
@@ -376,8 +421,8 @@ std::vector<std::string> KernelNames() {
       names.push_back(k.op + "_" + Bits(k.dtypes[0]));
     } else if (op == "where") {
       names.push_back("where_" + Bits(k.dtypes[1]));
-    } else if (op == "index_select") {
-      names.push_back("index_select_" + Bits(k.dtypes[0]));
+    } else if (op == "index_select" || op == "gather") {
+      names.push_back(k.op + "_" + Bits(k.dtypes[0]));
     } else {
       names.push_back(k.op + "_" + Suffix(k.dtypes[0]));
     }
@@ -398,8 +443,8 @@ std::string Unsupported(const oar_kernel_call_t& call) {
   for (int i = 0; i < c.num_inputs(); ++i) {
     if (c.input(i).format() != OAR_FORMAT_PLAIN) return "level_zero kernels take PLAIN tensors only";
   }
-  if (c.op() == "index_select" && c.input(0).rank() == 0) {
-    return "level_zero index_select needs an input of rank >= 1";
+  if ((c.op() == "index_select" || c.op() == "gather") && c.input(0).rank() == 0) {
+    return "level_zero " + std::string(c.op()) + " needs an input of rank >= 1";
   }
   return {};
 }
@@ -407,7 +452,7 @@ std::string Unsupported(const oar_kernel_call_t& call) {
 void Run(const oar_kernel_call_t& call, LaunchTarget& t) {
   const KernelCall c(&call);
   const std::string_view op = c.op();
-  if (In(kBinary, op) || In(kCompare, op) || op == "matmul" || op == "index_select") {
+  if (In(kBinary, op) || In(kCompare, op) || op == "matmul" || op == "index_select" || op == "gather") {
     Arity(c, 2, 1);
   } else if (op == "where") {
     Arity(c, 3, 1);
@@ -437,6 +482,8 @@ void Run(const oar_kernel_call_t& call, LaunchTarget& t) {
     RunMatmul(c, t);
   } else if (op == "index_select") {
     RunIndexSelect(c, t);
+  } else if (op == "gather") {
+    RunGather(c, t);
   } else {
     throw StatusError(OAR_STATUS_UNIMPLEMENTED, c.Where() + ": level_zero has no kernel for this op");
   }

@@ -642,5 +642,35 @@ TEST_F(PoclKernels, IndexSelectGathersRowsAndRejectsBadIndices) {
   }
 }
 
+TEST_F(PoclKernels, GatherAlongAnAxisAndItsOutOfRangeMessage) {
+  // Cross-entropy style: pick one column per row of a [3, 5] matrix, through a strided index view.
+  Tensor x(OAR_DTYPE_FLOAT16, {3, 5});
+  for (int i = 0; i < 15; ++i) x.data<uint16_t>()[i] = Half(static_cast<float>(i)).bits;
+  Tensor index(OAR_DTYPE_INT64, {3, 1}, {2, 1}, 6);
+  const int64_t iv[6] = {4, 9, 0, 9, 2, 9};
+  std::memcpy(index.data<int64_t>(), iv, sizeof(iv));
+  Tensor out(OAR_DTYPE_FLOAT16, {3, 1});
+  RunOp("gather", {&x, &index}, {&out}, {IntAttr("axis", 1)});
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(Half::ToFloat(out.data<uint16_t>()[r]), static_cast<float>(r * 5 + iv[2 * r]));
+  // Along axis 0 with a [2, 5] index into [3, 5] (index extents may be smaller than x's).
+  Tensor rows(OAR_DTYPE_INT64, {2, 5}), picked(OAR_DTYPE_FLOAT16, {2, 5});
+  for (int i = 0; i < 10; ++i) rows.data<int64_t>()[i] = (i * 7) % 3;
+  RunOp("gather", {&x, &rows}, {&picked}, {IntAttr("axis", 0)});
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(Half::ToFloat(picked.data<uint16_t>()[i]), static_cast<float>(((i * 7) % 3) * 5 + i % 5)) << i;
+  }
+  rows.data<int64_t>()[6] = -1;
+  try {
+    RunOp("gather", {&x, &rows}, {&picked}, {IntAttr("axis", 0)});
+    ADD_FAILURE() << "index -1 was accepted";
+  } catch (const sdk::StatusError& e) {
+    EXPECT_EQ(e.code(), OAR_STATUS_OUT_OF_RANGE);
+    EXPECT_NE(std::string(e.what()).find("index -1 at position [1, 1] is out of range for dimension 0 of input 0 "
+                                         "(x) (valid: [0, 3))"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace oar::level_zero

@@ -79,4 +79,14 @@ typedef struct OarIndexLayout {
   oar_i32 axis;
 } OarIndexLayout;
 
+/* gather: out[i] = x[i with i[axis] replaced by index[i]]; out is contiguous with the index's shape. */
+typedef struct OarGatherLayout {
+  oar_i64 n;                                /* output elements */
+  oar_i64 shape[OAR_L0_MAX_RANK];           /* the index's (and the output's) shape */
+  oar_i64 x_stride[OAR_L0_MAX_RANK];
+  oar_i64 index_stride[OAR_L0_MAX_RANK];
+  oar_i32 rank;
+  oar_i32 axis;
+} OarGatherLayout;
+
 #endif /* OAR_LEVEL_ZERO_KERNELS_LAYOUT_H_ */
