@@ -304,6 +304,8 @@ void* Device::Malloc(size_t size) {
 
 void Device::Free(void* ptr) {
   if (ptr == nullptr) return;
+  // zeMemFree needs the device to be done with the memory; like cudaFree, wait for the device first.
+  Synchronize();
   size_t size = 0;
   {
     std::lock_guard<std::mutex> lock(mem_mu_);
@@ -324,7 +326,9 @@ void* Device::HostMalloc(size_t size) {
 }
 
 void Device::HostFree(void* ptr) {
-  if (ptr != nullptr) Check(zeMemFree(context_, ptr), "zeMemFree (host)", where_);
+  if (ptr == nullptr) return;
+  Synchronize();  // an async copy may still read or write it
+  Check(zeMemFree(context_, ptr), "zeMemFree (host)", where_);
 }
 
 std::shared_ptr<void> Device::Staging(size_t size) {
