@@ -190,8 +190,9 @@ bool HasKey(const oar_kernel_registrar_t& r, std::string_view op, const std::vec
 
 TEST(LevelZeroPlugin, RegistersItsKeysWithoutADevice) {
   const oar_kernel_registrar_t r = Registered();
-  // 35 float ops x {F32, F16} + 25 casts + {copy, fill, where, index_select, gather} x 9 dtypes.
-  EXPECT_EQ(r.ops.size(), 2u * 35 + 25 + 5 * 9);
+  // 35 float ops x {F32, F16} + 15 integer ops x {I32, I64} + 25 casts
+  // + {copy, fill, where, index_select, gather} x 9 dtypes.
+  EXPECT_EQ(r.ops.size(), 2u * 35 + 2 * 15 + 25 + 5 * 9);
   for (oar_kernel_fn_t fn : r.fns) EXPECT_NE(fn, nullptr);
   constexpr int32_t F32 = OAR_DTYPE_FLOAT32, F16 = OAR_DTYPE_FLOAT16, F64 = OAR_DTYPE_FLOAT64,
                     BF16 = OAR_DTYPE_BFLOAT16, I64 = OAR_DTYPE_INT64, I8 = OAR_DTYPE_INT8, B = OAR_DTYPE_BOOL;
@@ -206,6 +207,10 @@ TEST(LevelZeroPlugin, RegistersItsKeysWithoutADevice) {
   EXPECT_TRUE(HasKey(r, "gather", {F32, I64, F32}));
   EXPECT_FALSE(HasKey(r, "add", {F64, F64, F64})) << "no float64 arithmetic: falls back to cpu";
   EXPECT_FALSE(HasKey(r, "add", {BF16, BF16, BF16}));
+  EXPECT_TRUE(HasKey(r, "mul", {I64, I64, I64}));
+  EXPECT_TRUE(HasKey(r, "ge", {I64, I64, B}));
+  EXPECT_FALSE(HasKey(r, "div", {I64, I64, I64})) << "no integer div in docs/ops.md";
+  EXPECT_FALSE(HasKey(r, "add", {I8, I8, I8}));
   EXPECT_FALSE(HasKey(r, "conv2d", {F32, F32, F32}));
 }
 

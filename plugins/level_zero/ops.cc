@@ -30,6 +30,9 @@ constexpr std::string_view kCompare[] = {"eq", "ne", "lt", "le", "gt", "ge"};
 constexpr std::string_view kReduce[] = {"sum", "mean", "max", "min"};
 constexpr std::string_view kSoftmax[] = {"softmax", "log_softmax"};
 constexpr int32_t kFloatTypes[] = {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT16};
+constexpr int32_t kIntTypes[] = {OAR_DTYPE_INT32, OAR_DTYPE_INT64};
+constexpr std::string_view kIntBinary[] = {"add", "sub", "mul", "maximum", "minimum"};
+constexpr std::string_view kIntUnary[] = {"neg", "abs", "relu", "sign"};
 constexpr int32_t kCastTypes[] = {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT16, OAR_DTYPE_INT32, OAR_DTYPE_INT64,
                                   OAR_DTYPE_BOOL};
 constexpr int32_t kAllTypes[] = {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT16,
@@ -395,6 +398,11 @@ const std::vector<KernelKey>& Keys() {
       for (std::string_view op : kReduce) k.push_back({std::string(op), {t, t}});
       for (std::string_view op : kSoftmax) k.push_back({std::string(op), {t, t}});
       k.push_back({"matmul", {t, t, t}});
+    }
+    for (int32_t t : kIntTypes) {
+      for (std::string_view op : kIntBinary) k.push_back({std::string(op), {t, t, t}});
+      for (std::string_view op : kIntUnary) k.push_back({std::string(op), {t, t}});
+      for (std::string_view op : kCompare) k.push_back({std::string(op), {t, t, OAR_DTYPE_BOOL}});
     }
     for (int32_t s : kCastTypes) {
       for (int32_t d : kCastTypes) k.push_back({"cast", {s, d}});

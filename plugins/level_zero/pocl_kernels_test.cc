@@ -311,6 +311,43 @@ TEST_F(PoclKernels, UnaryOpsFollowTheContractInF32AndF16) {
   }
 }
 
+TEST_F(PoclKernels, IntegerOpsWrapAroundAndCompare) {
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max(), kMin = std::numeric_limits<int32_t>::min();
+  Tensor a(OAR_DTYPE_INT32, {4}), b(OAR_DTYPE_INT32, {4}, {0}, 1);  // b: one value broadcast
+  const int32_t av[4] = {kMax, kMin, -7, 0};
+  std::memcpy(a.data<int32_t>(), av, sizeof(av));
+  b.data<int32_t>()[0] = 2;
+  auto run = [&](const char* op, const Tensor& in1, const Tensor* in2) {
+    Tensor out(OAR_DTYPE_INT32, {4});
+    if (in2 != nullptr) RunOp(op, {&in1, in2}, {&out});
+    else RunOp(op, {&in1}, {&out});
+    return std::vector<int32_t>(out.data<int32_t>(), out.data<int32_t>() + 4);
+  };
+  EXPECT_EQ(run("add", a, &b), (std::vector<int32_t>{kMin + 1, kMin + 2, -5, 2}));
+  EXPECT_EQ(run("sub", a, &b), (std::vector<int32_t>{kMax - 2, kMax - 1, -9, -2}));
+  EXPECT_EQ(run("mul", a, &b), (std::vector<int32_t>{-2, 0, -14, 0}));
+  EXPECT_EQ(run("maximum", a, &b), (std::vector<int32_t>{kMax, 2, 2, 2}));
+  EXPECT_EQ(run("minimum", a, &b), (std::vector<int32_t>{2, kMin, -7, 0}));
+  EXPECT_EQ(run("neg", a, nullptr), (std::vector<int32_t>{-kMax, kMin, 7, 0}));
+  EXPECT_EQ(run("abs", a, nullptr), (std::vector<int32_t>{kMax, kMin, 7, 0}));
+  EXPECT_EQ(run("relu", a, nullptr), (std::vector<int32_t>{kMax, 0, 0, 0}));
+  EXPECT_EQ(run("sign", a, nullptr), (std::vector<int32_t>{1, -1, -1, 0}));
+  // int64: positions against a causal limit, as an attention mask is built.
+  Tensor pos(OAR_DTYPE_INT64, {3, 3}, {0, 1}, 3), lim(OAR_DTYPE_INT64, {3, 3}, {1, 0}, 3);
+  for (int i = 0; i < 3; ++i) {
+    pos.data<int64_t>()[i] = (int64_t{1} << 40) + i;
+    lim.data<int64_t>()[i] = (int64_t{1} << 40) + i;
+  }
+  Tensor mask(OAR_DTYPE_BOOL, {3, 3});
+  RunOp("le", {&pos, &lim}, {&mask});
+  EXPECT_EQ(std::vector<uint8_t>(mask.data<uint8_t>(), mask.data<uint8_t>() + 9),
+            (std::vector<uint8_t>{1, 0, 0, 1, 1, 0, 1, 1, 1}));
+  Tensor prod(OAR_DTYPE_INT64, {3, 3});
+  RunOp("mul", {&pos, &lim}, {&prod});
+  const uint64_t p01 = static_cast<uint64_t>(pos.data<int64_t>()[1]) * static_cast<uint64_t>(lim.data<int64_t>()[0]);
+  EXPECT_EQ(prod.data<int64_t>()[1], static_cast<int64_t>(p01)) << "wraps modulo 2^64";
+}
+
 TEST_F(PoclKernels, ComparisonsAndWhere) {
   Tensor a(OAR_DTYPE_FLOAT16, {5}), b(OAR_DTYPE_FLOAT16, {5});
   const float av[5] = {1.0f, kNan, -0.0f, 2.0f, 3.0f}, bv[5] = {2.0f, kNan, 0.0f, 2.0f, -kInf};

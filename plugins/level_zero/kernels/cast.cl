@@ -8,8 +8,6 @@
 #define CLASS_i32 I
 #define CLASS_i64 I
 #define CLASS_b8 I
-#define T_i32 int
-#define T_i64 long
 #define T_b8 uchar
 #define LD_i32(p, i) ((long)(p)[i])
 #define LD_i64(p, i) ((p)[i])

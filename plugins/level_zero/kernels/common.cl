@@ -41,6 +41,13 @@ OAR_INLINE ushort FloatToHalf(float f) {
 #define ST_f32(p, i, v) ((p)[i] = (v))
 #define ST_f16(p, i, v) ((p)[i] = FloatToHalf(v))
 
+// Integers compute in their own type; wrapping arithmetic goes through the unsigned type (signed
+// overflow is undefined in OpenCL C as in C).
+#define T_i32 int
+#define T_i64 long
+#define U_i32 uint
+#define U_i64 ulong
+
 // Raw bit containers for ops that move elements without looking at them (copy, where, index_select).
 #define T_x8 uchar
 #define T_x16 ushort

@@ -74,6 +74,63 @@ OAR_INLINE float Sign(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x)
 FLOAT_ELEMENTWISE(f32)
 FLOAT_ELEMENTWISE(f16)
 
+// ---- integers (I32, I64): two's-complement wraparound, no traps --------------------------------------
+
+#define IBINARY(name, S, expr)                                                                    \
+  __kernel void name##_##S(__global const T_##S* a, __global const T_##S* b, __global T_##S* out, \
+                           OarEwLayout L) {                                                      \
+    GRID_LOOP(i, L.n) {                                                                          \
+      long off[3];                                                                               \
+      EwOffsets(&L, i, 3, off);                                                                  \
+      const T_##S x = a[off[0]];                                                                 \
+      const T_##S y = b[off[1]];                                                                 \
+      out[off[2]] = (expr);                                                                      \
+    }                                                                                            \
+  }
+
+#define IUNARY(name, S, expr)                                                                     \
+  __kernel void name##_##S(__global const T_##S* a, __global T_##S* out, OarEwLayout L) {         \
+    GRID_LOOP(i, L.n) {                                                                           \
+      long off[2];                                                                                \
+      EwOffsets(&L, i, 2, off);                                                                   \
+      const T_##S x = a[off[0]];                                                                  \
+      out[off[1]] = (expr);                                                                       \
+    }                                                                                             \
+  }
+
+#define ICOMPARE(name, S, expr)                                                                   \
+  __kernel void name##_##S(__global const T_##S* a, __global const T_##S* b, __global uchar* out, \
+                           OarEwLayout L) {                                                       \
+    GRID_LOOP(i, L.n) {                                                                           \
+      long off[3];                                                                                \
+      EwOffsets(&L, i, 3, off);                                                                   \
+      const T_##S x = a[off[0]];                                                                  \
+      const T_##S y = b[off[1]];                                                                  \
+      out[off[2]] = (expr) ? 1 : 0;                                                               \
+    }                                                                                             \
+  }
+
+#define WRAP(S, expr) ((T_##S)(expr))
+#define INT_ELEMENTWISE(S)                                               \
+  IBINARY(add, S, WRAP(S, (U_##S)x + (U_##S)y))                          \
+  IBINARY(sub, S, WRAP(S, (U_##S)x - (U_##S)y))                          \
+  IBINARY(mul, S, WRAP(S, (U_##S)x * (U_##S)y))                          \
+  IBINARY(maximum, S, x > y ? x : y)                                     \
+  IBINARY(minimum, S, x < y ? x : y)                                     \
+  IUNARY(neg, S, WRAP(S, (U_##S)0 - (U_##S)x))                           \
+  IUNARY(abs, S, x < 0 ? WRAP(S, (U_##S)0 - (U_##S)x) : x)               \
+  IUNARY(relu, S, x < 0 ? (T_##S)0 : x)                                  \
+  IUNARY(sign, S, (T_##S)((x > 0) - (x < 0)))                            \
+  ICOMPARE(eq, S, x == y)                                                \
+  ICOMPARE(ne, S, x != y)                                                \
+  ICOMPARE(lt, S, x < y)                                                 \
+  ICOMPARE(le, S, x <= y)                                                \
+  ICOMPARE(gt, S, x > y)                                                 \
+  ICOMPARE(ge, S, x >= y)
+
+INT_ELEMENTWISE(i32)
+INT_ELEMENTWISE(i64)
+
 // ---- ops that move bits: copy (strided output), where, fill ----------------------------------------
 
 #define BIT_KERNELS(W)                                                                                \
