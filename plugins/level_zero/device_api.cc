@@ -26,17 +26,18 @@ void CheckOut(const void* out, const char* what) {
 
 void CheckBuffers(const Device& d, const void* dst, const void* src, size_t size) {
   if (size > 0 && (dst == nullptr || src == nullptr)) {
-    throw StatusError(OAR_STATUS_INVALID_ARGUMENT, d.where() + ": copy of " + std::to_string(size) +
-                                                       " bytes with a NULL buffer");
+    throw StatusError(OAR_STATUS_INVALID_ARGUMENT,
+                      d.where() + ": copy of " + std::to_string(size) + " bytes with a NULL buffer");
   }
 }
 
 void AppendCopy(Stream& s, void* dst, const void* src, size_t size, std::shared_ptr<void> keep = nullptr) {
-  s.Append("zeCommandListAppendMemoryCopy",
-           [&](ze_command_list_handle_t list) {
-             return zeCommandListAppendMemoryCopy(list, dst, src, size, nullptr, 0, nullptr);
-           },
-           std::move(keep));
+  s.Append(
+      "zeCommandListAppendMemoryCopy",
+      [&](ze_command_list_handle_t list) {
+        return zeCommandListAppendMemoryCopy(list, dst, src, size, nullptr, 0, nullptr);
+      },
+      std::move(keep));
 }
 
 void CopyH2D(Stream& s, void* dst, const void* src, size_t size) {

@@ -98,11 +98,11 @@ Result Devices(int32_t* count) {
 }
 
 /// Skip the calling test unless a Level Zero GPU is present, with the plugin's reason.
-#define REQUIRE_DEVICE()                                                                     \
-  do {                                                                                       \
-    int32_t count_ = 0;                                                                      \
-    const Result r_ = Devices(&count_);                                                      \
-    if (count_ == 0) GTEST_SKIP() << "no Level Zero device: " << r_.message;                 \
+#define REQUIRE_DEVICE()                                                     \
+  do {                                                                       \
+    int32_t count_ = 0;                                                      \
+    const Result r_ = Devices(&count_);                                      \
+    if (count_ == 0) GTEST_SKIP() << "no Level Zero device: " << r_.message; \
   } while (0)
 
 // ---- everywhere ---------------------------------------------------------------------------------------------
@@ -221,8 +221,7 @@ struct Query {
   std::vector<oar_attr_t> attrs;
   oar_kernel_call_t call{};
 
-  Query(const char* op, std::vector<int32_t> in_dtypes, std::vector<int32_t> out_dtypes,
-        std::vector<int64_t> shape) {
+  Query(const char* op, std::vector<int32_t> in_dtypes, std::vector<int32_t> out_dtypes, std::vector<int64_t> shape) {
     const size_t n = in_dtypes.size() + out_dtypes.size();
     shapes.assign(n, shape);
     strides.assign(n, std::vector<int64_t>(shape.size(), 1));
@@ -247,8 +246,7 @@ struct Query {
 
 TEST(LevelZeroPlugin, SupportsAnswersWithoutADevice) {
   ASSERT_NE(Api()->kernel->supports, nullptr);
-  constexpr int32_t F32 = OAR_DTYPE_FLOAT32, F16 = OAR_DTYPE_FLOAT16, F64 = OAR_DTYPE_FLOAT64,
-                    I64 = OAR_DTYPE_INT64;
+  constexpr int32_t F32 = OAR_DTYPE_FLOAT32, F16 = OAR_DTYPE_FLOAT16, F64 = OAR_DTYPE_FLOAT64, I64 = OAR_DTYPE_INT64;
   EXPECT_EQ(Query("add", {F32, F32}, {F32}, {2, 3}).Ask().code, 0);
   EXPECT_EQ(Query("matmul", {F16, F16}, {F16}, {4, 4}).Ask().code, 0);
   const Result f64 = Query("add", {F64, F64}, {F64}, {2}).Ask();
@@ -324,8 +322,10 @@ TEST(LevelZeroPlugin, AsyncCopiesEventsAndCallbacksRunInOrder) {
   static std::atomic<int> order{0};
   static int first = -1, second = -1;
   order = 0;
-  ASSERT_OK(Dev()->stream_add_callback(0, b, [](void*) { first = order++; }, nullptr));
-  ASSERT_OK(Dev()->stream_add_callback(0, b, [](void*) { second = order++; }, nullptr));
+  ASSERT_OK(Dev()->stream_add_callback(
+      0, b, [](void*) { first = order++; }, nullptr));
+  ASSERT_OK(Dev()->stream_add_callback(
+      0, b, [](void*) { second = order++; }, nullptr));
   ASSERT_OK(Dev()->stream_synchronize(0, b));
   EXPECT_EQ(first, 0);
   EXPECT_EQ(second, 1);

@@ -24,7 +24,7 @@ constexpr uint32_t kGroup = 256;  // work-group size of the 1-D kernels
 // ---- the op families and their dtypes -----------------------------------------------------------------
 
 constexpr std::string_view kBinary[] = {"add", "sub", "mul", "div", "maximum", "minimum", "pow"};
-constexpr std::string_view kUnary[] = {"neg",  "exp", "relu", "abs",  "sign",    "log", "log1p", "sqrt",
+constexpr std::string_view kUnary[] = {"neg",   "exp", "relu", "abs",  "sign",    "log", "log1p",     "sqrt",
                                        "rsqrt", "sin", "cos",  "tanh", "sigmoid", "erf", "reciprocal"};
 constexpr std::string_view kCompare[] = {"eq", "ne", "lt", "le", "gt", "ge"};
 constexpr std::string_view kReduce[] = {"sum", "mean", "max", "min"};
@@ -35,9 +35,9 @@ constexpr std::string_view kIntBinary[] = {"add", "sub", "mul", "maximum", "mini
 constexpr std::string_view kIntUnary[] = {"neg", "abs", "relu", "sign"};
 constexpr int32_t kCastTypes[] = {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT16, OAR_DTYPE_INT32, OAR_DTYPE_INT64,
                                   OAR_DTYPE_BOOL};
-constexpr int32_t kAllTypes[] = {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT16,
+constexpr int32_t kAllTypes[] = {OAR_DTYPE_FLOAT32,  OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT16,
                                  OAR_DTYPE_BFLOAT16, OAR_DTYPE_INT8,    OAR_DTYPE_UINT8,
-                                 OAR_DTYPE_INT32,   OAR_DTYPE_INT64,   OAR_DTYPE_BOOL};
+                                 OAR_DTYPE_INT32,    OAR_DTYPE_INT64,   OAR_DTYPE_BOOL};
 
 template <size_t N>
 bool In(const std::string_view (&list)[N], std::string_view op) {
@@ -47,12 +47,18 @@ bool In(const std::string_view (&list)[N], std::string_view op) {
 /// Kernel-name suffix of a computed dtype ("f32", ...).
 std::string Suffix(int32_t dtype) {
   switch (dtype) {
-    case OAR_DTYPE_FLOAT32: return "f32";
-    case OAR_DTYPE_FLOAT16: return "f16";
-    case OAR_DTYPE_INT32: return "i32";
-    case OAR_DTYPE_INT64: return "i64";
-    case OAR_DTYPE_BOOL: return "b8";
-    default: return "";
+    case OAR_DTYPE_FLOAT32:
+      return "f32";
+    case OAR_DTYPE_FLOAT16:
+      return "f16";
+    case OAR_DTYPE_INT32:
+      return "i32";
+    case OAR_DTYPE_INT64:
+      return "i64";
+    case OAR_DTYPE_BOOL:
+      return "b8";
+    default:
+      return "";
   }
 }
 
@@ -161,20 +167,35 @@ uint64_t FillBits(const KernelCall& c, int32_t dtype) {
   uint64_t bits = 0;
   auto put = [&](auto v) { std::memcpy(&bits, &v, sizeof(v)); };
   switch (dtype) {
-    case OAR_DTYPE_FLOAT32: put(is_float ? static_cast<float>(f) : static_cast<float>(i)); break;
-    case OAR_DTYPE_FLOAT64: put(is_float ? f : static_cast<double>(i)); break;
+    case OAR_DTYPE_FLOAT32:
+      put(is_float ? static_cast<float>(f) : static_cast<float>(i));
+      break;
+    case OAR_DTYPE_FLOAT64:
+      put(is_float ? f : static_cast<double>(i));
+      break;
     case OAR_DTYPE_FLOAT16:
       put(sdk::Half(is_float ? static_cast<float>(f) : static_cast<float>(i)).bits);
       break;
     case OAR_DTYPE_BFLOAT16:
       put(sdk::BFloat16(is_float ? static_cast<float>(f) : static_cast<float>(i)).bits);
       break;
-    case OAR_DTYPE_INT8: put(is_float ? SaturateTo<int8_t>(f) : static_cast<int8_t>(i)); break;
-    case OAR_DTYPE_UINT8: put(is_float ? SaturateTo<uint8_t>(f) : static_cast<uint8_t>(i)); break;
-    case OAR_DTYPE_INT32: put(is_float ? SaturateTo<int32_t>(f) : static_cast<int32_t>(i)); break;
-    case OAR_DTYPE_INT64: put(is_float ? SaturateTo<int64_t>(f) : i); break;
-    case OAR_DTYPE_BOOL: put(static_cast<uint8_t>(is_float ? f != 0.0 : i != 0)); break;  // NaN -> true
-    default: Require(false, c, "fill: unknown dtype");
+    case OAR_DTYPE_INT8:
+      put(is_float ? SaturateTo<int8_t>(f) : static_cast<int8_t>(i));
+      break;
+    case OAR_DTYPE_UINT8:
+      put(is_float ? SaturateTo<uint8_t>(f) : static_cast<uint8_t>(i));
+      break;
+    case OAR_DTYPE_INT32:
+      put(is_float ? SaturateTo<int32_t>(f) : static_cast<int32_t>(i));
+      break;
+    case OAR_DTYPE_INT64:
+      put(is_float ? SaturateTo<int64_t>(f) : i);
+      break;
+    case OAR_DTYPE_BOOL:
+      put(static_cast<uint8_t>(is_float ? f != 0.0 : i != 0));
+      break;  // NaN -> true
+    default:
+      Require(false, c, "fill: unknown dtype");
   }
   return bits;
 }
@@ -190,10 +211,21 @@ void RunFill(const KernelCall& c, LaunchTarget& t) {
   uint16_t b16;
   uint32_t b32;
   switch (out.element_size()) {  // the value argument has the element's width (uchar ... ulong)
-    case 1: b8 = static_cast<uint8_t>(bits); args.push_back(Val(b8)); break;
-    case 2: b16 = static_cast<uint16_t>(bits); args.push_back(Val(b16)); break;
-    case 4: b32 = static_cast<uint32_t>(bits); args.push_back(Val(b32)); break;
-    default: args.push_back(Val(bits)); break;
+    case 1:
+      b8 = static_cast<uint8_t>(bits);
+      args.push_back(Val(b8));
+      break;
+    case 2:
+      b16 = static_cast<uint16_t>(bits);
+      args.push_back(Val(b16));
+      break;
+    case 4:
+      b32 = static_cast<uint32_t>(bits);
+      args.push_back(Val(b32));
+      break;
+    default:
+      args.push_back(Val(bits));
+      break;
   }
   t.Launch("fill_" + Bits(out.dtype()), args, Grid1D(n, t));
 }
@@ -323,10 +355,9 @@ void CheckIndices(const KernelCall& c, const TensorRef& index, int64_t bound, in
     if (v >= 0 && v < bound) continue;
     std::string position = "[";
     for (size_t d = 0; d < at.size(); ++d) position += (d ? ", " : "") + std::to_string(at[d]);
-    throw StatusError(OAR_STATUS_OUT_OF_RANGE, c.Where() + ": index " + std::to_string(v) + " at position " +
-                                                   position + "] is out of range for dimension " +
-                                                   std::to_string(axis) + " of input 0 (x) (valid: [0, " +
-                                                   std::to_string(bound) + "))");
+    throw StatusError(OAR_STATUS_OUT_OF_RANGE, c.Where() + ": index " + std::to_string(v) + " at position " + position +
+                                                   "] is out of range for dimension " + std::to_string(axis) +
+                                                   " of input 0 (x) (valid: [0, " + std::to_string(bound) + "))");
   }
 }
 
@@ -362,8 +393,8 @@ void RunGather(const KernelCall& c, LaunchTarget& t) {
   const int64_t axis = c.GetInt("axis", -1);
   Require(x.rank() >= 1 && axis >= 0 && axis < x.rank(), c, "attribute 'axis' out of range for " + x.ShapeString());
   Require(index.rank() == x.rank() && SameShape(index, out), c,
-          "index must have x's rank and the output its shape (x " + x.ShapeString() + ", index " +
-              index.ShapeString() + ", out " + out.ShapeString() + ")");
+          "index must have x's rank and the output its shape (x " + x.ShapeString() + ", index " + index.ShapeString() +
+              ", out " + out.ShapeString() + ")");
   for (int d = 0; d < x.rank(); ++d) {
     Require(d == axis || index.dim(d) <= x.dim(d), c,
             "index extent " + std::to_string(index.dim(d)) + " exceeds x's " + std::to_string(x.dim(d)) +

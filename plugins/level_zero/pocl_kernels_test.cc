@@ -294,8 +294,10 @@ TEST_F(PoclKernels, UnaryOpsFollowTheContractInF32AndF16) {
     const bool half = dtype == OAR_DTYPE_FLOAT16;
     Tensor x(dtype, {n});
     for (int64_t i = 0; i < n; ++i) {
-      if (half) x.data<uint16_t>()[i] = Half(xs[i]).bits;
-      else x.data<float>()[i] = xs[i];
+      if (half)
+        x.data<uint16_t>()[i] = Half(xs[i]).bits;
+      else
+        x.data<float>()[i] = xs[i];
     }
     for (const auto& [op, fn] : ops) {
       Tensor out(dtype, {n});
@@ -319,8 +321,10 @@ TEST_F(PoclKernels, IntegerOpsWrapAroundAndCompare) {
   b.data<int32_t>()[0] = 2;
   auto run = [&](const char* op, const Tensor& in1, const Tensor* in2) {
     Tensor out(OAR_DTYPE_INT32, {4});
-    if (in2 != nullptr) RunOp(op, {&in1, in2}, {&out});
-    else RunOp(op, {&in1}, {&out});
+    if (in2 != nullptr)
+      RunOp(op, {&in1, in2}, {&out});
+    else
+      RunOp(op, {&in1}, {&out});
     return std::vector<int32_t>(out.data<int32_t>(), out.data<int32_t>() + 4);
   };
   EXPECT_EQ(run("add", a, &b), (std::vector<int32_t>{kMin + 1, kMin + 2, -5, 2}));
@@ -355,9 +359,9 @@ TEST_F(PoclKernels, ComparisonsAndWhere) {
     a.data<uint16_t>()[i] = Half(av[i]).bits;
     b.data<uint16_t>()[i] = Half(bv[i]).bits;
   }
-  const std::map<std::string, std::vector<uint8_t>> expected = {
-      {"eq", {0, 0, 1, 1, 0}}, {"ne", {1, 1, 0, 0, 1}}, {"lt", {1, 0, 0, 0, 0}},
-      {"le", {1, 0, 1, 1, 0}}, {"gt", {0, 0, 0, 0, 1}}, {"ge", {0, 0, 1, 1, 1}}};
+  const std::map<std::string, std::vector<uint8_t>> expected = {{"eq", {0, 0, 1, 1, 0}}, {"ne", {1, 1, 0, 0, 1}},
+                                                                {"lt", {1, 0, 0, 0, 0}}, {"le", {1, 0, 1, 1, 0}},
+                                                                {"gt", {0, 0, 0, 0, 1}}, {"ge", {0, 0, 1, 1, 1}}};
   for (const auto& [op, want] : expected) {
     Tensor out(OAR_DTYPE_BOOL, {5});
     RunOp(op.c_str(), {&a, &b}, {&out});
@@ -489,9 +493,9 @@ TEST_F(PoclKernels, Float16ConversionsAreExactAndRoundToNearestEven) {
     ASSERT_EQ(got_bits, want_bits) << "half bits 0x" << std::hex << i;
   }
   // Narrowing: ties (to even), half subnormals and their ties, overflow, and a sweep of float bits.
-  std::vector<float> values = {1.0f + 0x1p-11f,  1.0f + 3 * 0x1p-11f, -(2.0f + 0x1p-10f), 0x1p-25f,  0x3p-25f,
-                               0x1p-24f,         0x1.8p-24f,          65504.0f,           65519.99f, 0x1p-126f,
-                               0x1p-149f,        -0x1p-14f};
+  std::vector<float> values = {
+      1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, -(2.0f + 0x1p-10f), 0x1p-25f,  0x3p-25f, 0x1p-24f, 0x1.8p-24f,
+      65504.0f,        65519.99f,           0x1p-126f,          0x1p-149f, -0x1p-14f};
   for (uint32_t bits = 0x30000000u; bits < 0x48000000u; bits += 0x000f4243u) {
     float f;
     std::memcpy(&f, &bits, 4);
@@ -524,9 +528,12 @@ std::vector<double> Reduce(const Tensor& x, const std::vector<int64_t>& axes, co
       step *= out_shape[d];
     }
     const double v = x.data<float>()[x.At(i)];
-    if (op == "max") acc[o] = std::isnan(acc[o]) || std::isnan(v) ? NAN : std::max(acc[o], v);
-    else if (op == "min") acc[o] = std::isnan(acc[o]) || std::isnan(v) ? NAN : std::min(acc[o], v);
-    else acc[o] += v;
+    if (op == "max")
+      acc[o] = std::isnan(acc[o]) || std::isnan(v) ? NAN : std::max(acc[o], v);
+    else if (op == "min")
+      acc[o] = std::isnan(acc[o]) || std::isnan(v) ? NAN : std::min(acc[o], v);
+    else
+      acc[o] += v;
     ++count[o];
   }
   if (op == "mean") {
@@ -613,12 +620,16 @@ TEST_F(PoclKernels, BatchedMatmulWithTransposedAndBroadcastOperands) {
     Tensor b(dtype, {B, K, N}, {K * N, 1, K});                          // each batch stored transposed
     auto value = [](size_t i) { return static_cast<float>(static_cast<int>(i * 7 % 13) - 6) * 0.25f; };
     for (size_t i = 0; i < a.elements; ++i) {
-      if (half) a.data<uint16_t>()[i] = Half(value(i)).bits;
-      else a.data<float>()[i] = value(i);
+      if (half)
+        a.data<uint16_t>()[i] = Half(value(i)).bits;
+      else
+        a.data<float>()[i] = value(i);
     }
     for (size_t i = 0; i < b.elements; ++i) {
-      if (half) b.data<uint16_t>()[i] = Half(value(i + 5)).bits;
-      else b.data<float>()[i] = value(i + 5);
+      if (half)
+        b.data<uint16_t>()[i] = Half(value(i + 5)).bits;
+      else
+        b.data<float>()[i] = value(i + 5);
     }
     auto get = [&](const Tensor& t, size_t at) {
       return half ? Half::ToFloat(t.data<uint16_t>()[at]) : t.data<float>()[at];

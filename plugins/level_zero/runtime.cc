@@ -58,15 +58,11 @@ EventRef EventPool::Acquire() {
 // ---- Stream ---------------------------------------------------------------------------------------------
 
 Stream::Stream(Device& device) : device_(device) {
-  ze_command_queue_desc_t desc{ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
-                               nullptr,
-                               device.compute_ordinal(),
-                               0,
-                               0,
-                               ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
-                               ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
-  Check(zeCommandListCreateImmediate(device.context(), device.handle(), &desc, &list_),
-        "zeCommandListCreateImmediate", device.where());
+  ze_command_queue_desc_t desc{
+      ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC, nullptr, device.compute_ordinal(), 0, 0, ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+      ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
+  Check(zeCommandListCreateImmediate(device.context(), device.handle(), &desc, &list_), "zeCommandListCreateImmediate",
+        device.where());
 }
 
 Stream::~Stream() {
@@ -93,8 +89,7 @@ void Stream::AppendLocked(const char* call, ze_result_t appended, std::shared_pt
 std::pair<EventRef, uint64_t> Stream::MarkerLocked() {
   if (!last_marker_) {
     EventRef marker = device_.events().Acquire();
-    Check(zeCommandListAppendBarrier(list_, marker->handle, 0, nullptr), "zeCommandListAppendBarrier",
-          device_.where());
+    Check(zeCommandListAppendBarrier(list_, marker->handle, 0, nullptr), "zeCommandListAppendBarrier", device_.where());
     keep_.emplace_back(next_seq_++, marker);
     last_marker_ = marker;
   }
@@ -216,8 +211,8 @@ Device::Device(int32_t ordinal, ze_driver_handle_t driver, ze_device_handle_t de
         where_);
   std::vector<ze_command_queue_group_properties_t> groups(count);
   for (auto& g : groups) g = {ZE_STRUCTURE_TYPE_COMMAND_QUEUE_GROUP_PROPERTIES, nullptr};
-  Check(zeDeviceGetCommandQueueGroupProperties(device, &count, groups.data()),
-        "zeDeviceGetCommandQueueGroupProperties", where_);
+  Check(zeDeviceGetCommandQueueGroupProperties(device, &count, groups.data()), "zeDeviceGetCommandQueueGroupProperties",
+        where_);
   const auto compute_group = std::find_if(groups.begin(), groups.end(), [](const auto& g) {
     return (g.flags & ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE) != 0;
   });
@@ -260,11 +255,10 @@ void Device::BuildModule() {
                       where_ + ": the driver takes SPIR-V up to " +
                           std::to_string(ZE_MAJOR_VERSION(module_props.spirvVersionSupported)) + "." +
                           std::to_string(ZE_MINOR_VERSION(module_props.spirvVersionSupported)) +
-                          ", the embedded kernels are SPIR-V " + std::to_string(major) + "." +
-                          std::to_string(minor));
+                          ", the embedded kernels are SPIR-V " + std::to_string(major) + "." + std::to_string(minor));
   }
-  ze_module_desc_t desc{ZE_STRUCTURE_TYPE_MODULE_DESC, nullptr, ZE_MODULE_FORMAT_IL_SPIRV, kKernelsSpirvSize,
-                        kKernelsSpirv, "", nullptr};
+  ze_module_desc_t desc{
+      ZE_STRUCTURE_TYPE_MODULE_DESC, nullptr, ZE_MODULE_FORMAT_IL_SPIRV, kKernelsSpirvSize, kKernelsSpirv, "", nullptr};
   ze_module_build_log_handle_t log = nullptr;
   const ze_result_t r = zeModuleCreate(context_, device_, &desc, &module_, &log);
   std::string text;
@@ -291,9 +285,8 @@ void* Device::Malloc(size_t size) {
   const ze_result_t r = zeMemAllocDevice(context_, &desc, bytes, kAlignment, device_, &ptr);
   if (r != ZE_RESULT_SUCCESS) {
     std::lock_guard<std::mutex> lock(mem_mu_);
-    throw StatusError(StatusCodeOf(r), Describe(r, "zeMemAllocDevice", where_) + " (requested " +
-                                           std::to_string(size) + " bytes, " + std::to_string(in_use_) +
-                                           " in use)");
+    throw StatusError(StatusCodeOf(r), Describe(r, "zeMemAllocDevice", where_) + " (requested " + std::to_string(size) +
+                                           " bytes, " + std::to_string(in_use_) + " in use)");
   }
   std::lock_guard<std::mutex> lock(mem_mu_);
   allocations_[ptr] = size;
@@ -348,8 +341,8 @@ void Device::Stats(oar_memory_stats_t* stats) {
   stats->peak_bytes_in_use = peak_;
   stats->bytes_limit = total_memory_;
   stats->num_allocs = allocations_.size();
-  stats->bytes_in_use_is_set = stats->peak_bytes_in_use_is_set = stats->bytes_limit_is_set =
-      stats->num_allocs_is_set = true;
+  stats->bytes_in_use_is_set = stats->peak_bytes_in_use_is_set = stats->bytes_limit_is_set = stats->num_allocs_is_set =
+      true;
 }
 
 Stream* Device::CreateStream() {
@@ -430,8 +423,8 @@ void Device::Launch(Stream& stream, const std::string& name, std::span<const Ker
   Check(zeKernelSetGroupSize(k.handle, grid.local[0], grid.local[1], grid.local[2]), "zeKernelSetGroupSize", what);
   for (size_t i = 0; i < args.size(); ++i) {
     const void* value = args[i].kind == KernelArg::kPointer ? static_cast<const void*>(&args[i].value) : args[i].value;
-    Check(zeKernelSetArgumentValue(k.handle, static_cast<uint32_t>(i), args[i].size, value),
-          "zeKernelSetArgumentValue", what + ", argument " + std::to_string(i));
+    Check(zeKernelSetArgumentValue(k.handle, static_cast<uint32_t>(i), args[i].size, value), "zeKernelSetArgumentValue",
+          what + ", argument " + std::to_string(i));
   }
   const ze_group_count_t groups{grid.groups[0], grid.groups[1], grid.groups[2]};
   stream.Append("zeCommandListAppendLaunchKernel", [&](ze_command_list_handle_t list) {

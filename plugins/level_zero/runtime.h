@@ -103,7 +103,7 @@ class Stream {
   std::mutex mu_;
   std::deque<std::pair<uint64_t, std::shared_ptr<void>>> keep_;  // resources of commands not known complete
   uint64_t next_seq_ = 0;
-  EventRef last_marker_;                    // valid while no command was appended after it
+  EventRef last_marker_;  // valid while no command was appended after it
   std::mutex cb_mu_;
   std::condition_variable cb_cv_;
   std::deque<Callback> callbacks_;

@@ -7,8 +7,8 @@
 
 namespace oar::level_zero {
 
-extern const uint8_t kKernelsSpirv[];      // 4-byte aligned SPIR-V words, host byte order
-extern const size_t kKernelsSpirvSize;     // bytes
+extern const uint8_t kKernelsSpirv[];   // 4-byte aligned SPIR-V words, host byte order
+extern const size_t kKernelsSpirvSize;  // bytes
 
 }  // namespace oar::level_zero
 

@@ -64,7 +64,8 @@ TEST(LevelZeroSpirv, EveryLaunchedKernelIsAnEntryPoint) {
 TEST(LevelZeroSpirv, EveryEntryPointIsLaunched) {
   const std::vector<std::string> launched = KernelNames();
   const std::set<std::string> used(launched.begin(), launched.end());
-  for (const std::string& name : EntryPoints()) EXPECT_TRUE(used.count(name)) << "kernel " << name << " is never launched";
+  for (const std::string& name : EntryPoints())
+    EXPECT_TRUE(used.count(name)) << "kernel " << name << " is never launched";
 }
 
 }  // namespace
