@@ -2,6 +2,11 @@
 # Install what Oar needs to build and test on Debian 12 (idempotent: nothing happens when all is there).
 #   ci/install-deps.sh            core toolchain and libraries
 #   ci/install-deps.sh --bench    also libtorch-dev, the peer the benchmarks compare against
+#   ci/install-deps.sh --level-zero
+#                                 also the level_zero plugin's build and test tools: the Level Zero loader
+#                                 (libze-dev), clang-15 + llvm-spirv-15 (OpenCL C -> SPIR-V at build time),
+#                                 spirv-tools (spirv-val test) and pocl-opencl-icd (runs the kernels on the CPU)
+# Options combine (ci/install-deps.sh --bench --level-zero).
 set -euo pipefail
 
 packages=(
@@ -10,9 +15,13 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev opencl-headers libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(libtorch-dev)
-fi
+for option in "$@"; do
+  case "$option" in
+    --bench) packages+=(libtorch-dev) ;;
+    --level-zero) packages+=(libze-dev clang-15 llvm-spirv-15 spirv-tools pocl-opencl-icd) ;;
+    *) echo "install-deps: unknown option $option (known: --bench, --level-zero)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
