@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ci/install-deps.sh
+ci/install-deps.sh --level-zero
 
 echo "== configure, build and test (cmake --workflow --preset default)"
 cmake --workflow --preset default

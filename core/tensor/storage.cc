@@ -38,12 +38,14 @@ void Storage::AddShadow(FormatShadow shadow) {
     shadows_.erase(shadows_.begin());
   }
   shadows_.push_back(std::move(shadow));
+  has_shadows_.store(true, std::memory_order_release);
 }
 
-void Storage::DropShadows() {
+void Storage::DropShadowsSlow() {
   std::vector<FormatShadow> dropped;
   std::lock_guard<std::mutex> lock(shadow_mutex_);
   dropped.swap(shadows_);
+  has_shadows_.store(false, std::memory_order_release);
 }
 
 void Storage::ShareOutsideCore() {
@@ -51,6 +53,7 @@ void Storage::ShareOutsideCore() {
   std::lock_guard<std::mutex> lock(shadow_mutex_);
   shared_outside_core_ = true;
   dropped.swap(shadows_);
+  has_shadows_.store(false, std::memory_order_release);
 }
 
 size_t Storage::num_shadows() const {

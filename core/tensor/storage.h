@@ -2,6 +2,7 @@
 #ifndef OAR_CORE_TENSOR_STORAGE_H_
 #define OAR_CORE_TENSOR_STORAGE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -55,8 +56,11 @@ class Storage {
   /// Remember `shadow` (replacing one of the same view and format); at most kMaxShadows are kept, the
   /// oldest goes first. Ignored once the storage is shared with code outside the core (see below).
   void AddShadow(FormatShadow shadow);
-  /// Forget every shadow: the core calls this before anything writes to the storage.
-  void DropShadows();
+  /// Forget every shadow: the core calls this before anything writes to the storage (every kernel
+  /// output), so the common case — no shadows — is one atomic load.
+  void DropShadows() {
+    if (has_shadows_.load(std::memory_order_acquire)) DropShadowsSlow();
+  }
   /// The storage's bytes are now written by code the core does not see (a DLPack consumer): shadows are
   /// dropped and never kept again.
   void ShareOutsideCore();
@@ -73,6 +77,9 @@ class Storage {
   mutable std::mutex shadow_mutex_;
   std::vector<FormatShadow> shadows_;
   bool shared_outside_core_ = false;
+  std::atomic<bool> has_shadows_{false};
+
+  void DropShadowsSlow();
 };
 
 }  // namespace oar
