@@ -12,9 +12,7 @@
 #include "core/runtime/dispatch.h"
 #include "core/runtime/runtime.h"
 
-#ifdef OAR_CONFORMANCE_HAS_EXAMPLES
-#include "examples/models.h"
-#endif
+#include "conformance/runner/example_models.h"
 
 namespace oar::conformance {
 namespace {
@@ -621,7 +619,7 @@ void ModelCases(std::vector<Case>& cases) {
                        const double want = golden->Evaluate();
                        double got = 0;
                        try {
-                         auto on_device = examples::MakeExample(kind, c.device, c.seed);
+                         auto on_device = MakeExampleOnDevice(kind, c.device, c.seed);
                          got = on_device->Evaluate();
                        } catch (const Error& e) {
                          if (e.code() == ErrorCode::kUnimplemented) {

@@ -8,9 +8,7 @@
 #include "core/autograd/autograd.h"
 #include "core/optim/optim.h"
 
-#ifdef OAR_CONFORMANCE_HAS_EXAMPLES
-#include "examples/models.h"
-#endif
+#include "conformance/runner/example_models.h"
 
 namespace oar::conformance {
 namespace {
@@ -217,7 +215,7 @@ void TrainingCurveCases(std::vector<Case>& cases) {
                        const std::vector<double> want = examples::Train(*golden, kSteps);
                        std::vector<double> got;
                        try {
-                         auto on_device = examples::MakeExample(kind, c.device, c.seed);
+                         auto on_device = MakeExampleOnDevice(kind, c.device, c.seed);
                          got = examples::Train(*on_device, kSteps);
                        } catch (const Error& e) {
                          if (e.code() == ErrorCode::kUnimplemented) {

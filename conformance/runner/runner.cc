@@ -491,18 +491,21 @@ int Run(const Options& o, const std::vector<std::string>& self) {
     level_passed[r.level] += s == Status::kPassed ? 1 : 0;
   }
   nlohmann::json verdicts = nlohmann::json::object();
-  bool pass = true;
+  bool pass = true, any_passed = false;
   for (int l = 0; l <= o.level; ++l) {
     std::string v;
     bool has_cases = false;
     for (const Case& c : AllCases()) has_cases |= c.level == l;
     if (!has_cases) v = "NOT_AVAILABLE";  // this runner version has no cases at that level yet
     else if (level_failures[l] > 0) v = "FAIL";
+    else if (level_cases[l] == 0 && !o.filter.empty()) v = "FILTERED_OUT";  // the filter selected none of it
     else if (level_passed[l] == 0) v = "NO_CASES_RUN";
     else v = o.filter.empty() ? "PASS" : "PASS_FILTERED";
     verdicts[fmt::format("L{}", l)] = v;
-    pass = pass && (v == "PASS" || v == "PASS_FILTERED");
+    pass = pass && (v == "PASS" || v == "PASS_FILTERED" || v == "FILTERED_OUT");
+    any_passed = any_passed || v == "PASS" || v == "PASS_FILTERED";
   }
+  pass = pass && any_passed;  // a run in which nothing passed is never a pass
   nlohmann::json summary = {
       {"runner_version", OAR_VERSION_STRING},
       {"abi", fmt::format("{}.{}", OAR_PLUGIN_ABI_MAJOR, OAR_PLUGIN_ABI_MINOR)},

@@ -87,13 +87,20 @@ TEST(Runner, PluginThatCrashesWhileLoadingFailsL0AndTheRunnerSurvives) {
 TEST(Runner, LevelsWithoutCasesAreNotAvailableNotPassed) {
   const RunOutput r = RunRunner("--device cpu:0 --level L3 --filter 'L0.handshake.*'", "l3");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(r.summary["levels"]["L1"], "NO_CASES_RUN");  // has cases, none selected: not a pass either
+  EXPECT_EQ(r.summary["levels"]["L1"], "FILTERED_OUT");  // has cases, the filter selected none
   EXPECT_EQ(r.summary["levels"]["L3"], "NOT_AVAILABLE");
+}
+
+TEST(Runner, FilterMatchingNothingIsNotAPass) {
+  const RunOutput r = RunRunner("--device cpu:0 --level L1 --filter 'no.such.case'", "nothing");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.summary["verdict"], "FAIL");
 }
 
 TEST(Runner, L1NumericRecordsCarryDtypeShapeToleranceAndErrors) {
   const RunOutput r = RunRunner("--device cpu:0 --level L1 --filter 'L1.op.add.float32.*'", "l1add");
   EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.summary["levels"]["L0"], "FILTERED_OUT");
   EXPECT_EQ(r.summary["levels"]["L1"], "PASS_FILTERED");
   const nlohmann::json& j = r.results.at("L1.op.add.float32.broadcast_row");
   EXPECT_EQ(j["status"], "PASSED") << j;
