@@ -86,7 +86,7 @@ Array BinaryRef(std::string_view op, const Array& a, const Array& b) {
 std::pair<double, double> Domain(std::string_view op, int operand) {
   if (op == "log" || op == "sqrt" || op == "rsqrt") return {0.1, 4};
   if (op == "log1p") return {-0.5, 3};
-  if (op == "div" && operand == 1) return {0.5, 2};
+  if ((op == "div" && operand == 1) || op == "reciprocal") return {0.5, 2};  // results stay in float16's range
   if (op == "pow" && operand == 0) return {0.25, 2};
   return {-2, 2};
 }
@@ -103,15 +103,23 @@ void UnaryCases(std::vector<Case>& cases, const OpSchema& s) {
       bool transposed;
     };
     for (const V& v : std::vector<V>{{"contiguous", {3, 5}, false}, {"transposed", {5, 3}, true}, {"empty", {0, 4}, false},
-                                     {"size1", {1, 1, 7}, false}}) {
+                                     {"size1", {1, 1, 7}, false}, {"step2", {3, 10}, false},
+                                     {"large_transposed", {257, 301}, true}}) {  // many tiles of local memory
       AddOp(cases, 1, op, dt, v.name, [=](CaseContext& c, InputMaker& in) {
         Array a;
         Tensor x = in.Random(v.shape, dt, c.device, &a, lo, hi);
+        std::string shape = Str(v.shape);
         if (v.transposed) {
           x = x.transpose(0, 1);
           a = ref::transpose(a, 0, 1);
+          shape += "^T";
         }
-        return CheckOp(c, op, key, Str(v.shape) + (v.transposed ? "^T" : ""),
+        if (v.name == "step2") {  // every other column: stride 2, neither contiguous nor transposed
+          x = x.slice(1, 0, 10, 2);
+          a = ref::slice(a, 1, 0, 10, 2);
+          shape += "[:, ::2]";
+        }
+        return CheckOp(c, op, key, shape,
                        [&] { return Run(opid, {x}, {}, c.device); }, [&] { return std::vector<Expected>{{UnaryRef(op, a)}}; });
       });
     }
@@ -142,7 +150,9 @@ void BinaryCases(std::vector<Case>& cases, const OpSchema& s) {
                                      {"transposed", {5, 3}, {3, 5}, true},
                                      {"stride0", {3, 5}, {1, 5}, false, true},
                                      {"empty", {0, 5}, {5}},
-                                     {"size1", {1, 1}, {1, 1}}};
+                                     {"size1", {1, 1}, {1, 1}},
+                                     {"broadcast_3d", {2, 1, 4}, {3, 1}},
+                                     {"large_transposed", {301, 257}, {301}, true}};  // many tiles, strided + broadcast
     for (const V& v : variants) {
       AddOp(cases, 1, op, dt, v.name, [=](CaseContext& c, InputMaker& in) {
         Array ra, rb;
@@ -162,6 +172,20 @@ void BinaryCases(std::vector<Case>& cases, const OpSchema& s) {
           shape += " expanded to [3, 5] (stride 0)";
         }
         return CheckOp(c, op, key, shape, [&] { return Run(opid, {a, b}, {}, c.device); },
+                       [&] { return std::vector<Expected>{{BinaryRef(op, ra, rb)}}; });
+      });
+    }
+    if (dt == DType::kInt8 || dt == DType::kUInt8) {  // the whole range: integer arithmetic wraps
+      AddOp(cases, 1, op, dt, "full_range", [=](CaseContext& c, InputMaker& in) {
+        const double lo = dt == DType::kInt8 ? -128 : 0;
+        std::vector<double> va(64), vb(64);
+        for (double& e : va) e = lo + static_cast<double>(in.gen().NextU64() % 256);
+        for (double& e : vb) e = lo + static_cast<double>(in.gen().NextU64() % 256);
+        Array ra, rb;
+        Tensor a = in.Values(Array::Make({64}, va), dt, c.device, &ra);
+        Tensor b = in.Values(Array::Make({64}, vb), dt, c.device, &rb);
+        return CheckOp(c, op, key, "[64] x [64], values over the whole range",
+                       [&] { return Run(opid, {a, b}, {}, c.device); },
                        [&] { return std::vector<Expected>{{BinaryRef(op, ra, rb)}}; });
       });
     }
@@ -255,20 +279,23 @@ void ReduceCases(std::vector<Case>& cases, const OpSchema& s) {
                              {"col", {4, 6}, {0}},
                              {"transposed", {6, 4}, {1}, false, true},
                              {"size1", {1, 1}, {1}},
-                             {"long", {kLong}, {}}};
+                             {"long", {kLong}, {}},
+                             {"long_col", {kLong, 2}, {0}}};
   if (!extremum) variants.push_back({"empty", {0, 5}, {1}});
   for (DType dt : DTypesOf(s.dtypes)) {
     for (const V& v : variants) {
       AddOp(cases, 1, op, dt, v.name, [=](CaseContext& c, InputMaker& in) {
         Array ra;
         Tensor x;
-        if (v.name == "long" && op == "prod") {  // a product of 64K terms stays finite only for ±1
-          std::vector<double> vals(kLong);
+        const bool long_case = v.name.rfind("long", 0) == 0;
+        if (long_case && op == "prod") {  // a product of 64K terms stays finite only for ±1
+          std::vector<double> vals(static_cast<size_t>(ref::NumElements(v.shape)));
           for (double& e : vals) e = (in.gen().NextU64() & 1) ? 1.0 : -1.0;
           x = in.Values(Array::Make(v.shape, vals), dt, c.device, &ra);
         } else {
-          // Long sums of non-negative values: no cancellation, so the relative bound is meaningful.
-          x = in.Random(v.shape, dt, c.device, &ra, v.name == "long" ? 0 : -2, 2);
+          // Long sums of values in [0, 1): no cancellation, so the relative bound is meaningful, and the
+          // sum of 64K of them (about 32768) stays below float16's largest finite value (65504).
+          x = in.Random(v.shape, dt, c.device, &ra, long_case ? 0 : -2, long_case ? 1 : 2);
         }
         if (v.transposed) {
           x = x.transpose(0, 1);
@@ -306,6 +333,17 @@ void ArgReduceCases(std::vector<Case>& cases, const OpSchema& s) {
   const std::vector<V> variants = {
       {"row", {4, 6}, 1}, {"col", {4, 6}, 0}, {"transposed", {6, 4}, 1, true}, {"long", {kLong}, 0}};
   for (DType dt : DTypesOf(s.dtypes)) {
+    if (IsFloating(dt)) {  // a NaN counts as the extremum at its first position; ties go to the first index
+      AddOp(cases, 1, op, dt, "nan_inf", [=](CaseContext& c, InputMaker& in) {
+        Array ra;
+        Tensor x = in.Values(Array::Make({3, 4}, {1, kNaN, 2, kNaN, kInf, 0, kInf, -kInf, -kInf, 3, -kInf, 2}), dt,
+                             c.device, &ra);
+        return CheckOp(c, op, {dt}, "[3, 4] with NaN, ties of inf and -inf, axis 1",
+                       [&] { return Run(opid, {x}, {int64_t{1}, false}, c.device); }, [&] {
+                         return std::vector<Expected>{{op == "argmax" ? ref::argmax(ra, 1) : ref::argmin(ra, 1)}};
+                       });
+      });
+    }
     for (const V& v : variants) {
       AddOp(cases, 1, op, dt, v.name, [=](CaseContext& c, InputMaker& in) {
         Array ra;
@@ -384,10 +422,30 @@ void CastCases(std::vector<Case>& cases, const OpSchema& s) {
         } else {
           x = in.Random({3, 5}, from, c.device, &ra);
         }
-        return CheckOp(c, "cast", {from, to}, "[3, 5]",
+        return CheckOp(c, "cast", {from, to}, "[3, 5] halves in [-3.5, 3.5]",
                        [&] { return Run(opid, {x}, {int64_t{static_cast<int32_t>(to)}}, c.device); }, [&] {
                          Expected e{ref::cast(ra, ToRef(from), ToRef(to))};
                          e.exact = true;  // the reference cast is already rounded to `to`
+                         return std::vector<Expected>{e};
+                       });
+      });
+    }
+  }
+}
+
+// NaN, ±inf, the largest finite values and out-of-range values of every target.
+void CastSpecialCases(std::vector<Case>& cases, const OpSchema& s) {
+  const ops::Op opid = s.op;
+  for (DType from : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    for (DType to : DTypesOf(s.dtypes)) {
+      AddOp(cases, 1, "cast", from, fmt::format("to_{}.nan_inf", DTypeName(to)), [=](CaseContext& c, InputMaker& in) {
+        Array ra;
+        Tensor x = in.Values(Array::Make({10}, {kNaN, kInf, -kInf, 0.0, -0.0, 300.75, -300.75, 65504, -129.5, 1e-30}),
+                             from, c.device, &ra);
+        return CheckOp(c, "cast", {from, to}, "[10]: NaN, inf, -inf, 0, -0, ±300.75, 65504, -129.5, 1e-30",
+                       [&] { return Run(opid, {x}, {int64_t{static_cast<int32_t>(to)}}, c.device); }, [&] {
+                         Expected e{ref::cast(ra, ToRef(from), ToRef(to))};
+                         e.exact = true;
                          return std::vector<Expected>{e};
                        });
       });
@@ -661,7 +719,10 @@ void AddLevel1Cases(std::vector<Case>& cases) {
       case OpKind::kReduce: ReduceCases(cases, s); break;
       case OpKind::kArgReduce: ArgReduceCases(cases, s); break;
       case OpKind::kAxiswise: SoftmaxCases(cases, s); break;
-      case OpKind::kCast: CastCases(cases, s); break;
+      case OpKind::kCast:
+        CastCases(cases, s);
+        CastSpecialCases(cases, s);
+        break;
       case OpKind::kFill: FillCases(cases, s); break;
       case OpKind::kCopy: CopyCases(cases, s); break;
       case OpKind::kDirect: DirectCases(cases, s); break;  // gradient kernels are L2 (level2.cc)

@@ -47,7 +47,9 @@ struct Expected {
   ref::Array value;
   std::string op_class;  // tolerances.json class; "" = the op's own class
   int64_t k = 1;         // accumulation length for classes that scale with sqrt(K)
-  bool exact = false;    // compare RoundTo(value, dtype) exactly (integer and bool outputs always are)
+  /// `value` is already a value of the output dtype (a reference cast): compare it bit-exactly as it is.
+  /// Integer and bool outputs of other ops compare exactly with RoundTo(value, dtype) (wrap-around).
+  bool exact = false;
   /// tolerances.json's atol assumes inputs of magnitude about 1 and is scaled by the inputs' magnitude
   /// for other data (e.g. logits around 1000): that magnitude.
   double input_scale = 1;
