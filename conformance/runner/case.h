@@ -64,6 +64,10 @@ void AddLevel0Cases(std::vector<Case>& cases);
 void AddLevel1Cases(std::vector<Case>& cases);
 void AddLevel2Cases(std::vector<Case>& cases);
 
+/// The tolerances.json every run uses, located from the runner's own path (op_check.cc): neither a
+/// plugin nor an option or environment variable can substitute another.
+const std::string& TolerancesPath();
+
 /// Helpers for case bodies.
 [[noreturn]] void Fail(std::string message);
 void Expect(bool condition, const std::string& message);

@@ -6,6 +6,7 @@
 
 #include "conformance/runner/op_check.h"
 #include "core/autograd/autograd.h"
+#include "core/ops/nn.h"
 #include "core/optim/optim.h"
 
 #include "conformance/runner/example_models.h"
@@ -158,6 +159,82 @@ void GradientCases(std::vector<Case>& cases) {
   }
 }
 
+// ---- finite differences on the device -------------------------------------------------------------------
+
+// d/dx sum(f(x) * w) by autograd on the device against central differences of the same forward, also
+// evaluated on the device: float64 with eps 1e-6 (agreement to 1e-6), float32 with eps 1e-2 (2e-2).
+struct FdCase {
+  std::string op;
+  Shape shape;
+  std::function<Tensor(const Tensor&)> f;
+};
+
+std::vector<FdCase> FdCases() {
+  return {
+      {"tanh", {3, 4}, [](const Tensor& x) { return oar::tanh(x); }},
+      {"softmax", {3, 4}, [](const Tensor& x) { return softmax(x, 1); }},
+      {"log_softmax", {3, 4}, [](const Tensor& x) { return log_softmax(x, 0); }},
+      {"matmul", {3, 4}, [](const Tensor& x) { return matmul(x, x.transpose(0, 1)); }},
+      {"conv2d", {1, 2, 4, 4}, [](const Tensor& x) { return conv2d(x, x.slice(2, 0, 3).slice(3, 0, 3).contiguous()); }},
+      {"layer_norm", {3, 4}, [](const Tensor& x) { return layer_norm(x, 1); }},
+  };
+}
+
+void FiniteDifferenceCases(std::vector<Case>& cases) {
+  for (const FdCase& fd : FdCases()) {
+    for (DType dt : {DType::kFloat64, DType::kFloat32}) {
+      cases.push_back({fmt::format("L2.fdcheck.{}.{}", fd.op, DTypeName(dt)), 2, fd.op, [fd, dt](CaseContext& c) {
+                         const double eps = dt == DType::kFloat64 ? 1e-6 : 1e-2;
+                         const double tol = dt == DType::kFloat64 ? 1e-6 : 2e-2;
+                         InputMaker in(c.seed);
+                         Array ra, rw;
+                         CaseResult r;
+                         r.dtype = std::string(DTypeName(dt));
+                         r.shape = Str(fd.shape);
+                         r.numeric = true;
+                         r.tolerance = tol;
+                         r.atol = tol;
+                         try {
+                           Tensor x = in.Random(fd.shape, dt, c.device, &ra, -1, 1);
+                           x.set_requires_grad(true);
+                           const Tensor y = fd.f(x);
+                           const Tensor w = in.Random(std::vector<int64_t>(y.shape().begin(), y.shape().end()), dt,
+                                                      c.device, &rw, 0.5, 1.5);
+                           const Array analytic = ToArray(grad({sum(y * w)}, {x})[0]);
+                           NoGradGuard no_grad;
+                           for (size_t i = 0; i < ra.data.size(); ++i) {
+                             auto eval = [&](double delta) {
+                               Array xp = ra;
+                               xp.data[i] += delta;
+                               const Tensor xd = in.Values(xp, dt, c.device, nullptr);
+                               return sum(fd.f(xd) * w).to(kCpu).ToVector<double>()[0];
+                             };
+                             const double numeric = (eval(eps) - eval(-eps)) / (2 * eps);
+                             const double err = std::abs(analytic.data[i] - numeric);
+                             r.max_abs_error = std::max(r.max_abs_error, err);
+                             r.max_rel_error = std::max(r.max_rel_error, err / std::max(1.0, std::abs(numeric)));
+                             if (err > tol * std::max(1.0, std::abs(numeric)) && r.status == Status::kPassed) {
+                               r.status = Status::kFailed;
+                               r.message = fmt::format(
+                                   "{} [{}] {}: d/dx[{}] by autograd on the device is {}, central differences on the "
+                                   "device (eps {}) give {}",
+                                   fd.op, DTypeName(dt), Str(fd.shape), i, analytic.data[i], eps, numeric);
+                             }
+                           }
+                         } catch (const Error& e) {
+                           if (!Claims(c, fd.op, {dt}) &&
+                               (e.code() == ErrorCode::kUnimplemented || e.code() == ErrorCode::kInvalidArgument)) {
+                             throw SkipCase{fmt::format("{} [{}] is not claimed by the plugin; refused cleanly", fd.op,
+                                                        DTypeName(dt))};
+                           }
+                           throw;
+                         }
+                         return r;
+                       }});
+    }
+  }
+}
+
 // ---- optimiser steps -----------------------------------------------------------------------------------
 
 void OptimizerCases(std::vector<Case>& cases) {
@@ -257,6 +334,7 @@ void TrainingCurveCases(std::vector<Case>& cases) {
 void AddLevel2Cases(std::vector<Case>& cases) {
   BackwardKernelCases(cases);
   GradientCases(cases);
+  FiniteDifferenceCases(cases);
   OptimizerCases(cases);
 #ifdef OAR_CONFORMANCE_HAS_EXAMPLES
   TrainingCurveCases(cases);

@@ -1,6 +1,7 @@
 #include "conformance/runner/op_check.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 
 #include "core/ops/output_allocator.h"
@@ -67,7 +68,15 @@ std::string CheckGuards(CaseContext& c, const std::vector<GuardRegion>& regions)
 }  // namespace
 
 const std::string& TolerancesPath() {
-  static const std::string path = OAR_TOLERANCES_JSON;
+  // An installed runner reads the copy installed beside it (<prefix>/share/oar/conformance); a build-tree
+  // runner the source file. Both are fixed by the runner's own location: no option or variable moves them.
+  static const std::string path = [] {
+    std::error_code ec;
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    const std::filesystem::path installed = exe.parent_path().parent_path() / "share/oar/conformance/tolerances.json";
+    if (!ec && std::filesystem::exists(installed, ec)) return installed.string();
+    return std::string(OAR_TOLERANCES_JSON);
+  }();
   return path;
 }
 

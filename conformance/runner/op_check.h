@@ -18,9 +18,6 @@ namespace oar::conformance {
 
 namespace ref = oar::reference;
 
-/// The tolerances file every run uses (compiled in: a plugin or its environment cannot replace it).
-const std::string& TolerancesPath();
-
 ref::RefDType ToRef(DType t);
 /// A cpu tensor's values as a reference Array (bool as 0/1, integers by value).
 ref::Array ToArray(const Tensor& t);

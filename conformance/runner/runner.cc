@@ -519,6 +519,7 @@ int Run(const Options& o, const std::vector<std::string>& self) {
       {"by_status", per_status},
       {"by_family", per_family},
       {"device", target.device.valid() ? target.device.str() : o.device},
+      {"tolerances", {{"path", TolerancesPath()}, {"sha256", Sha256File(TolerancesPath())}}},
   };
   std::map<std::string, std::map<std::string, std::string>> support;
   if (target.ctx != nullptr) {
