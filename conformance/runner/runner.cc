@@ -206,7 +206,7 @@ Worker Spawn(const std::vector<std::string>& self, const Options& o, std::deque<
 }
 
 // Adds what the L1/L2 op cases observed to the declared matrix (op -> dtype -> cell): "declared" cells
-// become "declared, N/M passed" (or "declared, FAILED"), undeclared ones that were refused cleanly
+// become "declared, N passed[, M refused]" (or "declared, FAILED F/N"), undeclared ones refused cleanly
 // "refused", and undeclared ones that worked "WORKS, undeclared" (a warning: the declaration is
 // incomplete).
 void AddObservedSupport(const std::vector<Record>& records,
@@ -243,7 +243,9 @@ void AddObservedSupport(const std::vector<Record>& records,
         cell = s.undeclared_works > 0 ? "WORKS, undeclared" : s.failed > 0 ? "undeclared, FAILED" : "refused";
       } else {
         cell = s.failed > 0 ? fmt::format("declared, FAILED {}/{}", s.failed, s.passed + s.failed + s.refused)
-                            : fmt::format("declared, {}/{} passed", s.passed, s.passed + s.refused);
+                            : fmt::format("declared, {} passed", s.passed);
+        // Some keys of a declared (op, first dtype) may still be refused, e.g. a cast to a missing dtype.
+        if (s.refused > 0) cell += fmt::format(", {} refused", s.refused);
       }
     }
   }
