@@ -163,7 +163,7 @@ void ReportWriter::WriteSupport(const std::map<std::string, std::map<std::string
     for (const auto& d : dtypes) {
       auto it = row.find(d);
       const std::string cell = it == row.end() ? "" : it->second;
-      csv << "," << cell;
+      csv << "," << (cell.find(',') == std::string::npos ? cell : "\"" + cell + "\"");  // RFC 4180 quoting
       md << " " << cell << " |";
     }
     csv << "\n";

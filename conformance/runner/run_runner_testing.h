@@ -23,6 +23,7 @@ struct RunOutput {
   nlohmann::json summary;
   std::map<std::string, nlohmann::json> results;  // by case id
   std::string junit;
+  std::string support_csv;
 };
 
 inline RunOutput RunRunner(const std::string& args, const std::string& name) {
@@ -31,7 +32,7 @@ inline RunOutput RunRunner(const std::string& args, const std::string& name) {
   const std::string cmd = std::string(OAR_BIN_DIR) + "/oar conformance " + args + " --report-dir " + dir.string() +
                           " > " + (dir.string() + ".log") + " 2>&1";
   const int status = std::system(cmd.c_str());
-  RunOutput out{WIFEXITED(status) ? WEXITSTATUS(status) : -1, {}, {}, {}};
+  RunOutput out{WIFEXITED(status) ? WEXITSTATUS(status) : -1, {}, {}, {}, {}};
   std::ifstream summary(dir / "summary.json");
   if (summary) out.summary = nlohmann::json::parse(summary);
   std::ifstream results(dir / "results.jsonl");
@@ -42,6 +43,8 @@ inline RunOutput RunRunner(const std::string& args, const std::string& name) {
   }
   std::ifstream junit(dir / "junit.xml");
   out.junit.assign(std::istreambuf_iterator<char>(junit), {});
+  std::ifstream csv(dir / "support.csv");
+  out.support_csv.assign(std::istreambuf_iterator<char>(csv), {});
   fs::remove_all(dir);
   return out;
 }

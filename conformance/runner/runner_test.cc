@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -89,6 +90,24 @@ TEST(Runner, LevelsWithoutCasesAreNotAvailableNotPassed) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(r.summary["levels"]["L1"], "FILTERED_OUT");  // has cases, the filter selected none
   EXPECT_EQ(r.summary["levels"]["L3"], "NOT_AVAILABLE");
+}
+
+TEST(Runner, UnclaimedKernelsRefusedCleanlyAreSkippedAndShownInTheSupportMatrix) {
+  // kunlun_sim declares no float64: its float64 op cases must be refused cleanly (SKIPPED, not FAILED).
+  const RunOutput r = RunRunner("--device kunlun_sim:0 --level L1 --filter 'L1.op.add.*.same'", "support");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.results.at("L1.op.add.float64.same")["status"], "SKIPPED");
+  EXPECT_NE(r.results.at("L1.op.add.float64.same")["message"].get<std::string>().find("refused cleanly"), std::string::npos);
+  EXPECT_EQ(r.results.at("L1.op.add.float32.same")["status"], "PASSED");
+  std::istringstream csv(r.support_csv);
+  std::string header, line, add_row;
+  std::getline(csv, header);
+  while (std::getline(csv, line)) {
+    if (line.rfind("add,", 0) == 0) add_row = line;
+  }
+  EXPECT_EQ(header.rfind("op,float32,float64", 0), 0u) << header;
+  // Cells holding commas are quoted (RFC 4180).
+  EXPECT_EQ(add_row.rfind("add,\"declared, 1 passed\",refused,", 0), 0u) << add_row;
 }
 
 TEST(Runner, FilterMatchingNothingIsNotAPass) {
