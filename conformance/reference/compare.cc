@@ -64,7 +64,9 @@ CompareResult Compare(const Array& got, const Array& ref, double atol, double rt
   return r;
 }
 
-Tolerance LoadTolerance(const std::string& path, std::string_view op_class, std::string_view dtype) {
+namespace {
+// tolerances.json, parsed and checked for its version and "classes" object.
+nlohmann::json ReadTolerances(const std::string& path) {
   std::ifstream in(path);
   OAR_CHECK(in.good(), kNotFound, "LoadTolerance: cannot open '{}'", path);
   std::stringstream text;
@@ -75,6 +77,23 @@ Tolerance LoadTolerance(const std::string& path, std::string_view op_class, std:
             doc.contains("version") ? doc["version"].dump() : "none");
   OAR_CHECK(doc.contains("classes") && doc["classes"].is_object(), kDataLoss,
             "LoadTolerance: '{}' has no \"classes\" object", path);
+  return doc;
+}
+}  // namespace
+
+std::string ToleranceClassOf(const std::string& path, std::string_view op) {
+  const nlohmann::json doc = ReadTolerances(path);
+  for (const auto& [name, cls] : doc["classes"].items()) {
+    if (!cls.contains("ops") || !cls["ops"].is_array()) continue;
+    for (const nlohmann::json& o : cls["ops"]) {
+      if (o.is_string() && o == op) return name;
+    }
+  }
+  Throw(ErrorCode::kNotFound, "ToleranceClassOf: no op class in '{}' lists op '{}'", path, op);
+}
+
+Tolerance LoadTolerance(const std::string& path, std::string_view op_class, std::string_view dtype) {
+  const nlohmann::json doc = ReadTolerances(path);
   const nlohmann::json& classes = doc["classes"];
   const std::string cls(op_class), dt(dtype);
   OAR_CHECK(classes.contains(cls), kNotFound, "LoadTolerance: '{}' has no op class '{}'", path, op_class);

@@ -64,6 +64,10 @@ inline CompareResult Compare(const Array& got, const Array& ref, const Tolerance
 Tolerance LoadTolerance(const std::string& path, std::string_view op_class, std::string_view dtype);
 Tolerance LoadTolerance(const std::string& path, std::string_view op_class, RefDType dtype);
 
+/// The op class whose "ops" list in tolerances.json names `op` ("matmul" -> "matmul", "add" ->
+/// "elementwise_exact"). Throws NOT_FOUND when no class lists it; errors of the file as LoadTolerance.
+std::string ToleranceClassOf(const std::string& path, std::string_view op);
+
 }  // namespace oar::reference
 
 #endif  // OAR_CONFORMANCE_REFERENCE_COMPARE_H_

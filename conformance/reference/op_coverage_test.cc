@@ -107,5 +107,14 @@ TEST(OpCoverage, EveryListedOpHasASchemaKernelVjpAndReference) {
   }
 }
 
+// The conformance suite compares every kernel-backed op under the tolerance class tolerances.json lists
+// it in: an op missing there could not be certified.
+TEST(OpCoverage, EveryKernelOpHasAToleranceClass) {
+  for (const ops::OpSchema& s : ops::AllSchemas()) {
+    if (s.kind == ops::OpKind::kView || s.kind == ops::OpKind::kComposite) continue;
+    EXPECT_NO_THROW(ref::ToleranceClassOf(OAR_TOLERANCES_JSON, s.name)) << s.name << " is in no class of tolerances.json";
+  }
+}
+
 }  // namespace
 }  // namespace oar

@@ -361,6 +361,15 @@ TEST(RefToleranceFile, ValuesAndScaling) {
   EXPECT_TRUE(Compare(RoundTo(Random({100}, 17, -100, 100), RefDType::BF16), Random({100}, 17, -100, 100), bf).ok);
 }
 
+TEST(RefToleranceFile, ClassOfAnOp) {
+  EXPECT_EQ(ToleranceClassOf(OAR_TOLERANCES_JSON, "add"), "elementwise_exact");
+  EXPECT_EQ(ToleranceClassOf(OAR_TOLERANCES_JSON, "exp"), "elementwise_transcendental");
+  EXPECT_EQ(ToleranceClassOf(OAR_TOLERANCES_JSON, "sum"), "reduction");
+  EXPECT_EQ(ToleranceClassOf(OAR_TOLERANCES_JSON, "matmul"), "matmul");
+  EXPECT_EQ(ToleranceClassOf(OAR_TOLERANCES_JSON, "topk"), "indexing");
+  EXPECT_OAR_ERROR(ToleranceClassOf(OAR_TOLERANCES_JSON, "no_such_op"), kNotFound);
+}
+
 TEST(RefToleranceFile, Errors) {
   EXPECT_OAR_ERROR(LoadTolerance(OAR_TOLERANCES_JSON, "nope", "float32"), kNotFound);
   EXPECT_OAR_ERROR(LoadTolerance(OAR_TOLERANCES_JSON, "matmul", "float8"), kNotFound);

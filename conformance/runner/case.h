@@ -25,7 +25,9 @@ struct CaseResult {
   std::string message;  // for FAILED/SKIPPED: what was expected, what was got, where
   std::string dtype;    // when the case is about one dtype
   std::string shape;    // when the case is about one shape
-  double tolerance = 0;
+  bool numeric = false;  // compared against the reference: tolerance is {atol, rtol} in results.jsonl
+  double atol = 0;
+  double tolerance = 0;  // rtol for numeric cases
   double max_abs_error = 0;
   double max_rel_error = 0;
   double seconds = 0;
@@ -59,6 +61,12 @@ const std::vector<Case>& AllCases();
 
 // Case builders per level (one file each).
 void AddLevel0Cases(std::vector<Case>& cases);
+void AddLevel1Cases(std::vector<Case>& cases);
+void AddLevel2Cases(std::vector<Case>& cases);
+
+/// The tolerances.json every run uses, located from the runner's own path (op_check.cc): neither a
+/// plugin nor an option or environment variable can substitute another.
+const std::string& TolerancesPath();
 
 /// Helpers for case bodies.
 [[noreturn]] void Fail(std::string message);

@@ -294,12 +294,39 @@ void Copies(std::vector<Case>& cases) {
     DeviceBuffer a(api, n), b(api, n);
     StreamHandle s(api);
     const auto want = Pattern(n, c.seed);
-    std::vector<uint8_t> got(n, 0);
+    // Never freed: a plugin that completes streams early may write here after the case has ended.
+    static uint8_t* const got = new uint8_t[n];
+    std::memset(got, 0, n);
     api.Ok(api.d->memcpy_h2d_async(api.ord, s.s, a.ptr, want.data(), n), "memcpy_h2d_async");
     api.Ok(api.d->memcpy_d2d_async(api.ord, s.s, b.ptr, a.ptr, n), "memcpy_d2d_async");
-    api.Ok(api.d->memcpy_d2h_async(api.ord, s.s, got.data(), b.ptr, n), "memcpy_d2h_async");
+    api.Ok(api.d->memcpy_d2h_async(api.ord, s.s, got, b.ptr, n), "memcpy_d2h_async");
     api.Ok(api.d->stream_synchronize(api.ord, s.s), "stream_synchronize");
-    ExpectBytes(got, want, "async h2d -> d2d -> d2h on one stream, then stream_synchronize");
+    ExpectBytes(std::vector<uint8_t>(got, got + n), want, "async h2d -> d2d -> d2h on one stream, then stream_synchronize");
+  });
+  Add(cases, "copy.async_d2h_complete_at_event", "copy", [](CaseContext& c) {
+    Api api(c);
+    if (!OAR_HAS_SLOT(api.d, memcpy_d2h_async)) throw SkipCase{"optional slot memcpy_d2h_async is NULL"};
+    const size_t n = (1 << 20) + 5;
+    // A plugin that signals completion early may still write into the destination later: give it host
+    // memory that outlives the case (never freed) so such a late write cannot corrupt the runner, and
+    // the failure is reported on this case instead of as a heap corruption in a later one.
+    static uint8_t* const late_safe = new uint8_t[n];
+    DeviceBuffer b(api, n);
+    StreamHandle s(api);
+    EventHandle done(api);
+    for (int round = 0; round < 3; ++round) {
+      const auto want = Pattern(n, c.seed + round);
+      std::memset(late_safe, 0, n);
+      api.Ok(api.d->memcpy_h2d(api.ord, b.ptr, want.data(), n), "memcpy_h2d");
+      api.Ok(api.d->memcpy_d2h_async(api.ord, s.s, late_safe, b.ptr, n), "memcpy_d2h_async");
+      api.Ok(api.d->event_record(api.ord, done.e, s.s), "event_record after memcpy_d2h_async");
+      api.Ok(api.d->event_synchronize(api.ord, done.e), "event_synchronize");
+      // The event completes only after the copy before it: every byte must be in host memory now.
+      ExpectBytes(std::vector<uint8_t>(late_safe, late_safe + n), want,
+                  fmt::format("host buffer right after event_synchronize of an event recorded after memcpy_d2h_async "
+                              "(round {})",
+                              round));
+    }
   });
   Add(cases, "copy.p2p", "copy", [](CaseContext& c) {
     Api api(c);

@@ -48,8 +48,12 @@ nlohmann::json Record::ToJson() const {
                       {"seconds", result.seconds}};
   if (!result.dtype.empty()) j["dtype"] = result.dtype;
   if (!result.shape.empty()) j["shape"] = result.shape;
-  if (result.tolerance != 0) j["tolerance"] = result.tolerance;
-  if (result.max_abs_error != 0 || result.tolerance != 0) {
+  if (result.numeric) {
+    j["tolerance"] = {{"atol", result.atol}, {"rtol", result.tolerance}};
+  } else if (result.tolerance != 0) {
+    j["tolerance"] = result.tolerance;
+  }
+  if (result.numeric || result.max_abs_error != 0 || result.tolerance != 0) {
     j["max_abs_error"] = result.max_abs_error;
     j["max_rel_error"] = result.max_rel_error;
   }
@@ -66,7 +70,13 @@ Record Record::FromJson(const nlohmann::json& j) {
   r.result.message = j.value("message", "");
   r.result.dtype = j.value("dtype", "");
   r.result.shape = j.value("shape", "");
-  r.result.tolerance = j.value("tolerance", 0.0);
+  if (j.contains("tolerance") && j["tolerance"].is_object()) {
+    r.result.numeric = true;
+    r.result.atol = j["tolerance"].value("atol", 0.0);
+    r.result.tolerance = j["tolerance"].value("rtol", 0.0);
+  } else {
+    r.result.tolerance = j.value("tolerance", 0.0);
+  }
   r.result.max_abs_error = j.value("max_abs_error", 0.0);
   r.result.max_rel_error = j.value("max_rel_error", 0.0);
   r.result.seconds = j.value("seconds", 0.0);
@@ -153,7 +163,7 @@ void ReportWriter::WriteSupport(const std::map<std::string, std::map<std::string
     for (const auto& d : dtypes) {
       auto it = row.find(d);
       const std::string cell = it == row.end() ? "" : it->second;
-      csv << "," << cell;
+      csv << "," << (cell.find(',') == std::string::npos ? cell : "\"" + cell + "\"");  // RFC 4180 quoting
       md << " " << cell << " |";
     }
     csv << "\n";

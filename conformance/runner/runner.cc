@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -204,6 +205,52 @@ Worker Spawn(const std::vector<std::string>& self, const Options& o, std::deque<
   return w;
 }
 
+// Adds what the L1/L2 op cases observed to the declared matrix (op -> dtype -> cell): "declared" cells
+// become "declared, N passed[, M refused]" (or "declared, FAILED F/N"), undeclared ones refused cleanly
+// "refused", and undeclared ones that worked "WORKS, undeclared" (a warning: the declaration is
+// incomplete).
+void AddObservedSupport(const std::vector<Record>& records,
+                        std::map<std::string, std::map<std::string, std::string>>& support) {
+  struct Seen {
+    int passed = 0, failed = 0, refused = 0, undeclared_works = 0;
+  };
+  std::map<std::string, std::map<std::string, Seen>> seen;
+  for (const Record& r : records) {
+    if (r.id.rfind("L1.op.", 0) != 0 && r.id.rfind("L2.op.", 0) != 0) continue;
+    // Ids are L<n>.op.<op>.<dtype>.<variant>: the dtype is the fourth part (crash records have no dtype field).
+    std::vector<std::string> parts;
+    for (size_t b = 0, e; b <= r.id.size(); b = e + 1) {
+      e = std::min(r.id.find('.', b), r.id.size());
+      parts.push_back(r.id.substr(b, e - b));
+    }
+    if (parts.size() < 5) continue;
+    Seen& s = seen[parts[2]][parts[3]];
+    switch (r.result.status) {
+      case Status::kPassed:
+        ++s.passed;
+        if (r.result.message.rfind("WARNING", 0) == 0) ++s.undeclared_works;
+        break;
+      case Status::kSkipped: ++s.refused; break;
+      case Status::kNotSelected: break;
+      default: ++s.failed;
+    }
+  }
+  for (const auto& [op, row] : seen) {
+    for (const auto& [dtype, s] : row) {
+      if (dtype.empty() || s.passed + s.failed + s.refused == 0) continue;
+      std::string& cell = support[op][dtype];
+      if (cell.empty()) {
+        cell = s.undeclared_works > 0 ? "WORKS, undeclared" : s.failed > 0 ? "undeclared, FAILED" : "refused";
+      } else {
+        cell = s.failed > 0 ? fmt::format("declared, FAILED {}/{}", s.failed, s.passed + s.failed + s.refused)
+                            : fmt::format("declared, {} passed", s.passed);
+        // Some keys of a declared (op, first dtype) may still be refused, e.g. a cast to a missing dtype.
+        if (s.refused > 0) cell += fmt::format(", {} refused", s.refused);
+      }
+    }
+  }
+}
+
 struct Totals {
   int passed = 0, failed = 0, skipped = 0, not_selected = 0;
 };
@@ -231,6 +278,8 @@ const std::vector<Case>& AllCases() {
   static const std::vector<Case> cases = [] {
     std::vector<Case> all;
     AddLevel0Cases(all);
+    AddLevel1Cases(all);
+    AddLevel2Cases(all);
     return all;
   }();
   return cases;
@@ -444,18 +493,21 @@ int Run(const Options& o, const std::vector<std::string>& self) {
     level_passed[r.level] += s == Status::kPassed ? 1 : 0;
   }
   nlohmann::json verdicts = nlohmann::json::object();
-  bool pass = true;
+  bool pass = true, any_passed = false;
   for (int l = 0; l <= o.level; ++l) {
     std::string v;
     bool has_cases = false;
     for (const Case& c : AllCases()) has_cases |= c.level == l;
     if (!has_cases) v = "NOT_AVAILABLE";  // this runner version has no cases at that level yet
     else if (level_failures[l] > 0) v = "FAIL";
+    else if (level_cases[l] == 0 && !o.filter.empty()) v = "FILTERED_OUT";  // the filter selected none of it
     else if (level_passed[l] == 0) v = "NO_CASES_RUN";
     else v = o.filter.empty() ? "PASS" : "PASS_FILTERED";
     verdicts[fmt::format("L{}", l)] = v;
-    pass = pass && (v == "PASS" || v == "PASS_FILTERED");
+    pass = pass && (v == "PASS" || v == "PASS_FILTERED" || v == "FILTERED_OUT");
+    any_passed = any_passed || v == "PASS" || v == "PASS_FILTERED";
   }
+  pass = pass && any_passed;  // a run in which nothing passed is never a pass
   nlohmann::json summary = {
       {"runner_version", OAR_VERSION_STRING},
       {"abi", fmt::format("{}.{}", OAR_PLUGIN_ABI_MAJOR, OAR_PLUGIN_ABI_MINOR)},
@@ -469,6 +521,7 @@ int Run(const Options& o, const std::vector<std::string>& self) {
       {"by_status", per_status},
       {"by_family", per_family},
       {"device", target.device.valid() ? target.device.str() : o.device},
+      {"tolerances", {{"path", TolerancesPath()}, {"sha256", Sha256File(TolerancesPath())}}},
   };
   std::map<std::string, std::map<std::string, std::string>> support;
   if (target.ctx != nullptr) {
@@ -487,6 +540,7 @@ int Run(const Options& o, const std::vector<std::string>& self) {
         if (e.num_dtypes > 0) support[runtime::OpName(op)][std::string(sdk::DTypeName(e.dtypes[0]))] = "declared";
       }
     }
+    AddObservedSupport(report.records(), support);
   } else {
     summary["plugin"] = {{"path", o.plugin}, {"sha256", o.plugin.empty() ? "" : Sha256File(o.plugin)},
                          {"load_error", target.load_error}};

@@ -6,44 +6,17 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "conformance/runner/case.h"
+#include "conformance/runner/run_runner_testing.h"
 
 namespace oar::conformance {
 namespace {
 
-namespace fs = std::filesystem;
-
-struct RunOutput {
-  int exit_code;
-  nlohmann::json summary;
-  std::map<std::string, nlohmann::json> results;  // by case id
-  std::string junit;
-};
-
-RunOutput RunRunner(const std::string& args, const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("oar_conformance_test_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(dir);
-  const std::string cmd = std::string(OAR_BIN_DIR) + "/oar conformance " + args + " --report-dir " + dir.string() +
-                          " > " + (dir.string() + ".log") + " 2>&1";
-  const int status = std::system(cmd.c_str());
-  RunOutput out{WIFEXITED(status) ? WEXITSTATUS(status) : -1, {}, {}, {}};
-  std::ifstream summary(dir / "summary.json");
-  if (summary) out.summary = nlohmann::json::parse(summary);
-  std::ifstream results(dir / "results.jsonl");
-  for (std::string line; std::getline(results, line);) {
-    nlohmann::json j = nlohmann::json::parse(line);
-    EXPECT_EQ(out.results.count(j["id"].get<std::string>()), 0u) << "reported twice: " << j["id"];
-    out.results[j["id"].get<std::string>()] = j;
-  }
-  std::ifstream junit(dir / "junit.xml");
-  out.junit.assign(std::istreambuf_iterator<char>(junit), {});
-  fs::remove_all(dir);
-  return out;
-}
 
 size_t Count(const std::string& haystack, const std::string& needle) {
   size_t n = 0;
@@ -113,9 +86,48 @@ TEST(Runner, PluginThatCrashesWhileLoadingFailsL0AndTheRunnerSurvives) {
 }
 
 TEST(Runner, LevelsWithoutCasesAreNotAvailableNotPassed) {
-  const RunOutput r = RunRunner("--device cpu:0 --level L1 --filter 'L0.handshake.*'", "l1");
+  const RunOutput r = RunRunner("--device cpu:0 --level L3 --filter 'L0.handshake.*'", "l3");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(r.summary["levels"]["L1"], "NOT_AVAILABLE");
+  EXPECT_EQ(r.summary["levels"]["L1"], "FILTERED_OUT");  // has cases, the filter selected none
+  EXPECT_EQ(r.summary["levels"]["L3"], "NOT_AVAILABLE");
+}
+
+TEST(Runner, UnclaimedKernelsRefusedCleanlyAreSkippedAndShownInTheSupportMatrix) {
+  // kunlun_sim declares no float64: its float64 op cases must be refused cleanly (SKIPPED, not FAILED).
+  const RunOutput r = RunRunner("--device kunlun_sim:0 --level L1 --filter 'L1.op.add.*.same'", "support");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.results.at("L1.op.add.float64.same")["status"], "SKIPPED");
+  EXPECT_NE(r.results.at("L1.op.add.float64.same")["message"].get<std::string>().find("refused cleanly"), std::string::npos);
+  EXPECT_EQ(r.results.at("L1.op.add.float32.same")["status"], "PASSED");
+  std::istringstream csv(r.support_csv);
+  std::string header, line, add_row;
+  std::getline(csv, header);
+  while (std::getline(csv, line)) {
+    if (line.rfind("add,", 0) == 0) add_row = line;
+  }
+  EXPECT_EQ(header.rfind("op,float32,float64", 0), 0u) << header;
+  // Cells holding commas are quoted (RFC 4180).
+  EXPECT_EQ(add_row.rfind("add,\"declared, 1 passed\",refused,", 0), 0u) << add_row;
+}
+
+TEST(Runner, FilterMatchingNothingIsNotAPass) {
+  const RunOutput r = RunRunner("--device cpu:0 --level L1 --filter 'no.such.case'", "nothing");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.summary["verdict"], "FAIL");
+}
+
+TEST(Runner, L1NumericRecordsCarryDtypeShapeToleranceAndErrors) {
+  const RunOutput r = RunRunner("--device cpu:0 --level L1 --filter 'L1.op.add.float32.*'", "l1add");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.summary["levels"]["L0"], "FILTERED_OUT");
+  EXPECT_EQ(r.summary["levels"]["L1"], "PASS_FILTERED");
+  const nlohmann::json& j = r.results.at("L1.op.add.float32.broadcast_row");
+  EXPECT_EQ(j["status"], "PASSED") << j;
+  EXPECT_EQ(j["dtype"], "float32");
+  EXPECT_EQ(j["shape"], "[3, 5] x [5]");
+  EXPECT_GT(j["tolerance"]["rtol"].get<double>(), 0);
+  EXPECT_TRUE(j.contains("max_abs_error") && j.contains("max_rel_error")) << j;
+  EXPECT_NE(j["seed"].get<uint64_t>(), 0u);
 }
 
 }  // namespace

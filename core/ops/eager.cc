@@ -2,8 +2,10 @@
 // into the kernel's form (docs/ops.md) and launch.
 #include <array>
 #include <cmath>
+#include <utility>
 
 #include "core/ops/ops.h"
+#include "core/ops/output_allocator.h"
 #include "core/runtime/copy.h"
 #include "core/runtime/dispatch.h"
 #include "core/runtime/runtime.h"
@@ -11,6 +13,20 @@
 
 namespace oar {
 namespace ops {
+
+namespace {
+thread_local OutputAllocator current_allocator;  // empty: runtime::Empty
+}  // namespace
+
+ScopedOutputAllocator::ScopedOutputAllocator(OutputAllocator allocator)
+    : previous_(std::exchange(current_allocator, std::move(allocator))) {}
+ScopedOutputAllocator::~ScopedOutputAllocator() { current_allocator = std::move(previous_); }
+
+Tensor AllocateOutput(const Dims& shape, DType dtype, Device device) {
+  if (current_allocator) return current_allocator(shape, dtype, device);
+  return runtime::Empty(shape, dtype, device);
+}
+
 namespace {
 
 constexpr int kMaxInputs = 16;
@@ -101,7 +117,7 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
     case OpKind::kPredicate:
     case OpKind::kCast:
       kin[0] = inputs[0];
-      kernel_out = runtime::Empty(out_meta[0].shape, out_meta[0].dtype, *device);
+      kernel_out = AllocateOutput(out_meta[0].shape, out_meta[0].dtype, *device);
       results.push_back(kernel_out);
       break;
     case OpKind::kWhere:
@@ -111,7 +127,7 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
     case OpKind::kCompare:
       kin[0] = ExpandTo(inputs[0], out_meta[0].shape);
       kin[1] = ExpandTo(inputs[1], out_meta[0].shape);
-      kernel_out = runtime::Empty(out_meta[0].shape, out_meta[0].dtype, *device);
+      kernel_out = AllocateOutput(out_meta[0].shape, out_meta[0].dtype, *device);
       results.push_back(kernel_out);
       break;
     case OpKind::kMatmul: {
@@ -128,7 +144,7 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
       oshape.push_back(b.dim(-1));
       kin[0] = ExpandTo(a, ashape);
       kin[1] = ExpandTo(b, bshape);
-      kernel_out = runtime::Empty(oshape, out_meta[0].dtype, *device);
+      kernel_out = AllocateOutput(oshape, out_meta[0].dtype, *device);
       results.push_back(kernel_out.view(out_meta[0].shape));
       break;
     }
@@ -139,7 +155,7 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
       Dims keep = inputs[0].shape();
       for (int64_t a : axes) keep[static_cast<int>(a)] = 1;
       kin[0] = inputs[0];
-      kernel_out = runtime::Empty(keep, out_meta[0].dtype, *device);
+      kernel_out = AllocateOutput(keep, out_meta[0].dtype, *device);
       results.push_back(kernel_out.view(out_meta[0].shape));
       break;
     }
@@ -149,7 +165,7 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
       Dims keep = inputs[0].shape();
       keep[static_cast<int>(axis)] = 1;
       kin[0] = inputs[0];
-      kernel_out = runtime::Empty(keep, out_meta[0].dtype, *device);
+      kernel_out = AllocateOutput(keep, out_meta[0].dtype, *device);
       results.push_back(kernel_out.view(out_meta[0].shape));
       break;
     }
@@ -157,17 +173,17 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
       auto& axis = std::get<int64_t>(attrs[s.AttrIndex("axis")]);
       axis = NormalizeAxis(axis, inputs[0].rank(), std::string(s.name).c_str());
       kin[0] = inputs[0];
-      kernel_out = runtime::Empty(out_meta[0].shape, out_meta[0].dtype, *device);
+      kernel_out = AllocateOutput(out_meta[0].shape, out_meta[0].dtype, *device);
       results.push_back(kernel_out);
       break;
     }
     case OpKind::kFill:
-      kernel_out = runtime::Empty(out_meta[0].shape, out_meta[0].dtype, *device);
+      kernel_out = AllocateOutput(out_meta[0].shape, out_meta[0].dtype, *device);
       results.push_back(kernel_out);
       break;
     case OpKind::kDirect:
       for (size_t i = 0; i < inputs.size(); ++i) kin[i] = inputs[i];
-      for (const TensorMeta& m : out_meta) results.push_back(runtime::Empty(m.shape, m.dtype, *device));
+      for (const TensorMeta& m : out_meta) results.push_back(AllocateOutput(m.shape, m.dtype, *device));
       break;
     case OpKind::kCopy:
     case OpKind::kView:

@@ -207,8 +207,11 @@ Tensor rotary_embedding(const Tensor& x, int64_t position_offset, double base) {
       s[p * (d / 2) + i] = std::sin(angle);
     }
   }
-  const Tensor cs = cast(FromVector<double>(c, {t, d / 2}, x.device()), x.dtype());
-  const Tensor sn = cast(FromVector<double>(s, {t, d / 2}, x.device()), x.dtype());
+  // The tables are rounded to x's dtype on the host, then copied: a device without float64 (kunlun_sim,
+  // ascend_sim) must not need a float64 cast, which strict mode (certification) forbids falling back for.
+  const Device host("cpu");
+  const Tensor cs = cast(FromVector<double>(c, {t, d / 2}, host), x.dtype()).to(x.device());
+  const Tensor sn = cast(FromVector<double>(s, {t, d / 2}, host), x.dtype()).to(x.device());
   const Tensor x1 = x.slice(-1, 0, d / 2), x2 = x.slice(-1, d / 2, d);
   const Tensor parts[] = {x1 * cs - x2 * sn, x2 * cs + x1 * sn};
   return concat(parts, -1);

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "core/ops/ops.h"
+#include "core/ops/output_allocator.h"
+#include "core/runtime/copy.h"
 
 namespace oar {
 namespace {
@@ -91,6 +93,32 @@ TEST(Ops, SeededRandomIsReproducible) {
   double m = 0;
   for (float v : a) m += v;
   EXPECT_LT(std::abs(m / 100), 0.35);
+}
+
+TEST(Ops, OutputAllocatorIsUsedWhileInstalledThenRestored) {
+  const Tensor a = ones({2, 3});
+  int calls = 0;
+  {
+    ops::ScopedOutputAllocator outer([&](const Dims& shape, DType dtype, Device device) {
+      ++calls;
+      return runtime::Empty(shape, dtype, device);
+    });
+    EXPECT_EQ((a + a).ToVector<float>(), std::vector<float>(6, 2.0f));
+    EXPECT_EQ(calls, 1);
+    {
+      int inner_calls = 0;
+      ops::ScopedOutputAllocator inner([&](const Dims& shape, DType dtype, Device device) {
+        ++inner_calls;
+        return runtime::Empty(shape, dtype, device);
+      });
+      (void)sum(a);
+      EXPECT_EQ(inner_calls, 1);
+    }
+    (void)exp(a);  // the outer one is back
+    EXPECT_EQ(calls, 2);
+  }
+  (void)exp(a);  // none installed: runtime::Empty
+  EXPECT_EQ(calls, 2);
 }
 
 TEST(Ops, BadInputIsAClearError) {

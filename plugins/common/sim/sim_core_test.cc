@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/ops/nn.h"
+#include "core/optim/optim.h"
 #include "core/ops/ops.h"
 #include "core/runtime/runtime.h"
 
@@ -167,6 +169,53 @@ TEST(SimCoreFallback, StrictModeMakesAnUnsupportedDtypeAnError) {
   }
   runtime::Runtime::Get().SetStrict(false);
   EXPECT_NEAR(exp(a).ToVector<double>()[1], 7.38905609893065, 1e-12);
+}
+
+// The rotary embedding's cos/sin tables used to be cast from float64 on the device: on a device without
+// float64 that needed a CPU fallback, so in strict mode (certification) the Llama example could not run.
+TEST(SimCoreFallback, RotaryEmbeddingNeedsNoFloat64OnTheDevice) {
+  ASSERT_TRUE(kConfigured);
+  const std::vector<float> v = {0.5f, -1.0f, 2.0f, 0.25f, 1.5f, -0.75f, 0.125f, 3.0f};
+  const std::vector<float> want = rotary_embedding(FromVector<float>(v, {2, 4}, Device("cpu")), 3).ToVector<float>();
+  runtime::Runtime::Get().SetStrict(true);
+  std::vector<float> got;
+  EXPECT_NO_THROW(got = rotary_embedding(FromVector<float>(v, {2, 4}, Device("kunlun_sim:0")), 3).ToVector<float>());
+  runtime::Runtime::Get().SetStrict(false);
+  EXPECT_EQ(got, want);
+}
+
+// arange, rand and randn draw in float64 on the host; they used to cast on the device (see above).
+TEST(SimCoreFallback, FactoriesNeedNoFloat64OnTheDevice) {
+  ASSERT_TRUE(kConfigured);
+  const Device dev("kunlun_sim:0");
+  runtime::Runtime::Get().SetStrict(true);
+  std::vector<int64_t> range;
+  std::vector<float> drawn;
+  EXPECT_NO_THROW(range = arange(0, 4, 1, DType::kInt64, dev).ToVector<int64_t>());
+  EXPECT_NO_THROW({
+    Generator g(7);
+    drawn = rand({3}, g, 0, 1, DType::kFloat32, dev).ToVector<float>();
+  });
+  runtime::Runtime::Get().SetStrict(false);
+  EXPECT_EQ(range, (std::vector<int64_t>{0, 1, 2, 3}));
+  Generator g(7);
+  EXPECT_EQ(drawn, rand({3}, g, 0, 1, DType::kFloat32, Device("cpu")).ToVector<float>());
+}
+
+// ClipGradNorm used to cast every gradient to float64 on its device.
+TEST(SimCoreFallback, ClipGradNormNeedsNoFloat64OnTheDevice) {
+  ASSERT_TRUE(kConfigured);
+  Tensor p = FromVector<float>({3, 4}, {2}, Device("kunlun_sim:0"));
+  p.set_requires_grad(true);
+  sum(p * p).backward();  // grad = 2p = (6, 8): norm 10
+  runtime::Runtime::Get().SetStrict(true);
+  double norm = 0;
+  EXPECT_NO_THROW(norm = optim::ClipGradNorm({&p}, 5.0));
+  runtime::Runtime::Get().SetStrict(false);
+  EXPECT_NEAR(norm, 10.0, 1e-6);
+  const std::vector<float> g = p.grad().ToVector<float>();
+  EXPECT_NEAR(g[0], 3.0, 1e-5);
+  EXPECT_NEAR(g[1], 4.0, 1e-5);
 }
 
 TEST(SimCoreFallback, AscendHasNoFloat64Either) {

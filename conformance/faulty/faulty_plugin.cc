@@ -1,0 +1,197 @@
+// Deliberately faulty plugins: the conformance suite must catch each one at the right level, naming the
+// right case. Every variant is a correct simulated device (the shared simulator and host kernels of
+// plugins/common, every op x dtype of the host kernel library) with exactly one planted bug, chosen at
+// build time by OAR_FAULT_<NAME>:
+//   STRIDED_MATMUL    matmul treats its inputs as contiguous (ignores strides)            -> L1 matmul transposed
+//   EARLY_D2H         memcpy_d2h_async lands 50 ms after its stream and events complete   -> L0 async d2h ordering
+//   SOFTMAX_OVERFLOW  softmax without max subtraction (overflows for large logits)        -> L1 softmax large_logits
+//   WRITE_PAST_END    float32 add writes one element past its output                      -> L1 guard regions
+//   FP16_GARBAGE      every kernel with a float16 output returns garbage                  -> L1 float16 cases
+//   CRASH_ON_OP       neg raises SIGSEGV                                                  -> L1 neg CRASHED
+//   LEAK              every kernel launch leaks 64 KiB of device memory                   -> L1 memory growth
+// Built with the SDK's add_oar_plugin into lib/oar/faulty (never installed, never on the default path).
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "oar/plugin/cpp/dtype.hpp"
+#include "oar/plugin/cpp/kernel.hpp"
+#include "oar/plugin/cpp/status.hpp"
+#include "plugins/common/sim/device_api.h"
+#include "plugins/common/sim/kernels.h"
+#include "plugins/common/sim/simulator.h"
+
+#ifndef OAR_FAULTY_NAME
+#error "OAR_FAULTY_NAME (the device type) must be defined by the build"
+#endif
+
+namespace oar::faulty {
+namespace {
+
+using sdk::Guard;
+
+sim::DeviceModel Model() {
+  sim::DeviceModel m;
+  m.name = "Faulty simulated device (" OAR_FAULTY_NAME ")";
+  m.vendor = "Oar conformance test suite";
+  m.compute_units = 8;
+  m.local_memory_per_unit = 64 << 10;
+  m.peak_flops_f32 = 1e12;
+  m.peak_flops_f16 = 2e12;
+  m.peak_flops_bf16 = 2e12;
+  m.memory_bandwidth = 100e9;
+  m.host_link_bandwidth = 10e9;
+  m.peer_bandwidth = 10e9;
+  m.launch_overhead_ns = 1000;
+  m.copy_overhead_ns = 1000;
+  m.alignment = 64;
+  m.dtypes = {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT16, OAR_DTYPE_BFLOAT16, OAR_DTYPE_INT8,
+              OAR_DTYPE_UINT8,   OAR_DTYPE_INT32,   OAR_DTYPE_INT64,   OAR_DTYPE_BOOL};
+  return m;
+}
+
+// ---- the planted bugs ------------------------------------------------------------------------------
+
+[[maybe_unused]] void MatmulIgnoringStrides(const sim::SimKernel& kernel, const oar_kernel_call_t& call) {
+  sim::OwnedCall owned(call);
+  for (int i = 0; i < 2; ++i) {  // BUG: pretend both operands are row-major contiguous
+    oar_tensor_desc_t& d = owned.input(i);
+    auto* strides = const_cast<int64_t*>(d.strides);
+    int64_t expected = 1;
+    for (int dim = d.rank - 1; dim >= 0; --dim) {
+      strides[dim] = expected;
+      expected *= d.shape[dim];
+    }
+  }
+  sim::RunHostKernel(kernel.host_fn, owned.call());
+}
+
+template <typename T>
+void NaiveSoftmax(const sdk::KernelCall& k) {
+  const sdk::TensorRef x = k.input(0), y = k.output(0);
+  int64_t axis = k.GetInt("axis", -1);
+  if (axis < 0) axis += x.rank();
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= x.dim(d);
+  for (int d = static_cast<int>(axis) + 1; d < x.rank(); ++d) inner *= x.dim(d);
+  const int64_t n = x.dim(static_cast<int>(axis));
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const T* in = x.data<T>() + o * n * inner + i;
+      T* out = y.data<T>() + o * n * inner + i;
+      T total = 0;
+      for (int64_t j = 0; j < n; ++j) total += std::exp(in[j * inner]);  // BUG: no max subtraction
+      for (int64_t j = 0; j < n; ++j) out[j * inner] = std::exp(in[j * inner]) / total;
+    }
+  }
+}
+
+[[maybe_unused]] void SoftmaxWithoutMax(const sim::SimKernel& kernel, const oar_kernel_call_t& call) {
+  const sdk::KernelCall k(&call);
+  if (!k.input(0).is_contiguous() || !k.output(0).is_contiguous()) return sim::RunHostKernel(kernel.host_fn, call);
+  if (k.input(0).dtype() == OAR_DTYPE_FLOAT32) return NaiveSoftmax<float>(k);
+  if (k.input(0).dtype() == OAR_DTYPE_FLOAT64) return NaiveSoftmax<double>(k);
+  sim::RunHostKernel(kernel.host_fn, call);
+}
+
+[[maybe_unused]] void AddWritingPastEnd(const sim::SimKernel& kernel, const oar_kernel_call_t& call) {
+  sim::RunHostKernel(kernel.host_fn, call);
+  const sdk::TensorRef out = sdk::KernelCall(&call).output(0);
+  if (out.numel() > 0 && out.is_contiguous()) out.data<float>()[out.numel()] = 1234.5f;  // BUG: one past the end
+}
+
+[[maybe_unused]] void Float16Garbage(const sim::SimKernel& kernel, const oar_kernel_call_t& call) {
+  sim::RunHostKernel(kernel.host_fn, call);
+  for (int i = 0; i < call.num_outputs; ++i) {  // BUG: float16 results are overwritten
+    const oar_tensor_desc_t& d = call.outputs[i];
+    if (d.dtype == OAR_DTYPE_FLOAT16) std::memset(d.data, 0x7b, sim::DescriptorSpanBytes(d));
+  }
+}
+
+[[maybe_unused]] void CrashingKernel(const sim::SimKernel&, const oar_kernel_call_t&) {
+  std::raise(SIGSEGV);  // BUG: the whole process dies
+}
+
+[[maybe_unused]] void LeakingKernel(const sim::SimKernel& kernel, const oar_kernel_call_t& call) {
+  void* scratch = nullptr;  // BUG: scratch memory that is never freed
+  if (oar_status_t* s = sim::DeviceApi()->malloc(call.device, 64 << 10, &scratch)) sdk::Host()->status_destroy(s);
+  sim::RunHostKernel(kernel.host_fn, call);
+}
+
+// BUG: the copy is staged now but lands in host memory 50 ms later, on a thread of its own, while the
+// stream and any event recorded after it already report completion.
+[[maybe_unused]] oar_status_t* EarlyD2hAsync(int32_t device, oar_stream_t stream, void* dst, const void* src,
+                                             size_t size) {
+  auto staged = std::make_shared<std::vector<uint8_t>>(size);
+  if (oar_status_t* s = sim::DeviceApi()->memcpy_d2h(device, staged->data(), src, size)) return s;
+  (void)stream;
+  std::thread([staged, dst] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::memcpy(dst, staged->data(), staged->size());
+  }).detach();
+  return nullptr;
+}
+
+// ---- the plugin ------------------------------------------------------------------------------------
+
+sim::KernelSet& Kernels() {
+  static sim::KernelSet set = [] {
+    sim::KernelSet s;
+    s.AddHostKernels([](std::string_view, std::span<const int32_t>) { return true; });
+    for ([[maybe_unused]] sim::SimKernel& k : s.kernels()) {
+#if defined(OAR_FAULT_STRIDED_MATMUL)
+      if (k.op == "matmul") k.run = MatmulIgnoringStrides;
+#elif defined(OAR_FAULT_SOFTMAX_OVERFLOW)
+      if (k.op == "softmax") k.run = SoftmaxWithoutMax;
+#elif defined(OAR_FAULT_WRITE_PAST_END)
+      if (k.op == "add" && k.dtypes[0] == OAR_DTYPE_FLOAT32) k.run = AddWritingPastEnd;
+#elif defined(OAR_FAULT_FP16_GARBAGE)
+      if (std::find(k.dtypes.begin(), k.dtypes.end(), OAR_DTYPE_FLOAT16) != k.dtypes.end()) k.run = Float16Garbage;
+#elif defined(OAR_FAULT_CRASH_ON_OP)
+      if (k.op == "neg") k.run = CrashingKernel;
+#elif defined(OAR_FAULT_LEAK)
+      k.run = LeakingKernel;
+#endif
+    }
+    return s;
+  }();
+  return set;
+}
+
+oar_status_t* Initialize() {
+  return Guard([] {
+    sim::PluginSpec spec;
+    spec.name = OAR_FAULTY_NAME;
+    spec.env_prefix = "OAR_FAULTY_SIM";
+    spec.model = Model();
+    sim::Simulator::Initialize(spec);
+  });
+}
+
+oar_status_t* RegisterKernels(oar_kernel_registrar_t* registrar) {
+  return Guard([&] { Kernels().Register(registrar); });
+}
+
+const oar_kernel_api_t kKernelApi = sim::MakeKernelApi(RegisterKernels);
+
+const oar_device_api_t kDeviceApi = [] {
+  oar_device_api_t d = *sim::DeviceApi();
+#if defined(OAR_FAULT_EARLY_D2H)
+  d.memcpy_d2h_async = EarlyD2hAsync;
+#endif
+  return d;
+}();
+
+const oar_plugin_api_t kApi = [] {
+  oar_plugin_api_t api = sim::MakePluginApi(OAR_FAULTY_NAME, OAR_VERSION_STRING, Initialize, &kKernelApi, nullptr);
+  api.device = &kDeviceApi;
+  return api;
+}();
+
+}  // namespace
+}  // namespace oar::faulty
+
+OAR_DEFINE_PLUGIN(&oar::faulty::kApi)

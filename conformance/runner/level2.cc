@@ -1,0 +1,344 @@
+// Level 2 — training: the backward kernels (the VJP ops of the schemas) against the fp64 reference's
+// gradients, autograd gradients computed on the device against the reference's VJPs, optimiser steps
+// on the device against the same steps on cpu, and each example model trained a few steps on the
+// device against the cpu golden loss curve of the same run (1 % relative per step for float32).
+#include <cmath>
+
+#include "conformance/runner/op_check.h"
+#include "core/autograd/autograd.h"
+#include "core/ops/nn.h"
+#include "core/optim/optim.h"
+
+#include "conformance/runner/example_models.h"
+
+namespace oar::conformance {
+namespace {
+
+using ops::OpSchema;
+using ref::Array;
+using Shape = std::vector<int64_t>;
+
+const Device kCpu("cpu");
+
+std::string Str(const Shape& s) { return ref::ShapeString(s); }
+
+void AddOp(std::vector<Case>& cases, std::string_view op, DType dt, const std::string& variant,
+           std::function<CaseResult(CaseContext&, InputMaker&)> body) {
+  cases.push_back({fmt::format("L2.op.{}.{}.{}", op, DTypeName(dt), variant), 2, std::string(op),
+                   [body = std::move(body)](CaseContext& c) {
+                     InputMaker in(c.seed);
+                     return body(c, in);
+                   }});
+}
+
+std::vector<DType> Floats() { return {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}; }
+
+// ---- backward kernels ----------------------------------------------------------------------------------
+
+void BackwardKernelCases(std::vector<Case>& cases) {
+  const std::vector<int64_t> one{1, 1}, pad1{1, 1}, zero{0, 0}, two{2, 2};
+  for (DType dt : Floats()) {
+    AddOp(cases, "conv2d_grad_input", dt, "pad1", [=](CaseContext& c, InputMaker& in) {
+      Array rx, rw, rg;
+      in.Random({2, 3, 7, 7}, dt, kCpu, &rx, -1, 1);  // only its shape matters for grad_input
+      Tensor w = in.Random({4, 3, 3, 3}, dt, c.device, &rw, -1, 1);
+      Tensor g = in.Random({2, 4, 7, 7}, dt, c.device, &rg, -1, 1);
+      return CheckOp(c, "conv2d_grad_input", {dt, dt}, "grad_out [2, 4, 7, 7] w [4, 3, 3, 3] padding 1",
+                     [&] {
+                       return ops::Run(ops::Op::kConv2dGradInput, std::vector<Tensor>{g, w},
+                                       {one, pad1, one, int64_t{1}, Shape{2, 3, 7, 7}}, c.device);
+                     },
+                     [&] {  // each input element receives C_out * kH * kW terms
+                       return std::vector<Expected>{{ref::conv2d_grad(rx, rw, rg, {1, 1}, {1, 1}).dx, "", 36}};
+                     });
+    });
+    AddOp(cases, "conv2d_grad_weight", dt, "pad1", [=](CaseContext& c, InputMaker& in) {
+      Array rx, rw, rg;
+      Tensor x = in.Random({2, 3, 7, 7}, dt, c.device, &rx, -1, 1);
+      in.Random({4, 3, 3, 3}, dt, kCpu, &rw, -1, 1);  // only its shape matters for grad_weight
+      Tensor g = in.Random({2, 4, 7, 7}, dt, c.device, &rg, -1, 1);
+      return CheckOp(c, "conv2d_grad_weight", {dt, dt}, "grad_out [2, 4, 7, 7] x [2, 3, 7, 7] padding 1",
+                     [&] {
+                       return ops::Run(ops::Op::kConv2dGradWeight, std::vector<Tensor>{g, x},
+                                       {one, pad1, one, int64_t{1}, Shape{4, 3, 3, 3}}, c.device);
+                     },
+                     [&] {  // each weight element sums N * H * W terms
+                       return std::vector<Expected>{{ref::conv2d_grad(rx, rw, rg, {1, 1}, {1, 1}).dweight, "", 98}};
+                     });
+    });
+    AddOp(cases, "avg_pool2d_grad", dt, "k2s2", [=](CaseContext& c, InputMaker& in) {
+      Array rx, rg;
+      in.Random({2, 3, 6, 6}, dt, kCpu, &rx);
+      Tensor g = in.Random({2, 3, 3, 3}, dt, c.device, &rg);
+      return CheckOp(c, "avg_pool2d_grad", {dt}, "grad_y [2, 3, 3, 3] to [2, 3, 6, 6] kernel 2 stride 2",
+                     [&] {
+                       return ops::Run(ops::Op::kAvgPool2dGrad, std::vector<Tensor>{g},
+                                       {two, two, zero, true, Shape{2, 3, 6, 6}}, c.device);
+                     },
+                     [&] { return std::vector<Expected>{{ref::avg_pool2d_grad(rx, rg, {2, 2}), "", 1}}; });
+    });
+    AddOp(cases, "adaptive_avg_pool2d_grad", dt, "from_3x2", [=](CaseContext& c, InputMaker& in) {
+      Array rx, rg;
+      in.Random({2, 3, 7, 5}, dt, kCpu, &rx);
+      Tensor g = in.Random({2, 3, 3, 2}, dt, c.device, &rg);
+      return CheckOp(c, "adaptive_avg_pool2d_grad", {dt}, "grad_y [2, 3, 3, 2] to [2, 3, 7, 5]",
+                     [&] {
+                       return ops::Run(ops::Op::kAdaptiveAvgPool2dGrad, std::vector<Tensor>{g},
+                                       {Shape{3, 2}, Shape{2, 3, 7, 5}}, c.device);
+                     },
+                     [&] { return std::vector<Expected>{{ref::adaptive_avg_pool2d_grad(rx, rg), "", 4}}; });
+    });
+  }
+}
+
+// ---- autograd on the device against the reference VJPs --------------------------------------------------
+
+struct GradCase {
+  std::string op;
+  std::vector<Shape> shapes;
+  double lo, hi;
+  std::function<Tensor(const std::vector<Tensor>&)> forward;
+  std::function<std::vector<Array>(const std::vector<Array>&, const Array&)> vjp;  // inputs, grad_y -> grads
+  int64_t k;  // accumulation length of the gradient
+};
+
+std::vector<GradCase> GradCases() {
+  auto unary = [](std::string op, Tensor (*f)(const Tensor&), Array (*g)(const Array&, const Array&), double lo,
+                  double hi) {
+    return GradCase{op, {{3, 5}}, lo, hi, [f](const std::vector<Tensor>& x) { return f(x[0]); },
+                    [g](const std::vector<Array>& x, const Array& gy) { return std::vector<Array>{g(x[0], gy)}; }, 1};
+  };
+  return {
+      unary("tanh", oar::tanh, ref::tanh_grad, -2, 2),
+      unary("sigmoid", oar::sigmoid, ref::sigmoid_grad, -3, 3),
+      unary("exp", oar::exp, ref::exp_grad, -2, 2),
+      unary("log", oar::log, ref::log_grad, 0.2, 3),
+      unary("sqrt", oar::sqrt, ref::sqrt_grad, 0.2, 3),
+      {"matmul", {{4, 6}, {6, 5}}, -1, 1, [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); },
+       [](const std::vector<Array>& x, const Array& gy) {
+         const ref::BinaryGrads g = ref::matmul_grad(x[0], x[1], gy);
+         return std::vector<Array>{g.da, g.db};
+       },
+       6},
+      {"softmax", {{4, 7}}, -3, 3, [](const std::vector<Tensor>& x) { return softmax(x[0], 1); },
+       [](const std::vector<Array>& x, const Array& gy) { return std::vector<Array>{ref::softmax_grad(x[0], gy, 1)}; }, 1},
+      {"sum", {{4, 6}}, -1, 1, [](const std::vector<Tensor>& x) { return sum(x[0], {1}); },
+       [](const std::vector<Array>& x, const Array& gy) { return std::vector<Array>{ref::sum_grad(x[0], gy, {1})}; }, 1},
+  };
+}
+
+void GradientCases(std::vector<Case>& cases) {
+  for (const GradCase& g : GradCases()) {
+    for (DType dt : {DType::kFloat32, DType::kFloat64}) {
+      cases.push_back({fmt::format("L2.grad.{}.{}", g.op, DTypeName(dt)), 2, g.op, [g, dt](CaseContext& c) {
+                         InputMaker in(c.seed);
+                         std::vector<Tensor> xs;
+                         std::vector<Array> ra(g.shapes.size());
+                         for (size_t i = 0; i < g.shapes.size(); ++i) {
+                           xs.push_back(in.Random(g.shapes[i], dt, c.device, &ra[i], g.lo, g.hi));
+                           xs.back().set_requires_grad(true);
+                         }
+                         std::string shape;
+                         for (const Shape& s : g.shapes) shape += (shape.empty() ? "" : " x ") + Str(s);
+                         Array rw;
+                         return CheckOp(
+                             c, g.op, {dt}, "d/dx sum(f(x) * w), " + shape,
+                             [&] {
+                               const Tensor y = g.forward(xs);
+                               const Tensor w = in.Random(std::vector<int64_t>(y.shape().begin(), y.shape().end()), dt,
+                                                          c.device, &rw, 0.5, 1.5);
+                               return grad({sum(y * w)}, xs);
+                             },
+                             [&] {
+                               std::vector<Expected> out;
+                               for (Array& a : g.vjp(ra, rw)) out.push_back({std::move(a), "", g.k});
+                               return out;
+                             });
+                       }});
+    }
+  }
+}
+
+// ---- finite differences on the device -------------------------------------------------------------------
+
+// d/dx sum(f(x) * w) by autograd on the device against central differences of the same forward, also
+// evaluated on the device: float64 with eps 1e-6 (agreement to 1e-6), float32 with eps 1e-2 (2e-2).
+struct FdCase {
+  std::string op;
+  Shape shape;
+  std::function<Tensor(const Tensor&)> f;
+};
+
+std::vector<FdCase> FdCases() {
+  return {
+      {"tanh", {3, 4}, [](const Tensor& x) { return oar::tanh(x); }},
+      {"softmax", {3, 4}, [](const Tensor& x) { return softmax(x, 1); }},
+      {"log_softmax", {3, 4}, [](const Tensor& x) { return log_softmax(x, 0); }},
+      {"matmul", {3, 4}, [](const Tensor& x) { return matmul(x, x.transpose(0, 1)); }},
+      {"conv2d", {1, 2, 4, 4}, [](const Tensor& x) { return conv2d(x, x.slice(2, 0, 3).slice(3, 0, 3).contiguous()); }},
+      {"layer_norm", {3, 4}, [](const Tensor& x) { return layer_norm(x, 1); }},
+  };
+}
+
+void FiniteDifferenceCases(std::vector<Case>& cases) {
+  for (const FdCase& fd : FdCases()) {
+    for (DType dt : {DType::kFloat64, DType::kFloat32}) {
+      cases.push_back({fmt::format("L2.fdcheck.{}.{}", fd.op, DTypeName(dt)), 2, fd.op, [fd, dt](CaseContext& c) {
+                         const double eps = dt == DType::kFloat64 ? 1e-6 : 1e-2;
+                         const double tol = dt == DType::kFloat64 ? 1e-6 : 2e-2;
+                         InputMaker in(c.seed);
+                         Array ra, rw;
+                         CaseResult r;
+                         r.dtype = std::string(DTypeName(dt));
+                         r.shape = Str(fd.shape);
+                         r.numeric = true;
+                         r.tolerance = tol;
+                         r.atol = tol;
+                         try {
+                           Tensor x = in.Random(fd.shape, dt, c.device, &ra, -1, 1);
+                           x.set_requires_grad(true);
+                           const Tensor y = fd.f(x);
+                           const Tensor w = in.Random(std::vector<int64_t>(y.shape().begin(), y.shape().end()), dt,
+                                                      c.device, &rw, 0.5, 1.5);
+                           const Array analytic = ToArray(grad({sum(y * w)}, {x})[0]);
+                           NoGradGuard no_grad;
+                           for (size_t i = 0; i < ra.data.size(); ++i) {
+                             auto eval = [&](double delta) {
+                               Array xp = ra;
+                               xp.data[i] += delta;
+                               const Tensor xd = in.Values(xp, dt, c.device, nullptr);
+                               return sum(fd.f(xd) * w).to(kCpu).ToVector<double>()[0];
+                             };
+                             const double numeric = (eval(eps) - eval(-eps)) / (2 * eps);
+                             const double err = std::abs(analytic.data[i] - numeric);
+                             r.max_abs_error = std::max(r.max_abs_error, err);
+                             r.max_rel_error = std::max(r.max_rel_error, err / std::max(1.0, std::abs(numeric)));
+                             if (err > tol * std::max(1.0, std::abs(numeric)) && r.status == Status::kPassed) {
+                               r.status = Status::kFailed;
+                               r.message = fmt::format(
+                                   "{} [{}] {}: d/dx[{}] by autograd on the device is {}, central differences on the "
+                                   "device (eps {}) give {}",
+                                   fd.op, DTypeName(dt), Str(fd.shape), i, analytic.data[i], eps, numeric);
+                             }
+                           }
+                         } catch (const Error& e) {
+                           if (!Claims(c, fd.op, {dt}) &&
+                               (e.code() == ErrorCode::kUnimplemented || e.code() == ErrorCode::kInvalidArgument)) {
+                             throw SkipCase{fmt::format("{} [{}] is not claimed by the plugin; refused cleanly", fd.op,
+                                                        DTypeName(dt))};
+                           }
+                           throw;
+                         }
+                         return r;
+                       }});
+    }
+  }
+}
+
+// ---- optimiser steps -----------------------------------------------------------------------------------
+
+void OptimizerCases(std::vector<Case>& cases) {
+  for (const std::string& name : std::vector<std::string>{"sgd_momentum", "adam", "adamw"}) {
+    cases.push_back({fmt::format("L2.optim.{}.float32", name), 2, "optim", [name](CaseContext& c) {
+                       // The same parameters and gradients on cpu and on the device, three steps each.
+                       auto run = [&](Device device) {
+                         InputMaker in(c.seed);
+                         Tensor p = in.Random({64}, DType::kFloat32, device, nullptr);
+                         p.set_requires_grad(true);
+                         std::unique_ptr<optim::Optimizer> opt;
+                         if (name == "sgd_momentum") opt = std::make_unique<optim::SGD>(std::vector<Tensor*>{&p}, 0.1, optim::SgdOptions{.momentum = 0.9});
+                         else if (name == "adam") opt = std::make_unique<optim::Adam>(std::vector<Tensor*>{&p}, 0.01);
+                         else opt = std::make_unique<optim::AdamW>(std::vector<Tensor*>{&p}, 0.01);
+                         for (int step = 0; step < 3; ++step) {
+                           opt->ZeroGrad();
+                           const Tensor coeff = in.Random({64}, DType::kFloat32, device, nullptr);
+                           sum(p * p * coeff).backward();
+                           opt->Step();
+                         }
+                         return ToArray(p);
+                       };
+                       const Array want = run(kCpu);
+                       const Array got = run(c.device);
+                       const ref::Tolerance tol =
+                           ref::LoadTolerance(TolerancesPath(), "elementwise_transcendental", ref::RefDType::F32);
+                       const ref::CompareResult cr = ref::Compare(got, want, tol);
+                       CaseResult r;
+                       r.dtype = "float32";
+                       r.shape = "[64], 3 steps";
+                       r.numeric = true;
+                       r.atol = tol.atol;
+                       r.tolerance = tol.rtol;
+                       r.max_abs_error = cr.max_abs_error;
+                       r.max_rel_error = cr.max_rel_error;
+                       if (!cr.ok) {
+                         r.status = Status::kFailed;
+                         r.message = fmt::format("{}: parameters after 3 steps differ from the cpu golden: {}", name,
+                                                 cr.message);
+                       }
+                       return r;
+                     }});
+  }
+}
+
+// ---- training curves -----------------------------------------------------------------------------------
+
+#ifdef OAR_CONFORMANCE_HAS_EXAMPLES
+void TrainingCurveCases(std::vector<Case>& cases) {
+  for (const std::string& kind : examples::ExampleKinds()) {
+    cases.push_back({fmt::format("L2.model.{}.training_curve", kind), 2, "model", [kind](CaseContext& c) {
+                       constexpr int64_t kSteps = 5;
+                       constexpr double kRel = 0.01;  // per logged step, float32
+                       auto golden = examples::MakeExample(kind, kCpu, c.seed);
+                       const std::vector<double> want = examples::Train(*golden, kSteps);
+                       std::vector<double> got;
+                       try {
+                         auto on_device = MakeExampleOnDevice(kind, c.device, c.seed);
+                         got = examples::Train(*on_device, kSteps);
+                       } catch (const Error& e) {
+                         if (e.code() == ErrorCode::kUnimplemented) {
+                           throw SkipCase{fmt::format("the device lacks a kernel training needs: {}", e.what())};
+                         }
+                         throw;
+                       }
+                       CaseResult r;
+                       r.dtype = "float32";
+                       r.shape = fmt::format("{} steps", kSteps);
+                       r.numeric = true;
+                       r.tolerance = kRel;
+                       std::string curve;
+                       for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+                         const double abs_err = std::abs(got[i] - want[i]);
+                         const double rel = abs_err / std::max(std::abs(want[i]), 1e-12);
+                         r.max_abs_error = std::max(r.max_abs_error, abs_err);
+                         r.max_rel_error = std::max(r.max_rel_error, rel);
+                         curve += fmt::format("{}step {}: {:.6g} vs {:.6g}", curve.empty() ? "" : "; ", i, got[i], want[i]);
+                         if (!(rel <= kRel) && r.status == Status::kPassed) {
+                           r.status = Status::kFailed;
+                           r.message = fmt::format("{} loss at step {} is {} on {}, cpu golden {} (relative error {:.3g} > {}). ",
+                                                   kind, i, got[i], c.device.str(), want[i], rel, kRel);
+                         }
+                       }
+                       if (got.size() != want.size()) {
+                         r.status = Status::kFailed;
+                         r.message += fmt::format("{} losses, expected {}. ", got.size(), want.size());
+                       }
+                       r.message += "device vs cpu: " + curve;
+                       return r;
+                     }});
+  }
+}
+#endif
+
+}  // namespace
+
+void AddLevel2Cases(std::vector<Case>& cases) {
+  BackwardKernelCases(cases);
+  GradientCases(cases);
+  FiniteDifferenceCases(cases);
+  OptimizerCases(cases);
+#ifdef OAR_CONFORMANCE_HAS_EXAMPLES
+  TrainingCurveCases(cases);
+#endif
+}
+
+}  // namespace oar::conformance
