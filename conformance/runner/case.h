@@ -63,6 +63,7 @@ const std::vector<Case>& AllCases();
 void AddLevel0Cases(std::vector<Case>& cases);
 void AddLevel1Cases(std::vector<Case>& cases);
 void AddLevel2Cases(std::vector<Case>& cases);
+void AddLevel3Cases(std::vector<Case>& cases);
 
 /// The tolerances.json every run uses, located from the runner's own path (op_check.cc): neither a
 /// plugin nor an option or environment variable can substitute another.

@@ -158,7 +158,8 @@ struct Worker {
 };
 
 std::string SignalDescription(int status) {
-  if (WIFSIGNALED(status)) return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (WIFSIGNALED(status))
+    return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
   if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
   return "ended abnormally";
 }
@@ -230,9 +231,13 @@ void AddObservedSupport(const std::vector<Record>& records,
         ++s.passed;
         if (r.result.message.rfind("WARNING", 0) == 0) ++s.undeclared_works;
         break;
-      case Status::kSkipped: ++s.refused; break;
-      case Status::kNotSelected: break;
-      default: ++s.failed;
+      case Status::kSkipped:
+        ++s.refused;
+        break;
+      case Status::kNotSelected:
+        break;
+      default:
+        ++s.failed;
     }
   }
   for (const auto& [op, row] : seen) {
@@ -259,12 +264,18 @@ struct Totals {
 
 std::string_view StatusName(Status s) {
   switch (s) {
-    case Status::kPassed: return "PASSED";
-    case Status::kFailed: return "FAILED";
-    case Status::kSkipped: return "SKIPPED";
-    case Status::kNotSelected: return "NOT_SELECTED";
-    case Status::kCrashed: return "CRASHED";
-    case Status::kTimeout: return "TIMEOUT";
+    case Status::kPassed:
+      return "PASSED";
+    case Status::kFailed:
+      return "FAILED";
+    case Status::kSkipped:
+      return "SKIPPED";
+    case Status::kNotSelected:
+      return "NOT_SELECTED";
+    case Status::kCrashed:
+      return "CRASHED";
+    case Status::kTimeout:
+      return "TIMEOUT";
   }
   return "UNKNOWN";
 }
@@ -280,6 +291,7 @@ const std::vector<Case>& AllCases() {
     AddLevel0Cases(all);
     AddLevel1Cases(all);
     AddLevel2Cases(all);
+    AddLevel3Cases(all);
     return all;
   }();
   return cases;
@@ -290,15 +302,16 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--plugin", o.plugin, "Plugin file to certify (loaded first)");
   app.add_option("--device-index", o.device_index, "Device ordinal within --plugin")->check(CLI::NonNegativeNumber);
   app.add_option_function<std::string>(
-         "--level",
-         [&o](const std::string& v) {
-           if (v.size() != 2 || (v[0] != 'L' && v[0] != 'l') || v[1] < '0' || v[1] > '3') {
-             throw CLI::ValidationError("--level", "expected L0, L1, L2 or L3, got '" + v + "'");
-           }
-           o.level = v[1] - '0';
-         },
-         "Certification level, cumulative (L0 loadable, L1 inference, L2 training, L3 distributed); default L2");
-  app.add_option("--filter", o.filter, "Run only case ids matching this glob; the rest are NOT_SELECTED");
+      "--level",
+      [&o](const std::string& v) {
+        if (v.size() != 2 || (v[0] != 'L' && v[0] != 'l') || v[1] < '0' || v[1] > '3') {
+          throw CLI::ValidationError("--level", "expected L0, L1, L2 or L3, got '" + v + "'");
+        }
+        o.level = v[1] - '0';
+      },
+      "Certification level, cumulative (L0 loadable, L1 inference, L2 training, L3 distributed); default L2");
+  app.add_option("--filter", o.filter,
+                 "Run only case ids matching this glob (several: GLOB1:GLOB2); the rest are NOT_SELECTED");
   app.add_flag("--list", o.list, "List the selected case ids and exit");
   app.add_option("--replay", o.replay, "Run one case in this process, printing everything");
   app.add_option("--jobs", o.jobs, "Worker processes")->check(CLI::Range(1, 64));
@@ -319,9 +332,17 @@ int Run(const Options& o, const std::vector<std::string>& self) {
   // Select.
   std::vector<const Case*> selected;
   std::vector<const Case*> not_selected;
+  std::vector<std::string> globs;  // ':'-separated, as GoogleTest's --gtest_filter
+  for (size_t start = 0; start <= o.filter.size() && !o.filter.empty();) {
+    const size_t end = std::min(o.filter.find(':', start), o.filter.size());
+    if (end > start) globs.push_back(o.filter.substr(start, end - start));
+    start = end + 1;
+  }
   for (const Case& c : AllCases()) {
     const bool in_level = c.level <= o.level;
-    const bool matches = o.filter.empty() || fnmatch(o.filter.c_str(), c.id.c_str(), 0) == 0;
+    const bool matches = globs.empty() || std::any_of(globs.begin(), globs.end(), [&](const std::string& g) {
+                           return fnmatch(g.c_str(), c.id.c_str(), 0) == 0;
+                         });
     (in_level && matches ? selected : not_selected).push_back(&c);
   }
   if (o.list) {
@@ -419,8 +440,10 @@ int Run(const Options& o, const std::vector<std::string>& self) {
       if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
         char buf[4096];
         const ssize_t n = ::read(w.fd, buf, sizeof buf);
-        if (n <= 0) eof = true;
-        else w.buffer.append(buf, static_cast<size_t>(n));
+        if (n <= 0)
+          eof = true;
+        else
+          w.buffer.append(buf, static_cast<size_t>(n));
       }
       for (size_t nl; (nl = w.buffer.find('\n')) != std::string::npos;) {
         const std::string line = w.buffer.substr(0, nl);
@@ -485,9 +508,12 @@ int Run(const Options& o, const std::vector<std::string>& self) {
       ++totals.not_selected;
       continue;
     }
-    if (s == Status::kPassed) ++totals.passed;
-    else if (s == Status::kSkipped) ++totals.skipped;
-    else ++totals.failed;
+    if (s == Status::kPassed)
+      ++totals.passed;
+    else if (s == Status::kSkipped)
+      ++totals.skipped;
+    else
+      ++totals.failed;
     ++level_cases[r.level];
     level_failures[r.level] += IsFailure(s) ? 1 : 0;
     level_passed[r.level] += s == Status::kPassed ? 1 : 0;
@@ -498,11 +524,16 @@ int Run(const Options& o, const std::vector<std::string>& self) {
     std::string v;
     bool has_cases = false;
     for (const Case& c : AllCases()) has_cases |= c.level == l;
-    if (!has_cases) v = "NOT_AVAILABLE";  // this runner version has no cases at that level yet
-    else if (level_failures[l] > 0) v = "FAIL";
-    else if (level_cases[l] == 0 && !o.filter.empty()) v = "FILTERED_OUT";  // the filter selected none of it
-    else if (level_passed[l] == 0) v = "NO_CASES_RUN";
-    else v = o.filter.empty() ? "PASS" : "PASS_FILTERED";
+    if (!has_cases)
+      v = "NOT_AVAILABLE";  // this runner version has no cases at that level yet
+    else if (level_failures[l] > 0)
+      v = "FAIL";
+    else if (level_cases[l] == 0 && !o.filter.empty())
+      v = "FILTERED_OUT";  // the filter selected none of it
+    else if (level_passed[l] == 0)
+      v = "NO_CASES_RUN";
+    else
+      v = o.filter.empty() ? "PASS" : "PASS_FILTERED";
     verdicts[fmt::format("L{}", l)] = v;
     pass = pass && (v == "PASS" || v == "PASS_FILTERED" || v == "FILTERED_OUT");
     any_passed = any_passed || v == "PASS" || v == "PASS_FILTERED";
@@ -516,8 +547,11 @@ int Run(const Options& o, const std::vector<std::string>& self) {
       {"levels", verdicts},
       {"seed", o.seed},
       {"filter", o.filter},
-      {"counts", {{"passed", totals.passed}, {"failed", totals.failed}, {"skipped", totals.skipped},
-                  {"not_selected", totals.not_selected}}},
+      {"counts",
+       {{"passed", totals.passed},
+        {"failed", totals.failed},
+        {"skipped", totals.skipped},
+        {"not_selected", totals.not_selected}}},
       {"by_status", per_status},
       {"by_family", per_family},
       {"device", target.device.valid() ? target.device.str() : o.device},
@@ -542,7 +576,8 @@ int Run(const Options& o, const std::vector<std::string>& self) {
     }
     AddObservedSupport(report.records(), support);
   } else {
-    summary["plugin"] = {{"path", o.plugin}, {"sha256", o.plugin.empty() ? "" : Sha256File(o.plugin)},
+    summary["plugin"] = {{"path", o.plugin},
+                         {"sha256", o.plugin.empty() ? "" : Sha256File(o.plugin)},
                          {"load_error", target.load_error}};
   }
   report.WriteSummary(summary);

@@ -1,22 +1,20 @@
 // The runner as CI uses it: exit code and summary agree, every case is reported exactly once, crashes and
 // hangs are attributed to their case while the rest of the run completes, a refused plugin fails L0.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "conformance/runner/case.h"
 #include "conformance/runner/run_runner_testing.h"
 
 namespace oar::conformance {
 namespace {
-
 
 size_t Count(const std::string& haystack, const std::string& needle) {
   size_t n = 0;
@@ -47,8 +45,8 @@ TEST(Runner, FilteredOutCasesAreNotSelectedNeverPassed) {
 }
 
 TEST(Runner, CrashIsAttributedToItsCaseAndTheRunContinues) {
-  const RunOutput r =
-      RunRunner(std::string("--plugin ") + OAR_FIXTURE_DIR + "/good/liboar_plugin_fixture_crashy.so --level L0", "crashy");
+  const RunOutput r = RunRunner(
+      std::string("--plugin ") + OAR_FIXTURE_DIR + "/good/liboar_plugin_fixture_crashy.so --level L0", "crashy");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.summary["levels"]["L0"], "FAIL");
   const nlohmann::json& crashed = r.results.at("L0.memset.sync_and_async");
@@ -61,35 +59,54 @@ TEST(Runner, CrashIsAttributedToItsCaseAndTheRunContinues) {
 
 TEST(Runner, HangIsATimeoutForItsCase) {
   const RunOutput r = RunRunner(
-      std::string("--plugin ") + OAR_FIXTURE_DIR + "/good/liboar_plugin_fixture_hangy.so --level L0 --timeout 2", "hangy");
+      std::string("--plugin ") + OAR_FIXTURE_DIR + "/good/liboar_plugin_fixture_hangy.so --level L0 --timeout 2",
+      "hangy");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.results.at("L0.event.record_query_synchronize")["status"], "TIMEOUT");
   EXPECT_EQ(r.results.at("L0.stream.host_callback")["status"], "PASSED");
 }
 
 TEST(Runner, RefusedPluginFailsL0WithTheReason) {
-  const RunOutput r =
-      RunRunner(std::string("--plugin ") + OAR_FIXTURE_DIR + "/liboar_plugin_fixture_wrong_major.so --level L0", "refused");
+  const RunOutput r = RunRunner(
+      std::string("--plugin ") + OAR_FIXTURE_DIR + "/liboar_plugin_fixture_wrong_major.so --level L0", "refused");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.summary["verdict"], "FAIL");
-  EXPECT_NE(r.summary["plugin"]["load_error"].get<std::string>().find("plugin ABI 2.0 is incompatible"), std::string::npos)
+  EXPECT_NE(r.summary["plugin"]["load_error"].get<std::string>().find("plugin ABI 2.0 is incompatible"),
+            std::string::npos)
       << r.summary;
 }
 
 TEST(Runner, PluginThatCrashesWhileLoadingFailsL0AndTheRunnerSurvives) {
-  const RunOutput r = RunRunner(
-      std::string("--plugin ") + OAR_FIXTURE_DIR + "/crash/liboar_plugin_fixture_init_crashes.so --level L0", "crashload");
+  const RunOutput r =
+      RunRunner(std::string("--plugin ") + OAR_FIXTURE_DIR + "/crash/liboar_plugin_fixture_init_crashes.so --level L0",
+                "crashload");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.summary["verdict"], "FAIL");
   EXPECT_NE(r.summary["plugin"]["load_error"].get<std::string>().find("signal 11"), std::string::npos) << r.summary;
   EXPECT_EQ(r.results.at("L0.memory.alignment")["status"], "FAILED");
 }
 
-TEST(Runner, LevelsWithoutCasesAreNotAvailableNotPassed) {
+TEST(Runner, LevelsTheFilterLeavesOutAreFilteredOutNotPassed) {
   const RunOutput r = RunRunner("--device cpu:0 --level L3 --filter 'L0.handshake.*'", "l3");
-  EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(r.summary["levels"]["L1"], "FILTERED_OUT");  // has cases, the filter selected none
-  EXPECT_EQ(r.summary["levels"]["L3"], "NOT_AVAILABLE");
+  EXPECT_EQ(r.summary["levels"]["L3"], "FILTERED_OUT");
+}
+
+TEST(Runner, L3OnASingleDeviceTypeWithoutCclSkipsEverythingAndCannotPass) {
+  const RunOutput r = RunRunner("--device cpu:0 --level L3 --filter 'L0.handshake.*:L3.*'", "l3cpu");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.summary["levels"]["L3"], "NO_CASES_RUN");
+  EXPECT_EQ(r.results.at("L3.ccl.all_reduce.sum.float32")["status"], "SKIPPED");
+  EXPECT_NE(r.results.at("L3.ccl.all_reduce.sum.float32")["message"].get<std::string>().find("no CCL table"),
+            std::string::npos);
+}
+
+TEST(Runner, L3PassesOnKunlunSimWithTwoDevices) {
+  const RunOutput r = RunRunner("--device kunlun_sim:0 --level L3 --filter 'L0.handshake.*:L3.*'", "l3kunlun");
+  EXPECT_EQ(r.exit_code, 0) << r.summary;
+  EXPECT_EQ(r.summary["levels"]["L3"], "PASS_FILTERED");
+  EXPECT_EQ(r.results.at("L3.data_parallel.mlp.two_devices")["status"], "PASSED");
+  EXPECT_EQ(r.results.at("L3.ccl.all_reduce.avg.bfloat16")["status"], "PASSED");
 }
 
 TEST(Runner, UnclaimedKernelsRefusedCleanlyAreSkippedAndShownInTheSupportMatrix) {
@@ -97,7 +114,8 @@ TEST(Runner, UnclaimedKernelsRefusedCleanlyAreSkippedAndShownInTheSupportMatrix)
   const RunOutput r = RunRunner("--device kunlun_sim:0 --level L1 --filter 'L1.op.add.*.same'", "support");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.results.at("L1.op.add.float64.same")["status"], "SKIPPED");
-  EXPECT_NE(r.results.at("L1.op.add.float64.same")["message"].get<std::string>().find("refused cleanly"), std::string::npos);
+  EXPECT_NE(r.results.at("L1.op.add.float64.same")["message"].get<std::string>().find("refused cleanly"),
+            std::string::npos);
   EXPECT_EQ(r.results.at("L1.op.add.float32.same")["status"], "PASSED");
   std::istringstream csv(r.support_csv);
   std::string header, line, add_row;
