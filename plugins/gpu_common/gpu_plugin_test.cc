@@ -111,8 +111,10 @@ const Devices& Count() {
   return d;
 }
 
-#define SKIP_WITHOUT_DEVICE()                                                                      \
-  if (Count().count == 0) GTEST_SKIP() << "no " OAR_GPU_PLUGIN_NAME " device: " << Count().status.message
+#define SKIP_WITHOUT_DEVICE()                                                                        \
+  do {                                                                                               \
+    if (Count().count == 0) GTEST_SKIP() << "no " OAR_GPU_PLUGIN_NAME " device: " << Count().status.message; \
+  } while (0)
 
 const oar_kernel_registrar_t& Kernels() {
   static const oar_kernel_registrar_t registrar = [] {
@@ -137,7 +139,9 @@ TEST(GpuPlugin, LoadsAndShakesHands) {
   EXPECT_GE(Api()->kernel->struct_size, OAR_KERNEL_API_MIN_SIZE);
   ASSERT_NE(Api()->compiler, nullptr);
   EXPECT_EQ(Api()->compiler->struct_size, OAR_COMPILER_API_STRUCT_SIZE);
-  if (Api()->ccl != nullptr) EXPECT_EQ(Api()->ccl->struct_size, OAR_CCL_API_STRUCT_SIZE);
+  if (Api()->ccl != nullptr) {
+    EXPECT_EQ(Api()->ccl->struct_size, OAR_CCL_API_STRUCT_SIZE);
+  }
 
   const oar_host_api_t future = MakeHost(OAR_PLUGIN_ABI_MAJOR + 1);
   const oar_plugin_api_t* refused = nullptr;

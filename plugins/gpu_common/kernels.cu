@@ -29,7 +29,7 @@ Indexer<N> MakeIndexer(const TensorArg* const (&operands)[N]) {
 }
 
 int LastError() { return static_cast<int>(gpuGetLastError()); }
-gpuStream_t Native(NativeStream s) { return static_cast<gpuStream_t>(s); }
+gpuStream_t Native(StreamHandle s) { return static_cast<gpuStream_t>(s); }
 
 #define OAR_GRID_STRIDE_LOOP(i, n)                                                                   \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);            \
@@ -108,7 +108,7 @@ __global__ void FillKernel(U* out, U value, int64_t n) {
 }
 
 template <typename Kernel, typename... Args>
-int Launch1D(int64_t n, NativeStream stream, Kernel kernel, Args... args) {
+int Launch1D(int64_t n, StreamHandle stream, Kernel kernel, Args... args) {
   const LaunchConfig c = ElementwiseConfig(n);
   if (c.blocks == 0) return 0;
   kernel<<<c.blocks, c.threads, 0, Native(stream)>>>(args..., n);
@@ -497,7 +497,7 @@ __global__ void GatherKernel(const U* x, const int64_t* index, U* out, Indexer<3
 // Launchers
 // ===================================================================================================
 
-int LaunchUnary(UnaryOp op, const TensorArg& x, const TensorArg& out, NativeStream stream) {
+int LaunchUnary(UnaryOp op, const TensorArg& x, const TensorArg& out, StreamHandle stream) {
   const Indexer<2> ix = MakeIndexer<2>({&out, &x});
   int err = static_cast<int>(gpuErrorInvalidValue);
   VisitDType(x.dtype, [&](auto tag) {
@@ -513,7 +513,7 @@ int LaunchUnary(UnaryOp op, const TensorArg& x, const TensorArg& out, NativeStre
   return err;
 }
 
-int LaunchBinary(BinaryOp op, const TensorArg& a, const TensorArg& b, const TensorArg& out, NativeStream stream) {
+int LaunchBinary(BinaryOp op, const TensorArg& a, const TensorArg& b, const TensorArg& out, StreamHandle stream) {
   const Indexer<3> ix = MakeIndexer<3>({&out, &a, &b});
   int err = static_cast<int>(gpuErrorInvalidValue);
   VisitDType(a.dtype, [&](auto tag) {
@@ -530,7 +530,7 @@ int LaunchBinary(BinaryOp op, const TensorArg& a, const TensorArg& b, const Tens
 }
 
 int LaunchWhere(const TensorArg& cond, const TensorArg& a, const TensorArg& b, const TensorArg& out,
-                NativeStream stream) {
+                StreamHandle stream) {
   const Indexer<4> ix = MakeIndexer<4>({&out, &cond, &a, &b});
   int err = static_cast<int>(gpuErrorInvalidValue);
   VisitBits(a.dtype, [&](auto tag) {
@@ -541,7 +541,7 @@ int LaunchWhere(const TensorArg& cond, const TensorArg& a, const TensorArg& b, c
   return err;
 }
 
-int LaunchCast(const TensorArg& x, const TensorArg& out, NativeStream stream) {
+int LaunchCast(const TensorArg& x, const TensorArg& out, StreamHandle stream) {
   const Indexer<2> ix = MakeIndexer<2>({&out, &x});
   int err = static_cast<int>(gpuErrorInvalidValue);
   VisitDType(x.dtype, [&](auto from_tag) {
@@ -555,7 +555,7 @@ int LaunchCast(const TensorArg& x, const TensorArg& out, NativeStream stream) {
   return err;
 }
 
-int LaunchCopy(const TensorArg& x, const TensorArg& out, NativeStream stream) {
+int LaunchCopy(const TensorArg& x, const TensorArg& out, StreamHandle stream) {
   const Indexer<2> ix = MakeIndexer<2>({&out, &x});
   int err = static_cast<int>(gpuErrorInvalidValue);
   VisitBits(x.dtype, [&](auto tag) {
@@ -565,7 +565,7 @@ int LaunchCopy(const TensorArg& x, const TensorArg& out, NativeStream stream) {
   return err;
 }
 
-int LaunchFill(const TensorArg& out, uint64_t bits, NativeStream stream) {
+int LaunchFill(const TensorArg& out, uint64_t bits, StreamHandle stream) {
   int err = static_cast<int>(gpuErrorInvalidValue);
   VisitBits(out.dtype, [&](auto tag) {
     using U = decltype(tag);
@@ -574,7 +574,7 @@ int LaunchFill(const TensorArg& out, uint64_t bits, NativeStream stream) {
   return err;
 }
 
-int LaunchReduce(ReduceOp op, const TensorArg& x, uint32_t axes_mask, const TensorArg& out, NativeStream stream) {
+int LaunchReduce(ReduceOp op, const TensorArg& x, uint32_t axes_mask, const TensorArg& out, StreamHandle stream) {
   const int64_t num_out = out.numel();
   if (num_out == 0) return 0;
   Indexer<2> outer;
@@ -600,7 +600,7 @@ int LaunchReduce(ReduceOp op, const TensorArg& x, uint32_t axes_mask, const Tens
   return err;
 }
 
-int LaunchArgReduce(bool is_max, const TensorArg& x, int axis, const TensorArg& out, NativeStream stream) {
+int LaunchArgReduce(bool is_max, const TensorArg& x, int axis, const TensorArg& out, StreamHandle stream) {
   const int64_t num_out = out.numel();
   if (num_out == 0) return 0;
   const Indexer<2> rows = RowsAlong(x, axis, out);
@@ -618,7 +618,7 @@ int LaunchArgReduce(bool is_max, const TensorArg& x, int axis, const TensorArg& 
   return err;
 }
 
-int LaunchSoftmax(bool log, const TensorArg& x, int axis, const TensorArg& out, NativeStream stream) {
+int LaunchSoftmax(bool log, const TensorArg& x, int axis, const TensorArg& out, StreamHandle stream) {
   const int64_t total = out.numel();
   if (total == 0) return 0;
   const Indexer<2> rows = RowsAlong(x, axis, out);
@@ -641,7 +641,7 @@ int LaunchSoftmax(bool log, const TensorArg& x, int axis, const TensorArg& out, 
 }
 
 int LaunchLayerNorm(const TensorArg& x, const TensorArg& weight, const TensorArg& bias, int axis, double eps,
-                    const TensorArg& y, const TensorArg& mean, const TensorArg& rstd, NativeStream stream) {
+                    const TensorArg& y, const TensorArg& mean, const TensorArg& rstd, StreamHandle stream) {
   int64_t y_strides[kMaxRank];
   ContiguousStrides(y.rank, y.shape, y_strides);
   Indexer<2> rows;
@@ -681,7 +681,7 @@ int LaunchLayerNorm(const TensorArg& x, const TensorArg& weight, const TensorArg
   return err;
 }
 
-int LaunchGemm(const TensorArg& a, const TensorArg& b, const TensorArg& out, NativeStream stream) {
+int LaunchGemm(const TensorArg& a, const TensorArg& b, const TensorArg& out, StreamHandle stream) {
   const int r = out.rank;
   const int64_t m = out.shape[r - 2], n = out.shape[r - 1], k = a.shape[r - 1];
   Indexer<3> batch;
@@ -715,7 +715,7 @@ int LaunchGemm(const TensorArg& a, const TensorArg& b, const TensorArg& out, Nat
   return err;
 }
 
-int LaunchFindBadIndex(const TensorArg& index, int64_t limit, unsigned long long* first_bad, NativeStream stream) {
+int LaunchFindBadIndex(const TensorArg& index, int64_t limit, unsigned long long* first_bad, StreamHandle stream) {
   Indexer<1> ix;
   ix.rank = index.rank;
   for (int d = 0; d < index.rank; ++d) {
@@ -729,7 +729,7 @@ int LaunchFindBadIndex(const TensorArg& index, int64_t limit, unsigned long long
 }
 
 int LaunchGather(const TensorArg& x, const TensorArg& index, int axis, bool index_select, const TensorArg& out,
-                 NativeStream stream) {
+                 StreamHandle stream) {
   int64_t out_strides[kMaxRank];
   ContiguousStrides(out.rank, out.shape, out_strides);
   Indexer<3> ix;

@@ -30,38 +30,38 @@ struct TensorArg {
 
 enum class ReduceOp : int32_t { kSum, kMean, kMax, kMin, kProd };
 
-using NativeStream = void*;
+using StreamHandle = void*;  // the vendor stream (cudaStream_t, hipStream_t)
 
 /// out = op(x) (out contiguous, BOOL for the predicates).
-int LaunchUnary(UnaryOp op, const TensorArg& x, const TensorArg& out, NativeStream stream);
+int LaunchUnary(UnaryOp op, const TensorArg& x, const TensorArg& out, StreamHandle stream);
 /// out = a op b; a and b already broadcast to out's shape (BOOL out for comparisons and logical ops).
-int LaunchBinary(BinaryOp op, const TensorArg& a, const TensorArg& b, const TensorArg& out, NativeStream stream);
+int LaunchBinary(BinaryOp op, const TensorArg& a, const TensorArg& b, const TensorArg& out, StreamHandle stream);
 /// out = cond ? a : b, bits copied unchanged.
 int LaunchWhere(const TensorArg& cond, const TensorArg& a, const TensorArg& b, const TensorArg& out,
-                NativeStream stream);
+                StreamHandle stream);
 /// out = cast(x) with the rules of docs/ops.md; out may be strided.
-int LaunchCast(const TensorArg& x, const TensorArg& out, NativeStream stream);
+int LaunchCast(const TensorArg& x, const TensorArg& out, StreamHandle stream);
 /// Element bytes of x into the strided view out (same dtype, same shape).
-int LaunchCopy(const TensorArg& x, const TensorArg& out, NativeStream stream);
+int LaunchCopy(const TensorArg& x, const TensorArg& out, StreamHandle stream);
 /// Every element of the contiguous `out` set to the low DTypeSize bytes of `bits`.
-int LaunchFill(const TensorArg& out, uint64_t bits, NativeStream stream);
+int LaunchFill(const TensorArg& out, uint64_t bits, StreamHandle stream);
 /// Keepdim reduction of x over the dimensions whose bit is set in `axes_mask`.
-int LaunchReduce(ReduceOp op, const TensorArg& x, uint32_t axes_mask, const TensorArg& out, NativeStream stream);
+int LaunchReduce(ReduceOp op, const TensorArg& x, uint32_t axes_mask, const TensorArg& out, StreamHandle stream);
 /// Index (I64) of the first maximum / minimum along `axis`, NaN counting as the extreme.
-int LaunchArgReduce(bool is_max, const TensorArg& x, int axis, const TensorArg& out, NativeStream stream);
+int LaunchArgReduce(bool is_max, const TensorArg& x, int axis, const TensorArg& out, StreamHandle stream);
 /// softmax or log_softmax along `axis`.
-int LaunchSoftmax(bool log, const TensorArg& x, int axis, const TensorArg& out, NativeStream stream);
+int LaunchSoftmax(bool log, const TensorArg& x, int axis, const TensorArg& out, StreamHandle stream);
 /// layer_norm over the dimensions [axis, rank).
 int LaunchLayerNorm(const TensorArg& x, const TensorArg& weight, const TensorArg& bias, int axis, double eps,
-                    const TensorArg& y, const TensorArg& mean, const TensorArg& rstd, NativeStream stream);
+                    const TensorArg& y, const TensorArg& mean, const TensorArg& rstd, StreamHandle stream);
 /// out[..., M, N] = a[..., M, K] @ b[..., K, N] with any strides (the generic tiled kernel).
-int LaunchGemm(const TensorArg& a, const TensorArg& b, const TensorArg& out, NativeStream stream);
+int LaunchGemm(const TensorArg& a, const TensorArg& b, const TensorArg& out, StreamHandle stream);
 /// *first_bad (device memory, preset to UINT64_MAX by the caller) becomes the smallest row-major
 /// position of an index outside [0, limit).
-int LaunchFindBadIndex(const TensorArg& index, int64_t limit, unsigned long long* first_bad, NativeStream stream);
+int LaunchFindBadIndex(const TensorArg& index, int64_t limit, unsigned long long* first_bad, StreamHandle stream);
 /// gather (index has out's shape) or index_select (index is rank 1 along `axis`) along `axis`.
 int LaunchGather(const TensorArg& x, const TensorArg& index, int axis, bool index_select, const TensorArg& out,
-                 NativeStream stream);
+                 StreamHandle stream);
 
 }  // namespace oar::gpu
 

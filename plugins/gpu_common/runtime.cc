@@ -39,7 +39,8 @@ oar_status_code StatusCodeOf(gpuError_t error) {
 
 std::string DescribeError(gpuError_t error, const char* api, int32_t device) {
   std::string where = std::string(api) + (device >= 0 ? " on device " + std::to_string(device) : std::string());
-  return where + " failed: " + gpuGetErrorString(error) + " (" + gpuGetErrorName(error) + ")";
+  const std::string text = gpuGetErrorString(error), name = gpuGetErrorName(error);
+  return where + " failed: " + text + (text == name ? std::string() : " (" + name + ")");
 }
 
 void Check(gpuError_t error, const char* api, int32_t device) {
