@@ -315,7 +315,14 @@ oar_status_t* Free(int32_t device, void* ptr) {
       s.sizes.erase(it);
     }
     s.bytes_in_use.fetch_sub(size);
-    OAR_GPU_CHECK(device, gpuFree, ptr);
+    // After an asynchronous fault the runtime reports that (sticky) error from every call, cudaFree
+    // included. The memory is released either way, and free must not fail for an earlier error
+    // (docs/vendor-guide.md 4.5): the error stays visible to the next synchronisation.
+    const gpuError_t error = gpuFree(ptr);
+    if (error != gpuSuccess) {
+      (void)gpuGetLastError();
+      sdk::Log(OAR_LOG_WARNING, OAR_GPU_NAME, DescribeError(error, OAR_GPU_API_NAME(gpuFree), device));
+    }
   });
 }
 
