@@ -58,7 +58,7 @@ step devices 60 "$BUILD/bin/oar" devices
 grep -q "cuda:0" "$OUT/devices.log" || { note "FAILED  devices: cuda:0 not listed"; status=1; }
 step cuda_plugin_test 600 "$BUILD/tests/oar_cuda_plugin_test" --gtest_output="xml:$OUT/cuda_plugin_test.xml"
 step gpu_kernels_host_test 120 "$BUILD/tests/oar_gpu_kernels_host_test"
-step check_device_code 60 plugins/gpu_common/check_device_code.sh cuda "$BUILD/lib/oar/plugins/liboar_plugin_cuda.so" "$CUDA_ARCHS"
+step check_device_code 60 plugins/gpu_common/check_device_code.sh cuda "$BUILD/lib/oar/plugins/liboar_plugin_cuda.so" "${CUDA_ARCHS//;/,}"
 step conformance 1800 "$BUILD/bin/oar" conformance --device cuda:0 --level L2 --jobs "$JOBS" --report-dir "$OUT/conformance"
 
 # Train each example on both devices with the same seed; the final metrics must agree.

@@ -2,6 +2,10 @@
 # Install what Oar needs to build and test on Debian 12 (idempotent: nothing happens when all is there).
 #   ci/install-deps.sh            core toolchain and libraries
 #   ci/install-deps.sh --bench    also libtorch-dev, the peer the benchmarks compare against
+#   ci/install-deps.sh --hip      also the AMD HIP toolchain for the hip plugin (hipcc, libamdhip64-dev;
+#                                 ~1.3 GB with clang-15). CUDA is not installed from apt: our machines
+#                                 have it preinstalled under /usr/local/cuda.
+# Flags combine: ci/install-deps.sh --bench --hip
 set -euo pipefail
 
 packages=(
@@ -10,9 +14,13 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev opencl-headers libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(libtorch-dev)
-fi
+for flag in "$@"; do
+  case "$flag" in
+    --bench) packages+=(libtorch-dev) ;;
+    --hip) packages+=(hipcc libamdhip64-dev) ;;
+    *) echo "install-deps: unknown flag $flag (expected --bench, --hip)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -477,7 +477,7 @@ TEST(GpuDevice, MatmulMatchesAPlainLoopForEveryLayoutAndDtype) {
   }
 }
 
-TEST(GpuDevice, ReductionsSoftmaxAndLayerNorm) {
+TEST(GpuDevice, ReductionsSoftmaxAndLayerNormMatchPlainLoops) {
   SKIP_WITHOUT_DEVICE();
   const int64_t rows = 5, cols = 1000;
   std::vector<float> x(rows * cols);
@@ -505,6 +505,33 @@ TEST(GpuDevice, ReductionsSoftmaxAndLayerNorm) {
     for (int64_t c = 0; c < cols; ++c) total += std::exp(x[r * cols + c] - mx);
     EXPECT_NEAR(s[r], expected, 1e-3);
     for (int64_t c = 0; c < cols; c += 97) EXPECT_NEAR(p[r * cols + c], std::exp(x[r * cols + c] - mx) / total, 1e-6);
+  }
+  // layer_norm over the last axis, weight broadcast from one element (stride 0), bias zeros.
+  const std::vector<float> one = {2.0f}, zeros(cols, 0.0f);
+  Buffer dw(one), db(zeros), y(x.size() * 4), mean(rows * 4), rstd(rows * 4);
+  const std::vector<int64_t> ws = {cols}, w_strides = {0}, b_strides = {1};
+  oar_attr_t eps{};
+  eps.struct_size = OAR_ATTR_STRUCT_SIZE;
+  eps.name = "eps";
+  eps.type = OAR_ATTR_FLOAT;
+  eps.v.f = 1e-5;
+  const Result r = RunKernel("layer_norm",
+                             {Desc(F32, shape, strides, dx.get()), Desc(F32, ws, w_strides, dw.get()),
+                              Desc(F32, ws, b_strides, db.get())},
+                             {Desc(F32, shape, strides, y.get()), Desc(F32, kept, kept_strides, mean.get()),
+                              Desc(F32, kept, kept_strides, rstd.get())},
+                             {IntAttr("axis", 1), eps});
+  ASSERT_EQ(r.code, 0) << r.message;
+  const std::vector<float> yv = y.Read<float>(), mv = mean.Read<float>(), rv = rstd.Read<float>();
+  for (int64_t row = 0; row < rows; ++row) {
+    double m = 0, var = 0;
+    for (int64_t c = 0; c < cols; ++c) m += x[row * cols + c];
+    m /= cols;
+    for (int64_t c = 0; c < cols; ++c) var += (x[row * cols + c] - m) * (x[row * cols + c] - m);
+    const double inv = 1.0 / std::sqrt(var / cols + 1e-5);
+    EXPECT_NEAR(mv[row], m, 1e-5);
+    EXPECT_NEAR(rv[row], inv, 1e-4 * inv);
+    for (int64_t c = 0; c < cols; c += 101) EXPECT_NEAR(yv[row * cols + c], 2.0 * (x[row * cols + c] - m) * inv, 1e-4);
   }
 }
 
