@@ -182,6 +182,9 @@ int main(int argc, char** argv) {
   } catch (const oar::Error& e) {
     std::cout << "oar_gpu_bench: SKIPPED, no cuda:0 device: " << e.ToString() << "\n";
     return 0;
+  } catch (const std::exception& e) {
+    std::cout << "oar_gpu_bench: SKIPPED, no cuda:0 device: " << e.what() << "\n";
+    return 0;
   }
   auto reg = [](const char* name, auto fn) {
     benchmark::RegisterBenchmark(name, [fn](benchmark::State& s) { Guarded(s, fn); })->UseRealTime()->Unit(benchmark::kMillisecond);

@@ -194,6 +194,10 @@ TEST(GpuPlugin, RegistersTheDocumentedDeviceKernels) {
     for (const auto& [key, fn] : k) EXPECT_NE(key.first, op) << op << " has no device kernel yet";
   }
   EXPECT_GT(k.size(), 450u);
+  for (const auto& [key, kernel] : k) {
+    EXPECT_NE(kernel.first, nullptr) << key.first;
+    EXPECT_NE(kernel.second, nullptr) << key.first << ": every kernel carries its op description";
+  }
 }
 
 oar_tensor_desc_t Desc(int32_t dtype, const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
