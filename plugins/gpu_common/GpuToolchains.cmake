@@ -15,6 +15,11 @@
 include_guard(GLOBAL)
 include(CheckLanguage)
 
+# The toolkit's standard location counts even when it is not on PATH (CUDA comes preinstalled there on
+# our machines, not from apt); CUDACXX or CMAKE_CUDA_COMPILER still override it.
+if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(ENV{CUDACXX} /usr/local/cuda/bin/nvcc)
+endif()
 check_language(CUDA)
 find_package(CUDAToolkit QUIET)
 if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
