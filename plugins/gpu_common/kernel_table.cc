@@ -234,6 +234,10 @@ void RunArgReduce(const KernelCall& c, const OpSpec& op, gpuStream_t s) {
   const TensorArg x = Arg(c, c.raw()->inputs[0]), out = Arg(c, c.raw()->outputs[0]);
   const int axis = static_cast<int>(AxisAttr(c, x.rank));
   if (x.rank > 0 && x.shape[axis] == 0 && out.numel() > 0) Invalid(c, "the axis is empty");
+  if (out.rank != x.rank) Invalid(c, "the output must keep x's rank");
+  for (int d = 0; d < x.rank; ++d) {
+    if (out.shape[d] != (d == axis ? 1 : x.shape[d])) Invalid(c, "the output must be x's shape with 1 along axis");
+  }
   CheckLaunch(c, LaunchArgReduce(op.code == 1, x, axis, out, s));
 }
 
@@ -256,6 +260,12 @@ void RunLayerNorm(const KernelCall& c, gpuStream_t s) {
     if (w.shape[d - axis] != x.shape[d] || b.shape[d - axis] != x.shape[d]) {
       Invalid(c, "weight and bias must have the normalised shape");
     }
+  }
+  int64_t rows = 1;
+  for (int d = 0; d < axis; ++d) rows *= x.shape[d];
+  const int32_t stats = x.dtype == OAR_DTYPE_FLOAT64 ? OAR_DTYPE_FLOAT64 : OAR_DTYPE_FLOAT32;
+  if (mean.numel() != rows || rstd.numel() != rows || mean.dtype != stats || rstd.dtype != stats) {
+    Invalid(c, "mean and rstd must hold one statistic per row");
   }
   CheckLaunch(c, LaunchLayerNorm(x, w, b, axis, c.GetFloat("eps", 0.0), y, mean, rstd, s));
 }
@@ -329,6 +339,13 @@ void RunGather(const KernelCall& c, const OpSpec& op, gpuStream_t s) {
   if (x.rank == 0) Invalid(c, "x must have rank >= 1");
   if (index_select ? index.rank != 1 : !SameShape(index, out)) Invalid(c, "index has the wrong shape");
   if (out.rank != x.rank) Invalid(c, "the output must have x's rank");
+  for (int d = 0; d < x.rank; ++d) {
+    if (d == axis) {
+      if (index_select && out.shape[d] != index.shape[0]) Invalid(c, "the output's axis extent must be len(index)");
+    } else if (index_select ? out.shape[d] != x.shape[d] : out.shape[d] > x.shape[d]) {
+      Invalid(c, "output shape " + c.output(0).ShapeString() + " does not fit x " + c.input(0).ShapeString());
+    }
+  }
   if (out.numel() == 0) return;
   CheckIndices(c, index, x.shape[axis], axis, s);
   CheckLaunch(c, LaunchGather(x, index, axis, index_select, out, s));
