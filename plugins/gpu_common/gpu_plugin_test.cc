@@ -189,8 +189,9 @@ TEST(GpuPlugin, RegistersTheDocumentedDeviceKernels) {
   EXPECT_TRUE(has("index_select", {F32, I64, F32}));
   EXPECT_TRUE(has("concat", std::vector<int32_t>(16, F32)));
   EXPECT_TRUE(has("eq", {BOOL, BOOL, BOOL}));
+  EXPECT_TRUE(has("pad", {I64, I64}));
   EXPECT_FALSE(has("div", {I64, I64, I64}));  // the contract has no integer div
-  for (const char* op : {"conv2d", "max_pool2d", "topk", "scatter_add", "pad"}) {
+  for (const char* op : {"conv2d", "max_pool2d", "topk", "scatter_add"}) {
     for (const auto& [key, fn] : k) EXPECT_NE(key.first, op) << op << " has no device kernel yet";
   }
   EXPECT_GT(k.size(), 450u);
@@ -555,6 +556,27 @@ TEST(GpuDevice, GatherNamesTheFirstBadIndex) {
                 {Desc(F32, xs, xst, out.get())}, {IntAttr("axis", 0)});
   ASSERT_EQ(r.code, 0) << r.message;
   EXPECT_EQ(out.Read<float>(), (std::vector<float>{5, 6, 1, 2, 3, 4}));
+}
+
+}  // namespace
+
+namespace {
+
+TEST(GpuDevice, PadFillsAroundAStridedInput) {
+  SKIP_WITHOUT_DEVICE();
+  const std::vector<int64_t> x = {1, 2, 3, 4};  // [2, 2], read transposed
+  Buffer dx(x), out(3 * 3 * 8);
+  const std::vector<int64_t> xs = {2, 2}, xst = {1, 2}, os = {3, 3}, ost = {3, 1}, pads = {1, 0, 0, 1};
+  oar_attr_t pads_attr{};
+  pads_attr.struct_size = OAR_ATTR_STRUCT_SIZE;
+  pads_attr.name = "pads";
+  pads_attr.type = OAR_ATTR_INTS;
+  pads_attr.v.ints.data = pads.data();
+  pads_attr.v.ints.size = pads.size();
+  const Result r = RunKernel("pad", {Desc(I64, xs, xst, dx.get())}, {Desc(I64, os, ost, out.get())},
+                             {pads_attr, IntAttr("value", 9)});
+  ASSERT_EQ(r.code, 0) << r.message;
+  EXPECT_EQ(out.Read<int64_t>(), (std::vector<int64_t>{9, 9, 9, 1, 3, 9, 2, 4, 9}));
 }
 
 }  // namespace

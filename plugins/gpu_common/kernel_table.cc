@@ -1,11 +1,12 @@
 // Registration and host side of the GPU kernels: validate the call against docs/ops.md, translate the
 // descriptors, enqueue on the call's stream. Everything not registered here falls back to cpu in the
-// core (conv, pooling, scatter_add, topk, pad).
+// core (conv2d and its gradients, pooling, scatter_add, topk).
 #include "plugins/gpu_common/kernel_table.h"
 
 #include <climits>
 #include <cstring>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,7 +27,7 @@ using sdk::KernelCall;
 
 enum class Family {
   kUnary, kBinary, kWhere, kCast, kCopy, kFill, kReduce, kArgReduce, kSoftmax, kLayerNorm, kMatmul, kGather,
-  kConcat
+  kConcat, kPad
 };
 
 /// What a registered kernel does: passed back as the call's kernel_data.
@@ -75,6 +76,7 @@ const OpSpec kOps[] = {
     {"log_softmax", Family::kSoftmax, 1},                    {"layer_norm", Family::kLayerNorm, 0},
     {"matmul", Family::kMatmul, 0},                          {"gather", Family::kGather, 0},
     {"index_select", Family::kGather, 1},                    {"concat", Family::kConcat, 0},
+    {"pad", Family::kPad, 0},
 };
 
 const OpSpec* FindOp(std::string_view name) {
@@ -376,6 +378,30 @@ void RunConcat(const KernelCall& c, gpuStream_t s) {
   if (position != out.shape[axis]) Invalid(c, "inputs do not fill the output along the axis");
 }
 
+/// Constant pad: fill the output with the value, then copy x into the interior view.
+void RunPad(const KernelCall& c, gpuStream_t s) {
+  RequireCounts(c, 1, 1);
+  const TensorArg x = Arg(c, c.raw()->inputs[0]), out = Arg(c, c.raw()->outputs[0]);
+  if (c.FindAttr("pads") == nullptr) Invalid(c, "attribute 'pads' is missing");
+  const std::span<const int64_t> pads = c.GetInts("pads");
+  if (x.rank != out.rank || pads.size() != 2 * static_cast<size_t>(x.rank)) {
+    Invalid(c, "pads must hold 2 * rank entries and the output must have x's rank");
+  }
+  TensorArg interior = x;
+  ContiguousStrides(out.rank, out.shape, interior.strides);
+  int64_t offset = 0;
+  for (int d = 0; d < x.rank; ++d) {
+    if (pads[2 * d] < 0 || pads[2 * d + 1] < 0) Invalid(c, "pads must be >= 0");
+    if (out.shape[d] != x.shape[d] + pads[2 * d] + pads[2 * d + 1]) Invalid(c, "the output shape disagrees with pads");
+    offset += pads[2 * d] * interior.strides[d];
+  }
+  if (out.numel() == 0) return;
+  CheckLaunch(c, LaunchFill(out, FillBits(c, out.dtype), s));
+  if (x.numel() == 0) return;
+  interior.data = static_cast<char*>(out.data) + offset * static_cast<int64_t>(sdk::DTypeSize(out.dtype));
+  CheckLaunch(c, LaunchCopy(x, interior, s));
+}
+
 oar_status_t* RunKernel(const oar_kernel_call_t* call) {
   return Guard([&] {
     const KernelCall c(call);
@@ -392,6 +418,7 @@ oar_status_t* RunKernel(const oar_kernel_call_t* call) {
       case Family::kMatmul: return RunMatmul(c, s);
       case Family::kGather: return RunGather(c, *op, s);
       case Family::kConcat: return RunConcat(c, s);
+      case Family::kPad: return RunPad(c, s);
       default: return RunElementwise(c, *op, s);
     }
   });
@@ -440,6 +467,7 @@ void RegisterAll(oar_kernel_registrar_t* r) {
     for (int32_t to : kAll) Register(r, "cast", {t, to});
     Register(r, "gather", {t, I64, t});
     Register(r, "index_select", {t, I64, t});
+    Register(r, "pad", {t, t});
   }
   for (int32_t t : {F32, F64, F16, BF16, I32, I64}) {
     Register(r, "sum", {t, t});
