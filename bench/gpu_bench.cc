@@ -21,6 +21,7 @@
 #include "core/base/error.h"
 #include "core/ops/ops.h"
 #include "core/runtime/runtime.h"
+#include "core/runtime/stream.h"
 
 namespace oar::bench {
 namespace {
