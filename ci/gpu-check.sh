@@ -57,6 +57,10 @@ fi
 step devices 60 "$BUILD/bin/oar" devices
 grep -q "cuda:0" "$OUT/devices.log" || { note "FAILED  devices: cuda:0 not listed"; status=1; }
 step cuda_plugin_test 600 "$BUILD/tests/oar_cuda_plugin_test" --gtest_output="xml:$OUT/cuda_plugin_test.xml"
+if grep -q '^\[  SKIPPED \] GpuDevice' "$OUT/cuda_plugin_test.log" 2>/dev/null; then
+  note "FAILED  cuda_plugin_test: device tests were skipped on a GPU machine ($(grep -m1 'no cuda device' "$OUT/cuda_plugin_test.log"))"
+  status=1
+fi
 step gpu_kernels_host_test 120 "$BUILD/tests/oar_gpu_kernels_host_test"
 step check_device_code 60 plugins/gpu_common/check_device_code.sh cuda "$BUILD/lib/oar/plugins/liboar_plugin_cuda.so" "${CUDA_ARCHS//;/,}"
 step conformance 1800 "$BUILD/bin/oar" conformance --device cuda:0 --level L2 --jobs "$JOBS" --report-dir "$OUT/conformance"
