@@ -190,8 +190,9 @@ TEST(GpuPlugin, RegistersTheDocumentedDeviceKernels) {
   EXPECT_TRUE(has("concat", std::vector<int32_t>(16, F32)));
   EXPECT_TRUE(has("eq", {BOOL, BOOL, BOOL}));
   EXPECT_TRUE(has("pad", {I64, I64}));
+  EXPECT_TRUE(has("scatter_add", {BF16, I64, BF16, BF16}));
   EXPECT_FALSE(has("div", {I64, I64, I64}));  // the contract has no integer div
-  for (const char* op : {"conv2d", "max_pool2d", "topk", "scatter_add"}) {
+  for (const char* op : {"conv2d", "max_pool2d", "topk"}) {
     for (const auto& [key, fn] : k) EXPECT_NE(key.first, op) << op << " has no device kernel yet";
   }
   EXPECT_GT(k.size(), 450u);
@@ -577,6 +578,24 @@ TEST(GpuDevice, PadFillsAroundAStridedInput) {
                              {pads_attr, IntAttr("value", 9)});
   ASSERT_EQ(r.code, 0) << r.message;
   EXPECT_EQ(out.Read<int64_t>(), (std::vector<int64_t>{9, 9, 9, 1, 3, 9, 2, 4, 9}));
+}
+
+}  // namespace
+
+namespace {
+
+TEST(GpuDevice, ScatterAddAccumulatesDuplicatesInOrder) {
+  SKIP_WITHOUT_DEVICE();
+  const std::vector<float> x = {1, 1, 1, 1, 1, 1};  // [3, 2]
+  const std::vector<int64_t> index = {2, 0, 2, 2};   // [2, 2] along axis 0
+  const std::vector<float> src = {10, 20, 30, 40};
+  Buffer dx(x), di(index), ds(src), out(6 * 4);
+  const std::vector<int64_t> xs = {3, 2}, xst = {2, 1}, is = {2, 2}, ist = {2, 1};
+  const Result r = RunKernel("scatter_add", {Desc(F32, xs, xst, dx.get()), Desc(I64, is, ist, di.get()),
+                                             Desc(F32, is, ist, ds.get())},
+                             {Desc(F32, xs, xst, out.get())}, {IntAttr("axis", 0)});
+  ASSERT_EQ(r.code, 0) << r.message;
+  EXPECT_EQ(out.Read<float>(), (std::vector<float>{1, 21, 1, 1, 41, 41}));
 }
 
 }  // namespace

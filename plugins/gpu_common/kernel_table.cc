@@ -1,11 +1,14 @@
 // Registration and host side of the GPU kernels: validate the call against docs/ops.md, translate the
 // descriptors, enqueue on the call's stream. Everything not registered here falls back to cpu in the
-// core (conv2d and its gradients, pooling, scatter_add, topk).
+// core (conv2d and its gradients, pooling, topk).
 #include "plugins/gpu_common/kernel_table.h"
 
 #include <climits>
 #include <cstring>
 #include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,7 +30,7 @@ using sdk::KernelCall;
 
 enum class Family {
   kUnary, kBinary, kWhere, kCast, kCopy, kFill, kReduce, kArgReduce, kSoftmax, kLayerNorm, kMatmul, kGather,
-  kConcat, kPad
+  kConcat, kPad, kScatterAdd
 };
 
 /// What a registered kernel does: passed back as the call's kernel_data.
@@ -76,7 +79,7 @@ const OpSpec kOps[] = {
     {"log_softmax", Family::kSoftmax, 1},                    {"layer_norm", Family::kLayerNorm, 0},
     {"matmul", Family::kMatmul, 0},                          {"gather", Family::kGather, 0},
     {"index_select", Family::kGather, 1},                    {"concat", Family::kConcat, 0},
-    {"pad", Family::kPad, 0},
+    {"pad", Family::kPad, 0},                                {"scatter_add", Family::kScatterAdd, 0},
 };
 
 const OpSpec* FindOp(std::string_view name) {
@@ -298,24 +301,34 @@ std::string PositionString(const TensorArg& t, uint64_t linear) {
   return s + "]";
 }
 
+/// One 8-byte device word per device for the index check, allocated once (the stream-ordered
+/// allocator is not available on every HIP device). The check holds its mutex until it has read the
+/// answer back, so concurrent checks on one device take turns.
+struct IndexScratch {
+  std::mutex mutex;
+  void* word = nullptr;
+};
+IndexScratch& Scratch(int32_t device) {
+  static std::mutex mu;
+  static auto* scratch = new std::map<int32_t, std::unique_ptr<IndexScratch>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = (*scratch)[device];
+  if (!slot) slot = std::make_unique<IndexScratch>();
+  return *slot;
+}
+
 /// OUT_OF_RANGE naming the first bad index (row-major), checked on the device before any is used. This
 /// waits for the stream: the answer decides whether the gather may run.
 void CheckIndices(const KernelCall& c, const TensorArg& index, int64_t limit, int axis, gpuStream_t s) {
   if (index.numel() == 0) return;
   const int32_t device = c.device();
-  void* scratch = nullptr;
-  OAR_GPU_CHECK(device, gpuMallocAsync, &scratch, sizeof(unsigned long long), s);
+  IndexScratch& scratch = Scratch(device);
+  std::lock_guard<std::mutex> lock(scratch.mutex);
+  if (scratch.word == nullptr) OAR_GPU_CHECK(device, gpuMalloc, &scratch.word, sizeof(unsigned long long));
   unsigned long long first_bad = ULLONG_MAX;
-  const gpuError_t set = gpuMemsetAsync(scratch, 0xff, sizeof(first_bad), s);
-  const int launch = set == gpuSuccess ? LaunchFindBadIndex(index, limit, static_cast<unsigned long long*>(scratch), s) : 0;
-  const gpuError_t copy = set == gpuSuccess && launch == 0
-                              ? gpuMemcpyAsync(&first_bad, scratch, sizeof(first_bad), gpuMemcpyDefault, s)
-                              : gpuSuccess;
-  const gpuError_t release = gpuFreeAsync(scratch, s);
-  Check(set, OAR_GPU_API_NAME(gpuMemsetAsync), device);
-  CheckLaunch(c, launch);
-  Check(copy, OAR_GPU_API_NAME(gpuMemcpyAsync), device);
-  Check(release, OAR_GPU_API_NAME(gpuFreeAsync), device);
+  OAR_GPU_CHECK(device, gpuMemsetAsync, scratch.word, 0xff, sizeof(first_bad), s);
+  CheckLaunch(c, LaunchFindBadIndex(index, limit, static_cast<unsigned long long*>(scratch.word), s));
+  OAR_GPU_CHECK(device, gpuMemcpyAsync, &first_bad, scratch.word, sizeof(first_bad), gpuMemcpyDefault, s);
   OAR_GPU_CHECK(device, gpuStreamSynchronize, s);
   if (first_bad == ULLONG_MAX) return;
   int64_t offset = 0;
@@ -378,6 +391,21 @@ void RunConcat(const KernelCall& c, gpuStream_t s) {
   if (position != out.shape[axis]) Invalid(c, "inputs do not fill the output along the axis");
 }
 
+void RunScatterAdd(const KernelCall& c, gpuStream_t s) {
+  RequireCounts(c, 3, 1);
+  const TensorArg x = Arg(c, c.raw()->inputs[0]), index = Arg(c, c.raw()->inputs[1]), src = Arg(c, c.raw()->inputs[2]);
+  const TensorArg out = Arg(c, c.raw()->outputs[0]);
+  const int axis = static_cast<int>(AxisAttr(c, x.rank));
+  RequireSameShape(c, x, out, "x");
+  if (index.rank != x.rank || !SameShape(index, src)) Invalid(c, "index must have x's rank and src index's shape");
+  for (int d = 0; d < x.rank; ++d) {
+    if (d != axis && index.shape[d] > x.shape[d]) Invalid(c, "index is larger than x off the axis");
+  }
+  if (out.numel() == 0) return;
+  CheckIndices(c, index, x.rank == 0 ? 1 : x.shape[axis], axis, s);
+  CheckLaunch(c, LaunchScatterAdd(x, index, src, axis, out, s));
+}
+
 /// Constant pad: fill the output with the value, then copy x into the interior view.
 void RunPad(const KernelCall& c, gpuStream_t s) {
   RequireCounts(c, 1, 1);
@@ -419,6 +447,7 @@ oar_status_t* RunKernel(const oar_kernel_call_t* call) {
       case Family::kGather: return RunGather(c, *op, s);
       case Family::kConcat: return RunConcat(c, s);
       case Family::kPad: return RunPad(c, s);
+      case Family::kScatterAdd: return RunScatterAdd(c, s);
       default: return RunElementwise(c, *op, s);
     }
   });
@@ -480,6 +509,7 @@ void RegisterAll(oar_kernel_registrar_t* r) {
   for (const char* op : {"argmax", "argmin"}) {
     for (int32_t t : kNumeric) Register(r, op, {t, I64});
   }
+  for (int32_t t : kNumeric) Register(r, "scatter_add", {t, I64, t, t});
   for (int32_t t : kFloating) {
     Register(r, "softmax", {t, t});
     Register(r, "log_softmax", {t, t});

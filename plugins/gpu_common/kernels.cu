@@ -491,6 +491,53 @@ __global__ void GatherKernel(const U* x, const int64_t* index, U* out, Indexer<3
   }
 }
 
+/// Shapes and strides of one scatter_add call (rank >= 1; a rank-0 call arrives promoted to rank 1).
+struct ScatterLayout {
+  int32_t rank;
+  int32_t axis;
+  int64_t out_shape[kMaxRank];
+  int64_t x_strides[kMaxRank];
+  int64_t index_shape[kMaxRank];
+  int64_t index_strides[kMaxRank];
+  int64_t src_strides[kMaxRank];
+};
+
+/// One thread per output element: it scans the index line that can reach it (same coordinates off the
+/// axis) in order, so the sum is deterministic and rounded once.
+template <typename T>
+__global__ void ScatterAddKernel(const T* x, const int64_t* index, const T* src, T* out, ScatterLayout l, int64_t n) {
+  using Acc = AccOf<T, false>;
+  OAR_GRID_STRIDE_LOOP(e, n) {
+    int64_t rest = e, x_off = 0, index_off = 0, src_off = 0, target = 0;
+    bool reachable = true;
+    for (int d = l.rank - 1; d >= 0; --d) {
+      const int64_t coord = rest % l.out_shape[d];
+      rest /= l.out_shape[d];
+      x_off += coord * l.x_strides[d];
+      if (d == l.axis) {
+        target = coord;
+      } else {
+        reachable = reachable && coord < l.index_shape[d];
+        index_off += coord * l.index_strides[d];
+        src_off += coord * l.src_strides[d];
+      }
+    }
+    Acc acc = static_cast<Acc>(Load(x[x_off]));
+    if (reachable) {
+      for (int64_t i = 0; i < l.index_shape[l.axis]; ++i) {
+        if (index[index_off + i * l.index_strides[l.axis]] == target) {
+          acc = acc + static_cast<Acc>(Load(src[src_off + i * l.src_strides[l.axis]]));
+        }
+      }
+    }
+    if constexpr (kIsFloat<T>) {
+      out[e] = Store<T>(acc);
+    } else {
+      out[e] = static_cast<T>(acc);  // modular narrowing: integers wrap
+    }
+  }
+}
+
 }  // namespace
 
 // ===================================================================================================
@@ -747,6 +794,31 @@ int LaunchGather(const TensorArg& x, const TensorArg& index, int axis, bool inde
     using U = decltype(tag);
     err = Launch1D(ix.numel(), stream, GatherKernel<U>, static_cast<const U*>(x.data),
                    static_cast<const int64_t*>(index.data), static_cast<U*>(out.data), ix, x_axis_stride);
+  });
+  return err;
+}
+
+int LaunchScatterAdd(const TensorArg& x, const TensorArg& index, const TensorArg& src, int axis, const TensorArg& out,
+                     StreamHandle stream) {
+  ScatterLayout l{};
+  l.rank = x.rank == 0 ? 1 : x.rank;
+  l.axis = x.rank == 0 ? 0 : axis;
+  for (int d = 0; d < l.rank; ++d) {
+    const bool scalar = x.rank == 0;
+    l.out_shape[d] = scalar ? 1 : out.shape[d];
+    l.x_strides[d] = scalar ? 0 : x.strides[d];
+    l.index_shape[d] = scalar ? 1 : index.shape[d];
+    l.index_strides[d] = scalar ? 0 : index.strides[d];
+    l.src_strides[d] = scalar ? 0 : src.strides[d];
+  }
+  int err = static_cast<int>(gpuErrorInvalidValue);
+  VisitDType(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      err = Launch1D(out.numel(), stream, ScatterAddKernel<T>, static_cast<const T*>(x.data),
+                     static_cast<const int64_t*>(index.data), static_cast<const T*>(src.data),
+                     static_cast<T*>(out.data), l);
+    }
   });
   return err;
 }

@@ -63,6 +63,13 @@ int LaunchFindBadIndex(const TensorArg& index, int64_t limit, unsigned long long
 int LaunchGather(const TensorArg& x, const TensorArg& index, int axis, bool index_select, const TensorArg& out,
                  StreamHandle stream);
 
+/// scatter_add: out (contiguous, x's shape) = x plus, for every index position, src added at the
+/// index's value along `axis`. Deterministic: each output element sums its contributions in row-major
+/// order of the index, in float32 (float64, wrapping integers) and rounds once. Indices must have been
+/// checked already.
+int LaunchScatterAdd(const TensorArg& x, const TensorArg& index, const TensorArg& src, int axis,
+                     const TensorArg& out, StreamHandle stream);
+
 }  // namespace oar::gpu
 
 #endif  // OAR_PLUGINS_GPU_COMMON_KERNELS_H_

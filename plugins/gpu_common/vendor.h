@@ -53,8 +53,6 @@ inline constexpr auto gpuDevAttrMemoryBusWidth = cudaDevAttrGlobalMemoryBusWidth
 #define gpuMemGetInfo cudaMemGetInfo
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
-#define gpuMallocAsync cudaMallocAsync
-#define gpuFreeAsync cudaFreeAsync
 #define gpuHostAlloc cudaHostAlloc
 #define gpuFreeHost cudaFreeHost
 #define gpuMemcpyAsync cudaMemcpyAsync
@@ -118,8 +116,6 @@ inline constexpr auto gpuDevAttrMemoryBusWidth = hipDeviceAttributeMemoryBusWidt
 #define gpuMemGetInfo hipMemGetInfo
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
-#define gpuMallocAsync hipMallocAsync
-#define gpuFreeAsync hipFreeAsync
 #define gpuHostAlloc hipHostMalloc
 #define gpuFreeHost hipHostFree
 #define gpuMemcpyAsync hipMemcpyAsync
