@@ -199,10 +199,11 @@ struct Attributes {
   std::vector<oar_attr_t> table;
 };
 
-Attributes ReadAttributes(int32_t device) {
+/// Fills `a` in place: its table points into a's own strings and vectors (a moved std::string with a
+/// short value would leave those pointers dangling), so `a` must not move afterwards.
+void ReadAttributes(int32_t device, Attributes& a) {
   gpuDeviceProp_t prop{};
   OAR_GPU_CHECK(device, gpuGetDeviceProperties, &prop, device);
-  Attributes a;
   a.name = prop.name;
 #if defined(OAR_GPU_CUDA)
   a.vendor = "NVIDIA";
@@ -232,7 +233,6 @@ Attributes ReadAttributes(int32_t device) {
     a.table.push_back(sdk::FloatAttr(OAR_DEVICE_ATTR_MEMORY_BANDWIDTH,
                                      2.0 * memory_clock_khz * 1e3 * (bus_width_bits / 8.0)));
   }
-  return a;
 }
 
 // ===================================================================================================
@@ -257,8 +257,11 @@ oar_status_t* DeviceAttributes(int32_t device, const oar_attr_t** attrs, int32_t
     static auto* cache = new std::unordered_map<int32_t, std::unique_ptr<Attributes>>();
     std::lock_guard<std::mutex> lock(mu);
     auto& slot = (*cache)[device];
-    if (!slot) slot = std::make_unique<Attributes>(ReadAttributes(device));
-    // The table points into the strings and vectors of *slot, which never move again.
+    if (!slot) {
+      auto fresh = std::make_unique<Attributes>();
+      ReadAttributes(device, *fresh);  // the table points into *fresh, which lives on the heap unmoved
+      slot = std::move(fresh);
+    }
     *attrs = slot->table.data();
     *num_attrs = static_cast<int32_t>(slot->table.size());
   });
