@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -191,8 +192,9 @@ TEST(GpuPlugin, RegistersTheDocumentedDeviceKernels) {
   EXPECT_TRUE(has("eq", {BOOL, BOOL, BOOL}));
   EXPECT_TRUE(has("pad", {I64, I64}));
   EXPECT_TRUE(has("scatter_add", {BF16, I64, BF16, BF16}));
+  EXPECT_TRUE(has("topk", {F16, F16, I64}));
   EXPECT_FALSE(has("div", {I64, I64, I64}));  // the contract has no integer div
-  for (const char* op : {"conv2d", "max_pool2d", "topk"}) {
+  for (const char* op : {"conv2d", "max_pool2d", "avg_pool2d"}) {
     for (const auto& [key, fn] : k) EXPECT_NE(key.first, op) << op << " has no device kernel yet";
   }
   EXPECT_GT(k.size(), 450u);
@@ -596,6 +598,32 @@ TEST(GpuDevice, ScatterAddAccumulatesDuplicatesInOrder) {
                              {Desc(F32, xs, xst, out.get())}, {IntAttr("axis", 0)});
   ASSERT_EQ(r.code, 0) << r.message;
   EXPECT_EQ(out.Read<float>(), (std::vector<float>{1, 21, 1, 1, 41, 41}));
+}
+
+}  // namespace
+
+namespace {
+
+TEST(GpuDevice, TopkOrdersNanFirstAndTiesByIndex) {
+  SKIP_WITHOUT_DEVICE();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {3, nan, 5, 3, -0.0f, 0.0f};
+  Buffer dx(x), values(3 * 4), indices(3 * 8);
+  const std::vector<int64_t> xs = {6}, st = {1}, ks = {3};
+  oar_attr_t largest{};
+  largest.struct_size = OAR_ATTR_STRUCT_SIZE;
+  largest.name = "largest";
+  largest.type = OAR_ATTR_BOOL;
+  largest.v.b = true;
+  Result r = RunKernel("topk", {Desc(F32, xs, st, dx.get())}, {Desc(F32, ks, st, values.get()), Desc(I64, ks, st, indices.get())},
+                       {IntAttr("k", 3), IntAttr("axis", 0), largest});
+  ASSERT_EQ(r.code, 0) << r.message;
+  EXPECT_EQ(indices.Read<int64_t>(), (std::vector<int64_t>{1, 2, 0}));
+  largest.v.b = false;
+  r = RunKernel("topk", {Desc(F32, xs, st, dx.get())}, {Desc(F32, ks, st, values.get()), Desc(I64, ks, st, indices.get())},
+                {IntAttr("k", 3), IntAttr("axis", 0), largest});
+  ASSERT_EQ(r.code, 0) << r.message;
+  EXPECT_EQ(indices.Read<int64_t>(), (std::vector<int64_t>{4, 5, 0}));
 }
 
 }  // namespace

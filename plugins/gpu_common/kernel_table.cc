@@ -1,6 +1,6 @@
 // Registration and host side of the GPU kernels: validate the call against docs/ops.md, translate the
 // descriptors, enqueue on the call's stream. Everything not registered here falls back to cpu in the
-// core (conv2d and its gradients, pooling, topk).
+// core (conv2d and its gradients, pooling).
 #include "plugins/gpu_common/kernel_table.h"
 
 #include <climits>
@@ -30,7 +30,7 @@ using sdk::KernelCall;
 
 enum class Family {
   kUnary, kBinary, kWhere, kCast, kCopy, kFill, kReduce, kArgReduce, kSoftmax, kLayerNorm, kMatmul, kGather,
-  kConcat, kPad, kScatterAdd
+  kConcat, kPad, kScatterAdd, kTopk
 };
 
 /// What a registered kernel does: passed back as the call's kernel_data.
@@ -80,6 +80,7 @@ const OpSpec kOps[] = {
     {"matmul", Family::kMatmul, 0},                          {"gather", Family::kGather, 0},
     {"index_select", Family::kGather, 1},                    {"concat", Family::kConcat, 0},
     {"pad", Family::kPad, 0},                                {"scatter_add", Family::kScatterAdd, 0},
+    {"topk", Family::kTopk, 0},
 };
 
 const OpSpec* FindOp(std::string_view name) {
@@ -406,6 +407,23 @@ void RunScatterAdd(const KernelCall& c, gpuStream_t s) {
   CheckLaunch(c, LaunchScatterAdd(x, index, src, axis, out, s));
 }
 
+void RunTopk(const KernelCall& c, gpuStream_t s) {
+  RequireCounts(c, 1, 2);
+  const TensorArg x = Arg(c, c.raw()->inputs[0]);
+  const TensorArg values = Arg(c, c.raw()->outputs[0]), indices = Arg(c, c.raw()->outputs[1]);
+  const int axis = static_cast<int>(AxisAttr(c, x.rank));
+  if (c.FindAttr("k") == nullptr || c.FindAttr("largest") == nullptr) Invalid(c, "attributes 'k' and 'largest' are required");
+  const int64_t k = c.GetInt("k", 0);
+  const int64_t len = x.rank == 0 ? 1 : x.shape[axis];
+  if (k < 0 || k > len) Invalid(c, "k " + std::to_string(k) + " is outside [0, " + std::to_string(len) + "]");
+  if (values.rank != x.rank || !SameShape(values, indices)) Invalid(c, "values and indices must have x's rank and one shape");
+  for (int d = 0; d < x.rank; ++d) {
+    if (values.shape[d] != (d == axis ? k : x.shape[d])) Invalid(c, "the outputs must be x's shape with k along axis");
+  }
+  if (values.numel() == 0) return;
+  CheckLaunch(c, LaunchTopk(x, k, axis, c.GetBool("largest", true), values, indices, s));
+}
+
 /// Constant pad: fill the output with the value, then copy x into the interior view.
 void RunPad(const KernelCall& c, gpuStream_t s) {
   RequireCounts(c, 1, 1);
@@ -448,6 +466,7 @@ oar_status_t* RunKernel(const oar_kernel_call_t* call) {
       case Family::kConcat: return RunConcat(c, s);
       case Family::kPad: return RunPad(c, s);
       case Family::kScatterAdd: return RunScatterAdd(c, s);
+      case Family::kTopk: return RunTopk(c, s);
       default: return RunElementwise(c, *op, s);
     }
   });
@@ -509,7 +528,10 @@ void RegisterAll(oar_kernel_registrar_t* r) {
   for (const char* op : {"argmax", "argmin"}) {
     for (int32_t t : kNumeric) Register(r, op, {t, I64});
   }
-  for (int32_t t : kNumeric) Register(r, "scatter_add", {t, I64, t, t});
+  for (int32_t t : kNumeric) {
+    Register(r, "scatter_add", {t, I64, t, t});
+    Register(r, "topk", {t, t, I64});
+  }
   for (int32_t t : kFloating) {
     Register(r, "softmax", {t, t});
     Register(r, "log_softmax", {t, t});

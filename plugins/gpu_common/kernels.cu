@@ -538,6 +538,48 @@ __global__ void ScatterAddKernel(const T* x, const int64_t* index, const T* src,
   }
 }
 
+/// Does (a, ia) come before (b, ib) in topk's order?
+template <typename C>
+__device__ bool TopkBefore(bool largest, C a, int64_t ia, C b, int64_t ib) {
+  const bool a_nan = a != a, b_nan = b != b;
+  if (a_nan || b_nan) {
+    if (a_nan && b_nan) return ia < ib;
+    return largest ? a_nan : b_nan;  // NaN first when largest, last otherwise
+  }
+  if (a == b) return ia < ib;  // -0.0 and 0.0 tie
+  return largest ? a > b : a < b;
+}
+
+/// One thread per line: the r-th output is the first element (in topk order) after the (r-1)-th, so no
+/// scratch memory is needed; O(k * len) per line.
+template <typename T>
+__global__ void TopkKernel(const T* x, T* values, int64_t* indices, Indexer<3> lines, int64_t len, int64_t k,
+                           int64_t x_stride, int64_t out_stride, bool largest, int64_t n) {
+  using C = std::conditional_t<kIsFloat<T>, Compute<T>, int64_t>;
+  OAR_GRID_STRIDE_LOOP(line, n) {
+    int64_t base[3];
+    lines.Offsets(line, base);
+    C prev = C(0);
+    int64_t prev_index = -1;
+    for (int64_t r = 0; r < k; ++r) {
+      C best = C(0);
+      int64_t best_index = -1;
+      for (int64_t j = 0; j < len; ++j) {
+        const C v = static_cast<C>(Load(x[base[0] + j * x_stride]));
+        if (prev_index >= 0 && !TopkBefore(largest, prev, prev_index, v, j)) continue;
+        if (best_index < 0 || TopkBefore(largest, v, j, best, best_index)) {
+          best = v;
+          best_index = j;
+        }
+      }
+      values[base[1] + r * out_stride] = x[base[0] + best_index * x_stride];
+      indices[base[2] + r * out_stride] = best_index;
+      prev = best;
+      prev_index = best_index;
+    }
+  }
+}
+
 }  // namespace
 
 // ===================================================================================================
@@ -818,6 +860,35 @@ int LaunchScatterAdd(const TensorArg& x, const TensorArg& index, const TensorArg
       err = Launch1D(out.numel(), stream, ScatterAddKernel<T>, static_cast<const T*>(x.data),
                      static_cast<const int64_t*>(index.data), static_cast<const T*>(src.data),
                      static_cast<T*>(out.data), l);
+    }
+  });
+  return err;
+}
+
+int LaunchTopk(const TensorArg& x, int64_t k, int axis, bool largest, const TensorArg& values,
+               const TensorArg& indices, StreamHandle stream) {
+  int64_t out_strides[kMaxRank];
+  ContiguousStrides(values.rank, values.shape, out_strides);
+  Indexer<3> lines;
+  for (int d = 0; d < x.rank; ++d) {
+    if (d == axis) continue;
+    lines.shape[lines.rank] = x.shape[d];
+    lines.strides[0][lines.rank] = x.strides[d];
+    lines.strides[1][lines.rank] = out_strides[d];
+    lines.strides[2][lines.rank] = out_strides[d];
+    ++lines.rank;
+  }
+  lines = Coalesce(lines);
+  const int64_t len = x.rank == 0 ? 1 : x.shape[axis];
+  const int64_t x_stride = x.rank == 0 ? 0 : x.strides[axis];
+  const int64_t out_stride = x.rank == 0 ? 0 : out_strides[axis];
+  if (k == 0) return 0;
+  int err = static_cast<int>(gpuErrorInvalidValue);
+  VisitDType(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      err = Launch1D(lines.numel(), stream, TopkKernel<T>, static_cast<const T*>(x.data), static_cast<T*>(values.data),
+                     static_cast<int64_t*>(indices.data), lines, len, k, x_stride, out_stride, largest);
     }
   });
   return err;

@@ -70,6 +70,11 @@ int LaunchGather(const TensorArg& x, const TensorArg& index, int axis, bool inde
 int LaunchScatterAdd(const TensorArg& x, const TensorArg& index, const TensorArg& src, int axis,
                      const TensorArg& out, StreamHandle stream);
 
+/// topk along `axis`: the k first elements of each line in the contract's order (descending when
+/// `largest`, NaN above every number, lower index first on ties), values bit-exact, indices I64.
+int LaunchTopk(const TensorArg& x, int64_t k, int axis, bool largest, const TensorArg& values,
+               const TensorArg& indices, StreamHandle stream);
+
 }  // namespace oar::gpu
 
 #endif  // OAR_PLUGINS_GPU_COMMON_KERNELS_H_
