@@ -193,8 +193,9 @@ TEST(GpuPlugin, RegistersTheDocumentedDeviceKernels) {
   EXPECT_TRUE(has("pad", {I64, I64}));
   EXPECT_TRUE(has("scatter_add", {BF16, I64, BF16, BF16}));
   EXPECT_TRUE(has("topk", {F16, F16, I64}));
+  EXPECT_TRUE(has("conv2d_grad_weight", {F32, F32, F32}));
   EXPECT_FALSE(has("div", {I64, I64, I64}));  // the contract has no integer div
-  for (const char* op : {"conv2d", "max_pool2d", "avg_pool2d"}) {
+  for (const char* op : {"max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"}) {
     for (const auto& [key, fn] : k) EXPECT_NE(key.first, op) << op << " has no device kernel yet";
   }
   EXPECT_GT(k.size(), 450u);
@@ -624,6 +625,57 @@ TEST(GpuDevice, TopkOrdersNanFirstAndTiesByIndex) {
                 {IntAttr("k", 3), IntAttr("axis", 0), largest});
   ASSERT_EQ(r.code, 0) << r.message;
   EXPECT_EQ(indices.Read<int64_t>(), (std::vector<int64_t>{4, 5, 0}));
+}
+
+}  // namespace
+
+namespace {
+
+oar_attr_t IntsAttr(const char* name, const std::vector<int64_t>& v) {
+  oar_attr_t a{};
+  a.struct_size = OAR_ATTR_STRUCT_SIZE;
+  a.name = name;
+  a.type = OAR_ATTR_INTS;
+  a.v.ints.data = v.data();
+  a.v.ints.size = v.size();
+  return a;
+}
+
+TEST(GpuDevice, Conv2dAndItsGradientsMatchPlainLoops) {
+  SKIP_WITHOUT_DEVICE();
+  // x [1, 2, 4, 4], w [2, 1, 3, 3] with groups 2, stride 1, padding 1: y [1, 2, 4, 4].
+  const int64_t H = 4, K = 3;
+  std::vector<float> x(2 * H * H), w(2 * K * K), gy(2 * H * H);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 5) * 0.5f - 1.0f;
+  for (size_t i = 0; i < gy.size(); ++i) gy[i] = static_cast<float>(i % 3) - 1.0f;
+  auto X = [&](int c, int h, int v) { return h < 0 || h >= H || v < 0 || v >= H ? 0.0f : x[(c * H + h) * H + v]; };
+  std::vector<float> y(2 * H * H, 0), gx(x.size(), 0), gw(w.size(), 0);
+  for (int o = 0; o < 2; ++o)
+    for (int h = 0; h < H; ++h)
+      for (int v = 0; v < H; ++v)
+        for (int kh = 0; kh < K; ++kh)
+          for (int kw = 0; kw < K; ++kw) {
+            const float wv = w[(o * K + kh) * K + kw], xv = X(o, h - 1 + kh, v - 1 + kw);
+            y[(o * H + h) * H + v] += xv * wv;
+            gw[(o * K + kh) * K + kw] += gy[(o * H + h) * H + v] * xv;
+            const int ih = h - 1 + kh, iv = v - 1 + kw;
+            if (ih >= 0 && ih < H && iv >= 0 && iv < H) gx[(o * H + ih) * H + iv] += gy[(o * H + h) * H + v] * wv;
+          }
+  Buffer dx(x), dw(w), dgy(gy), out_y(y.size() * 4), out_gx(gx.size() * 4), out_gw(gw.size() * 4);
+  const std::vector<int64_t> xs = {1, 2, H, H}, xst = {2 * H * H, H * H, H, 1}, ws = {2, 1, K, K}, wst = {K * K, K * K, K, 1};
+  const std::vector<oar_attr_t> attrs = {IntsAttr("stride", {1, 1}), IntsAttr("padding", {1, 1}),
+                                         IntsAttr("dilation", {1, 1}), IntAttr("groups", 2)};
+  ASSERT_EQ(RunKernel("conv2d", {Desc(F32, xs, xst, dx.get()), Desc(F32, ws, wst, dw.get())},
+                      {Desc(F32, xs, xst, out_y.get())}, attrs).code, 0);
+  ASSERT_EQ(RunKernel("conv2d_grad_input", {Desc(F32, xs, xst, dgy.get()), Desc(F32, ws, wst, dw.get())},
+                      {Desc(F32, xs, xst, out_gx.get())}, attrs).code, 0);
+  ASSERT_EQ(RunKernel("conv2d_grad_weight", {Desc(F32, xs, xst, dgy.get()), Desc(F32, xs, xst, dx.get())},
+                      {Desc(F32, ws, wst, out_gw.get())}, attrs).code, 0);
+  const std::vector<float> ry = out_y.Read<float>(), rgx = out_gx.Read<float>(), rgw = out_gw.Read<float>();
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(ry[i], y[i], 1e-5) << i;
+  for (size_t i = 0; i < gx.size(); ++i) EXPECT_NEAR(rgx[i], gx[i], 1e-5) << i;
+  for (size_t i = 0; i < gw.size(); ++i) EXPECT_NEAR(rgw[i], gw[i], 1e-5) << i;
 }
 
 }  // namespace

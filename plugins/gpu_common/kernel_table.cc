@@ -1,6 +1,6 @@
 // Registration and host side of the GPU kernels: validate the call against docs/ops.md, translate the
 // descriptors, enqueue on the call's stream. Everything not registered here falls back to cpu in the
-// core (conv2d and its gradients, pooling).
+// core (the pooling ops).
 #include "plugins/gpu_common/kernel_table.h"
 
 #include <climits>
@@ -11,6 +11,8 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -30,7 +32,7 @@ using sdk::KernelCall;
 
 enum class Family {
   kUnary, kBinary, kWhere, kCast, kCopy, kFill, kReduce, kArgReduce, kSoftmax, kLayerNorm, kMatmul, kGather,
-  kConcat, kPad, kScatterAdd, kTopk
+  kConcat, kPad, kScatterAdd, kTopk, kConv
 };
 
 /// What a registered kernel does: passed back as the call's kernel_data.
@@ -81,6 +83,9 @@ const OpSpec kOps[] = {
     {"index_select", Family::kGather, 1},                    {"concat", Family::kConcat, 0},
     {"pad", Family::kPad, 0},                                {"scatter_add", Family::kScatterAdd, 0},
     {"topk", Family::kTopk, 0},
+    {"conv2d", Family::kConv, Code(ConvKind::kForward)},
+    {"conv2d_grad_input", Family::kConv, Code(ConvKind::kGradInput)},
+    {"conv2d_grad_weight", Family::kConv, Code(ConvKind::kGradWeight)},
 };
 
 const OpSpec* FindOp(std::string_view name) {
@@ -424,6 +429,50 @@ void RunTopk(const KernelCall& c, gpuStream_t s) {
   CheckLaunch(c, LaunchTopk(x, k, axis, c.GetBool("largest", true), values, indices, s));
 }
 
+/// The two entries of an INTS attribute of 2 (stride, padding, dilation).
+std::pair<int64_t, int64_t> Pair(const KernelCall& c, const char* name) {
+  if (c.FindAttr(name) == nullptr) Invalid(c, std::string("attribute '") + name + "' is missing");
+  const std::span<const int64_t> v = c.GetInts(name);
+  if (v.size() != 2) Invalid(c, std::string("attribute '") + name + "' must hold 2 integers");
+  return {v[0], v[1]};
+}
+
+void RunConv(const KernelCall& c, const OpSpec& op, gpuStream_t s) {
+  RequireCounts(c, 2, 1);
+  const TensorArg a = Arg(c, c.raw()->inputs[0]), b = Arg(c, c.raw()->inputs[1]), out = Arg(c, c.raw()->outputs[0]);
+  if (a.rank != 4 || b.rank != 4 || out.rank != 4) Invalid(c, "every tensor must have rank 4");
+  const auto kind = static_cast<ConvKind>(op.code);
+  const TensorArg& x = kind == ConvKind::kForward ? a : kind == ConvKind::kGradInput ? out : b;
+  const TensorArg& w = kind == ConvKind::kGradWeight ? out : b;
+  const TensorArg& y = kind == ConvKind::kForward ? out : a;
+  ConvGeometry g{};
+  std::tie(g.stride_h, g.stride_w) = Pair(c, "stride");
+  std::tie(g.pad_h, g.pad_w) = Pair(c, "padding");
+  std::tie(g.dil_h, g.dil_w) = Pair(c, "dilation");
+  if (c.FindAttr("groups") == nullptr) Invalid(c, "attribute 'groups' is missing");
+  g.groups = c.GetInt("groups", 1);
+  if (g.stride_h < 1 || g.stride_w < 1 || g.dil_h < 1 || g.dil_w < 1 || g.groups < 1 || g.pad_h < 0 || g.pad_w < 0) {
+    Invalid(c, "stride, dilation and groups must be >= 1 and padding >= 0");
+  }
+  g.n = x.shape[0], g.c = x.shape[1], g.h = x.shape[2], g.w = x.shape[3];
+  g.o = w.shape[0], g.kh = w.shape[2], g.kw = w.shape[3];
+  if (g.c % g.groups != 0 || g.o % g.groups != 0 || w.shape[1] != g.c / g.groups) {
+    Invalid(c, "groups must divide C and O, and the weight must have C / groups input channels");
+  }
+  auto extent = [](int64_t in, int64_t pad, int64_t dil, int64_t k, int64_t stride) {
+    const int64_t num = in + 2 * pad - dil * (k - 1) - 1;
+    return num < 0 ? int64_t{0} : num / stride + 1;
+  };
+  g.ho = extent(g.h, g.pad_h, g.dil_h, g.kh, g.stride_h);
+  g.wo = extent(g.w, g.pad_w, g.dil_w, g.kw, g.stride_w);
+  if (y.shape[0] != g.n || y.shape[1] != g.o || y.shape[2] != g.ho || y.shape[3] != g.wo) {
+    Invalid(c, "shapes disagree with the convolution formula (expected output [" + std::to_string(g.n) + ", " +
+                   std::to_string(g.o) + ", " + std::to_string(g.ho) + ", " + std::to_string(g.wo) + "])");
+  }
+  if (out.numel() == 0) return;
+  CheckLaunch(c, LaunchConv(kind, g, a, b, out, s));
+}
+
 /// Constant pad: fill the output with the value, then copy x into the interior view.
 void RunPad(const KernelCall& c, gpuStream_t s) {
   RequireCounts(c, 1, 1);
@@ -467,6 +516,7 @@ oar_status_t* RunKernel(const oar_kernel_call_t* call) {
       case Family::kPad: return RunPad(c, s);
       case Family::kScatterAdd: return RunScatterAdd(c, s);
       case Family::kTopk: return RunTopk(c, s);
+      case Family::kConv: return RunConv(c, *op, s);
       default: return RunElementwise(c, *op, s);
     }
   });
@@ -538,6 +588,7 @@ void RegisterAll(oar_kernel_registrar_t* r) {
     Register(r, "matmul", {t, t, t});
     const int32_t stats = t == F64 ? F64 : F32;
     Register(r, "layer_norm", {t, t, t, t, stats, stats});
+    for (const char* op : {"conv2d", "conv2d_grad_input", "conv2d_grad_weight"}) Register(r, op, {t, t, t});
   }
   // concat: the input dtypes then the output dtype, for 1 to 15 inputs.
   for (int32_t t : kAll) {

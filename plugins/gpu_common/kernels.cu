@@ -580,6 +580,73 @@ __global__ void TopkKernel(const T* x, T* values, int64_t* indices, Indexer<3> l
   }
 }
 
+// ---------------------------------------------------------------------------------------------------
+// Direct 2-D convolutions: one thread per output element, no atomics.
+// ---------------------------------------------------------------------------------------------------
+
+struct Strides4 {
+  int64_t s[4];
+};
+
+template <typename T>
+__global__ void ConvKernel(ConvKind kind, ConvGeometry g, const T* a, Strides4 as, const T* b, Strides4 bs, T* out,
+                           int64_t n) {
+  using C = Compute<T>;
+  const int64_t cg = g.c / g.groups, og = g.o / g.groups;
+  OAR_GRID_STRIDE_LOOP(e, n) {
+    C acc = C(0);
+    if (kind == ConvKind::kForward) {  // a = x [n, c, h, w], b = w [o, cg, kh, kw], out [n, o, ho, wo]
+      const int64_t wo = e % g.wo, ho = (e / g.wo) % g.ho, o = (e / (g.wo * g.ho)) % g.o, ni = e / (g.wo * g.ho * g.o);
+      const int64_t group = o / og;
+      for (int64_t c = 0; c < cg; ++c) {
+        for (int64_t kh = 0; kh < g.kh; ++kh) {
+          const int64_t h = ho * g.stride_h - g.pad_h + kh * g.dil_h;
+          if (h < 0 || h >= g.h) continue;
+          for (int64_t kw = 0; kw < g.kw; ++kw) {
+            const int64_t w = wo * g.stride_w - g.pad_w + kw * g.dil_w;
+            if (w < 0 || w >= g.w) continue;
+            acc += Load(a[ni * as.s[0] + (group * cg + c) * as.s[1] + h * as.s[2] + w * as.s[3]]) *
+                   Load(b[o * bs.s[0] + c * bs.s[1] + kh * bs.s[2] + kw * bs.s[3]]);
+          }
+        }
+      }
+    } else if (kind == ConvKind::kGradInput) {  // a = grad_out [n, o, ho, wo], b = w, out [n, c, h, w]
+      const int64_t w = e % g.w, h = (e / g.w) % g.h, ci = (e / (g.w * g.h)) % g.c, ni = e / (g.w * g.h * g.c);
+      const int64_t group = ci / cg, c = ci - group * cg;
+      for (int64_t o = group * og; o < (group + 1) * og; ++o) {
+        for (int64_t kh = 0; kh < g.kh; ++kh) {
+          const int64_t th = h + g.pad_h - kh * g.dil_h;
+          if (th < 0 || th % g.stride_h != 0 || th / g.stride_h >= g.ho) continue;
+          const int64_t ho = th / g.stride_h;
+          for (int64_t kw = 0; kw < g.kw; ++kw) {
+            const int64_t tw = w + g.pad_w - kw * g.dil_w;
+            if (tw < 0 || tw % g.stride_w != 0 || tw / g.stride_w >= g.wo) continue;
+            const int64_t wo = tw / g.stride_w;
+            acc += Load(a[ni * as.s[0] + o * as.s[1] + ho * as.s[2] + wo * as.s[3]]) *
+                   Load(b[o * bs.s[0] + c * bs.s[1] + kh * bs.s[2] + kw * bs.s[3]]);
+          }
+        }
+      }
+    } else {  // a = grad_out [n, o, ho, wo], b = x [n, c, h, w], out = grad_w [o, cg, kh, kw]
+      const int64_t kw = e % g.kw, kh = (e / g.kw) % g.kh, c = (e / (g.kw * g.kh)) % cg, o = e / (g.kw * g.kh * cg);
+      const int64_t ci = (o / og) * cg + c;
+      for (int64_t ni = 0; ni < g.n; ++ni) {
+        for (int64_t ho = 0; ho < g.ho; ++ho) {
+          const int64_t h = ho * g.stride_h - g.pad_h + kh * g.dil_h;
+          if (h < 0 || h >= g.h) continue;
+          for (int64_t wo = 0; wo < g.wo; ++wo) {
+            const int64_t w = wo * g.stride_w - g.pad_w + kw * g.dil_w;
+            if (w < 0 || w >= g.w) continue;
+            acc += Load(a[ni * as.s[0] + o * as.s[1] + ho * as.s[2] + wo * as.s[3]]) *
+                   Load(b[ni * bs.s[0] + ci * bs.s[1] + h * bs.s[2] + w * bs.s[3]]);
+          }
+        }
+      }
+    }
+    out[e] = Store<T>(acc);
+  }
+}
+
 }  // namespace
 
 // ===================================================================================================
@@ -889,6 +956,24 @@ int LaunchTopk(const TensorArg& x, int64_t k, int axis, bool largest, const Tens
     if constexpr (!std::is_same_v<T, bool>) {
       err = Launch1D(lines.numel(), stream, TopkKernel<T>, static_cast<const T*>(x.data), static_cast<T*>(values.data),
                      static_cast<int64_t*>(indices.data), lines, len, k, x_stride, out_stride, largest);
+    }
+  });
+  return err;
+}
+
+int LaunchConv(ConvKind kind, const ConvGeometry& g, const TensorArg& a, const TensorArg& b, const TensorArg& out,
+               StreamHandle stream) {
+  Strides4 as{}, bs{};
+  for (int d = 0; d < 4; ++d) {
+    as.s[d] = a.strides[d];
+    bs.s[d] = b.strides[d];
+  }
+  int err = static_cast<int>(gpuErrorInvalidValue);
+  VisitDType(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloat<T>) {
+      err = Launch1D(out.numel(), stream, ConvKernel<T>, kind, g, static_cast<const T*>(a.data), as,
+                     static_cast<const T*>(b.data), bs, static_cast<T*>(out.data));
     }
   });
   return err;

@@ -75,6 +75,20 @@ int LaunchScatterAdd(const TensorArg& x, const TensorArg& index, const TensorArg
 int LaunchTopk(const TensorArg& x, int64_t k, int axis, bool largest, const TensorArg& values,
                const TensorArg& indices, StreamHandle stream);
 
+/// Geometry of a 2-D convolution (validated by the caller against docs/ops.md).
+struct ConvGeometry {
+  int64_t n, c, h, w;     // input
+  int64_t o, kh, kw;      // weight [o, c / groups, kh, kw]
+  int64_t ho, wo;         // output
+  int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
+};
+enum class ConvKind : int32_t { kForward, kGradInput, kGradWeight };
+/// conv2d (a = x, b = w, out = y), conv2d_grad_input (a = grad_out, b = w, out = grad_x) or
+/// conv2d_grad_weight (a = grad_out, b = x, out = grad_w): one thread per output element, direct loops,
+/// float accumulation (double for F64), deterministic.
+int LaunchConv(ConvKind kind, const ConvGeometry& g, const TensorArg& a, const TensorArg& b, const TensorArg& out,
+               StreamHandle stream);
+
 }  // namespace oar::gpu
 
 #endif  // OAR_PLUGINS_GPU_COMMON_KERNELS_H_
