@@ -94,8 +94,9 @@ void CublasMatmul(benchmark::State& state, cudaDataType_t type, size_t element) 
   } else {
     const float alpha = 1, beta = 0;
     for (auto _ : state) {
-      const cublasStatus_t s = cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, kGemm, kGemm, kGemm, &alpha, b, type, kGemm,
-                                            a, type, kGemm, &beta, c, type, kGemm, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      const cublasStatus_t s =
+          cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, kGemm, kGemm, kGemm, &alpha, b, type, kGemm, a, type, kGemm,
+                       &beta, c, type, kGemm, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
       if (s != CUBLAS_STATUS_SUCCESS) {
         state.SkipWithError(cublasGetStatusString(s));
         break;
@@ -188,7 +189,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   auto reg = [](const char* name, auto fn) {
-    benchmark::RegisterBenchmark(name, [fn](benchmark::State& s) { Guarded(s, fn); })->UseRealTime()->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(name, [fn](benchmark::State& s) { Guarded(s, fn); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   };
   reg("matmul/4096/f32/oar", [](benchmark::State& s) { OarMatmul(s, oar::DType::kFloat32); });
   reg("matmul/4096/f32/cublas", [](benchmark::State& s) { CublasMatmul(s, CUDA_R_32F, 4); });

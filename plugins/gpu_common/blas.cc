@@ -33,7 +33,7 @@ CublasHandles& Handles() {
 
 void CheckBlas(cublasStatus_t status, const char* api, int32_t device) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  const oar_status_code code = status == CUBLAS_STATUS_ALLOC_FAILED       ? OAR_STATUS_RESOURCE_EXHAUSTED
+  const oar_status_code code = status == CUBLAS_STATUS_ALLOC_FAILED      ? OAR_STATUS_RESOURCE_EXHAUSTED
                                : status == CUBLAS_STATUS_NOT_INITIALIZED ? OAR_STATUS_UNAVAILABLE
                                                                          : OAR_STATUS_INTERNAL;
   Fail(code, std::string(api) + " on device " + std::to_string(device) + " failed: " + cublasGetStatusString(status));
@@ -70,15 +70,26 @@ bool TryCublas(int32_t device, gpuStream_t stream, const TensorArg& a, const Ten
   cudaDataType_t type;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // fp32 accumulation for fp32/f16/bf16 (no TF32)
   switch (out.dtype) {
-    case OAR_DTYPE_FLOAT32: type = CUDA_R_32F; break;
-    case OAR_DTYPE_FLOAT16: type = CUDA_R_16F; break;
-    case OAR_DTYPE_BFLOAT16: type = CUDA_R_16BF; break;
-    case OAR_DTYPE_FLOAT64: type = CUDA_R_64F; compute = CUBLAS_COMPUTE_64F; break;
-    default: return false;
+    case OAR_DTYPE_FLOAT32:
+      type = CUDA_R_32F;
+      break;
+    case OAR_DTYPE_FLOAT16:
+      type = CUDA_R_16F;
+      break;
+    case OAR_DTYPE_BFLOAT16:
+      type = CUDA_R_16BF;
+      break;
+    case OAR_DTYPE_FLOAT64:
+      type = CUDA_R_64F;
+      compute = CUBLAS_COMPUTE_64F;
+      break;
+    default:
+      return false;
   }
   if (count == 0 || m == 0 || n == 0) return true;  // nothing to write
-  if (k == 0) {  // the empty sum: zeros
-    OAR_GPU_CHECK(device, cudaMemsetAsync, out.data, 0, static_cast<size_t>(count * m * n) * sdk::DTypeSize(out.dtype), stream);
+  if (k == 0) {                                     // the empty sum: zeros
+    OAR_GPU_CHECK(device, cudaMemsetAsync, out.data, 0, static_cast<size_t>(count * m * n) * sdk::DTypeSize(out.dtype),
+                  stream);
     return true;
   }
   const float alpha32 = 1.0f, beta32 = 0.0f;
@@ -93,12 +104,11 @@ bool TryCublas(int32_t device, gpuStream_t stream, const TensorArg& a, const Ten
   CheckBlas(cublasSetStream(handle, stream), "cublasSetStream", device);
   // Row-major out = a @ b is column-major out^T = b^T a^T: a row-major operand read column-major is
   // already its transpose (CUBLAS_OP_N), a column-major one needs CUBLAS_OP_T.
-  CheckBlas(cublasGemmStridedBatchedEx(handle, lb.column_major ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                       la.column_major ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
-                                       static_cast<int>(m), static_cast<int>(k), alpha, b.data, type,
-                                       static_cast<int>(lb.ld), stride_b, a.data, type, static_cast<int>(la.ld),
-                                       stride_a, beta, out.data, type, static_cast<int>(n), stride_c,
-                                       static_cast<int>(count), compute, CUBLAS_GEMM_DEFAULT),
+  CheckBlas(cublasGemmStridedBatchedEx(
+                handle, lb.column_major ? CUBLAS_OP_T : CUBLAS_OP_N, la.column_major ? CUBLAS_OP_T : CUBLAS_OP_N,
+                static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), alpha, b.data, type,
+                static_cast<int>(lb.ld), stride_b, a.data, type, static_cast<int>(la.ld), stride_a, beta, out.data,
+                type, static_cast<int>(n), stride_c, static_cast<int>(count), compute, CUBLAS_GEMM_DEFAULT),
             "cublasGemmStridedBatchedEx", device);
   return true;
 }

@@ -30,8 +30,8 @@ void CheckCcl(ncclResult_t result, const char* api, int32_t device) {
   const oar_status_code code = result == ncclInvalidArgument || result == ncclInvalidUsage ? OAR_STATUS_INVALID_ARGUMENT
                                : result == ncclSystemError                                 ? OAR_STATUS_UNAVAILABLE
                                                                                            : OAR_STATUS_INTERNAL;
-  Fail(code, std::string(api) + (device >= 0 ? " on device " + std::to_string(device) : std::string()) + " failed: " +
-                 ncclGetErrorString(result) + " (" OAR_CCL_LIBRARY ")");
+  Fail(code, std::string(api) + (device >= 0 ? " on device " + std::to_string(device) : std::string()) +
+                 " failed: " + ncclGetErrorString(result) + " (" OAR_CCL_LIBRARY ")");
 }
 #define OAR_CCL_CHECK(device, fn, ...) CheckCcl(fn(__VA_ARGS__), #fn, (device))
 
@@ -58,30 +58,45 @@ Comm Lookup(oar_ccl_comm_t handle) {
 
 ncclDataType_t DataType(int32_t dtype, bool reducing) {
   switch (dtype) {
-    case OAR_DTYPE_FLOAT32: return ncclFloat32;
-    case OAR_DTYPE_FLOAT64: return ncclFloat64;
-    case OAR_DTYPE_FLOAT16: return ncclFloat16;
-    case OAR_DTYPE_BFLOAT16: return ncclBfloat16;
-    case OAR_DTYPE_INT8: return ncclInt8;
-    case OAR_DTYPE_UINT8: return ncclUint8;
-    case OAR_DTYPE_INT32: return ncclInt32;
-    case OAR_DTYPE_INT64: return ncclInt64;
+    case OAR_DTYPE_FLOAT32:
+      return ncclFloat32;
+    case OAR_DTYPE_FLOAT64:
+      return ncclFloat64;
+    case OAR_DTYPE_FLOAT16:
+      return ncclFloat16;
+    case OAR_DTYPE_BFLOAT16:
+      return ncclBfloat16;
+    case OAR_DTYPE_INT8:
+      return ncclInt8;
+    case OAR_DTYPE_UINT8:
+      return ncclUint8;
+    case OAR_DTYPE_INT32:
+      return ncclInt32;
+    case OAR_DTYPE_INT64:
+      return ncclInt64;
     case OAR_DTYPE_BOOL:
       if (!reducing) return ncclUint8;  // moving bytes only
       break;
-    default: break;
+    default:
+      break;
   }
   Fail(OAR_STATUS_UNIMPLEMENTED, "dtype " + std::to_string(dtype) + (reducing ? " cannot be reduced" : " is unknown"));
 }
 
-ncclRedOp_t ReduceOp(int32_t op) {
+ncclRedOp_t NcclOp(int32_t op) {
   switch (op) {
-    case OAR_REDUCE_SUM: return ncclSum;
-    case OAR_REDUCE_PROD: return ncclProd;
-    case OAR_REDUCE_MAX: return ncclMax;
-    case OAR_REDUCE_MIN: return ncclMin;
-    case OAR_REDUCE_AVG: return ncclAvg;
-    default: Fail(OAR_STATUS_INVALID_ARGUMENT, "unknown reduce op " + std::to_string(op));
+    case OAR_REDUCE_SUM:
+      return ncclSum;
+    case OAR_REDUCE_PROD:
+      return ncclProd;
+    case OAR_REDUCE_MAX:
+      return ncclMax;
+    case OAR_REDUCE_MIN:
+      return ncclMin;
+    case OAR_REDUCE_AVG:
+      return ncclAvg;
+    default:
+      Fail(OAR_STATUS_INVALID_ARGUMENT, "unknown reduce op " + std::to_string(op));
   }
 }
 
@@ -145,7 +160,7 @@ oar_status_t* AllReduce(const void* send, void* recv, size_t count, int32_t dtyp
                         oar_stream_t stream) {
   return Guard([&] {
     const Target t = Resolve(comm, stream);
-    OAR_CCL_CHECK(t.comm.device, ncclAllReduce, send, recv, count, DataType(dtype, true), ReduceOp(op), t.comm.native,
+    OAR_CCL_CHECK(t.comm.device, ncclAllReduce, send, recv, count, DataType(dtype, true), NcclOp(op), t.comm.native,
                   t.stream);
   });
 }
@@ -154,7 +169,8 @@ oar_status_t* Broadcast(const void* send, void* recv, size_t count, int32_t dtyp
                         oar_stream_t stream) {
   return Guard([&] {
     const Target t = Resolve(comm, stream);
-    OAR_CCL_CHECK(t.comm.device, ncclBroadcast, send, recv, count, DataType(dtype, false), root, t.comm.native, t.stream);
+    OAR_CCL_CHECK(t.comm.device, ncclBroadcast, send, recv, count, DataType(dtype, false), root, t.comm.native,
+                  t.stream);
   });
 }
 
@@ -162,8 +178,8 @@ oar_status_t* Reduce(const void* send, void* recv, size_t count, int32_t dtype, 
                      oar_ccl_comm_t comm, oar_stream_t stream) {
   return Guard([&] {
     const Target t = Resolve(comm, stream);
-    OAR_CCL_CHECK(t.comm.device, ncclReduce, send, recv, count, DataType(dtype, true), ReduceOp(op), root,
-                  t.comm.native, t.stream);
+    OAR_CCL_CHECK(t.comm.device, ncclReduce, send, recv, count, DataType(dtype, true), NcclOp(op), root, t.comm.native,
+                  t.stream);
   });
 }
 
@@ -171,7 +187,8 @@ oar_status_t* AllGather(const void* send, void* recv, size_t send_count, int32_t
                         oar_stream_t stream) {
   return Guard([&] {
     const Target t = Resolve(comm, stream);
-    OAR_CCL_CHECK(t.comm.device, ncclAllGather, send, recv, send_count, DataType(dtype, false), t.comm.native, t.stream);
+    OAR_CCL_CHECK(t.comm.device, ncclAllGather, send, recv, send_count, DataType(dtype, false), t.comm.native,
+                  t.stream);
   });
 }
 
@@ -179,7 +196,7 @@ oar_status_t* ReduceScatter(const void* send, void* recv, size_t recv_count, int
                             oar_ccl_comm_t comm, oar_stream_t stream) {
   return Guard([&] {
     const Target t = Resolve(comm, stream);
-    OAR_CCL_CHECK(t.comm.device, ncclReduceScatter, send, recv, recv_count, DataType(dtype, true), ReduceOp(op),
+    OAR_CCL_CHECK(t.comm.device, ncclReduceScatter, send, recv, recv_count, DataType(dtype, true), NcclOp(op),
                   t.comm.native, t.stream);
   });
 }
@@ -187,12 +204,16 @@ oar_status_t* ReduceScatter(const void* send, void* recv, size_t recv_count, int
 size_t ElementBytes(int32_t dtype) {
   switch (dtype) {
     case OAR_DTYPE_FLOAT64:
-    case OAR_DTYPE_INT64: return 8;
+    case OAR_DTYPE_INT64:
+      return 8;
     case OAR_DTYPE_FLOAT32:
-    case OAR_DTYPE_INT32: return 4;
+    case OAR_DTYPE_INT32:
+      return 4;
     case OAR_DTYPE_FLOAT16:
-    case OAR_DTYPE_BFLOAT16: return 2;
-    default: return 1;
+    case OAR_DTYPE_BFLOAT16:
+      return 2;
+    default:
+      return 1;
   }
 }
 
@@ -219,7 +240,8 @@ oar_status_t* AllToAll(const void* send, void* recv, size_t count, int32_t dtype
   });
 }
 
-oar_status_t* Send(const void* buf, size_t count, int32_t dtype, int32_t peer, oar_ccl_comm_t comm, oar_stream_t stream) {
+oar_status_t* Send(const void* buf, size_t count, int32_t dtype, int32_t peer, oar_ccl_comm_t comm,
+                   oar_stream_t stream) {
   return Guard([&] {
     const Target t = Resolve(comm, stream);
     OAR_CCL_CHECK(t.comm.device, ncclSend, buf, count, DataType(dtype, false), peer, t.comm.native, t.stream);

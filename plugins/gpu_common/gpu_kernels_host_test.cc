@@ -36,8 +36,8 @@ TEST(GpuNumeric, Float16ToFloatMatchesTheSdkForEveryBitPattern) {
 TEST(GpuNumeric, FloatTo16BitRoundsLikeTheSdk) {
   std::mt19937 rng(20261129);  // seed printed by the failure message below
   std::uniform_int_distribution<uint32_t> any_bits;
-  std::vector<float> values = {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 65519.99f, 5.96e-8f, 2.98e-8f, 1e-10f,
-                               Inf(), -Inf(), Nan(), 3.14159f, -2.5f, 1.0009765625f, 1.00048828125f};
+  std::vector<float> values = {0.0f,   -0.0f, 1.0f,   65504.0f, 65520.0f, 65519.99f, 5.96e-8f,      2.98e-8f,
+                               1e-10f, Inf(), -Inf(), Nan(),    3.14159f, -2.5f,     1.0009765625f, 1.00048828125f};
   for (int i = 0; i < 200000; ++i) values.push_back(sdk::BitsFloat(any_bits(rng)));
   for (float f : values) {
     EXPECT_EQ(FloatToF16(f).bits, sdk::Half::FromFloat(f)) << f << " (seed 20261129)";
@@ -63,9 +63,9 @@ TEST(GpuNumeric, CastsFollowTheContract) {
   EXPECT_FALSE(CastValue<bool>(-0.0f));
   EXPECT_TRUE(CastValue<bool>(int8_t{-3}));
   EXPECT_EQ(CastValue<float>(true), 1.0f);
-  EXPECT_EQ(CastValue<F16>(70000.0).bits, 0x7c00);  // overflow -> inf
+  EXPECT_EQ(CastValue<F16>(70000.0).bits, 0x7c00);                               // overflow -> inf
   EXPECT_EQ(CastValue<F16>(int64_t{2049}).bits, sdk::Half::FromFloat(2048.0f));  // RNE through float32
-  EXPECT_EQ(CastValue<int32_t>(F16{0xc500}), -5);  // -5.0 in binary16
+  EXPECT_EQ(CastValue<int32_t>(F16{0xc500}), -5);                                // -5.0 in binary16
   EXPECT_EQ(CastValue<float>(BF16{0x3f80}), 1.0f);
   EXPECT_TRUE(std::isinf(CastValue<float>(1e300)));
   EXPECT_EQ(CastValue<float>(int64_t{16777217}), 16777216.0f);  // ties to even
@@ -175,7 +175,7 @@ TEST(GpuIndexing, BlasLayoutAcceptsRowAndColumnMajorOnly) {
   EXPECT_TRUE(m.ok && !m.column_major && m.ld == 8);
   EXPECT_FALSE(BlasLayout(4, 3, 0, 1).ok);  // broadcast rows
   EXPECT_FALSE(BlasLayout(4, 3, 6, 2).ok);  // every other column
-  m = BlasLayout(1, 3, 0, 1);  // one row: any row stride
+  m = BlasLayout(1, 3, 0, 1);               // one row: any row stride
   EXPECT_TRUE(m.ok && m.ld == 3);
   m = BlasLayout(4, 1, 1, 0);  // one column
   EXPECT_TRUE(m.ok);

@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <iostream>
-#include <limits>
 #include <cstdint>
 #include <cstring>
+#include <iostream>
+#include <limits>
 #include <map>
 #include <string>
 #include <string_view>
@@ -112,8 +112,8 @@ const Devices& Count() {
   return d;
 }
 
-#define SKIP_WITHOUT_DEVICE()                                                                        \
-  do {                                                                                               \
+#define SKIP_WITHOUT_DEVICE()                                                                                \
+  do {                                                                                                       \
     if (Count().count == 0) GTEST_SKIP() << "no " OAR_GPU_PLUGIN_NAME " device: " << Count().status.message; \
   } while (0)
 
@@ -399,7 +399,8 @@ TEST(GpuDevice, StreamsEventsAndCallbacksRunInOrder) {
   ASSERT_OK(Dev()->stream_wait_event(0, s2.s, event));
   ASSERT_OK(Dev()->memcpy_d2d_async(0, s2.s, copy.get(), dev.get(), host.size() * 4));
   std::atomic<int> called{0};
-  ASSERT_OK(Dev()->stream_add_callback(0, s2.s, [](void* p) { static_cast<std::atomic<int>*>(p)->fetch_add(1); }, &called));
+  ASSERT_OK(Dev()->stream_add_callback(
+      0, s2.s, [](void* p) { static_cast<std::atomic<int>*>(p)->fetch_add(1); }, &called));
   ASSERT_OK(Dev()->stream_synchronize(0, s2.s));
   EXPECT_EQ(called.load(), 1);
   bool done = false;
@@ -437,7 +438,7 @@ TEST(GpuDevice, MatmulMatchesAPlainLoopForEveryLayoutAndDtype) {
         for (int64_t p = 0; p < k; ++p) s += a[(z * m + i) * k + p] * b[p * n + j];
         expected[(z * m + i) * n + j] = static_cast<float>(s);
       }
-  const std::vector<int64_t> sa = {m * k, k, 1}, sa_t = {m * k, 1, m};  // row-major / column-major a
+  const std::vector<int64_t> sa = {m * k, k, 1}, sa_t = {m * k, 1, m};                  // row-major / column-major a
   const std::vector<int64_t> sb = {0, n, 1}, sb_t = {0, 1, k}, sb_odd = {0, 2 * n, 2};  // broadcast batch
   const std::vector<int64_t> as = {batch, m, k}, bs = {batch, k, n}, os = {batch, m, n}, so = {m * n, n, 1};
   // Column-major copies of a and b, and b with every other element (not BLAS-readable).
@@ -462,8 +463,14 @@ TEST(GpuDevice, MatmulMatchesAPlainLoopForEveryLayoutAndDtype) {
         std::vector<uint8_t> bytes(v.size() * oar::sdk::DTypeSize(dtype));
         for (size_t i = 0; i < v.size(); ++i) {
           if (dtype == F32) std::memcpy(&bytes[i * 4], &v[i], 4);
-          if (dtype == F16) { const uint16_t h = oar::sdk::Half::FromFloat(v[i]); std::memcpy(&bytes[i * 2], &h, 2); }
-          if (dtype == BF16) { const uint16_t h = oar::sdk::BFloat16::FromFloat(v[i]); std::memcpy(&bytes[i * 2], &h, 2); }
+          if (dtype == F16) {
+            const uint16_t h = oar::sdk::Half::FromFloat(v[i]);
+            std::memcpy(&bytes[i * 2], &h, 2);
+          }
+          if (dtype == BF16) {
+            const uint16_t h = oar::sdk::BFloat16::FromFloat(v[i]);
+            std::memcpy(&bytes[i * 2], &h, 2);
+          }
         }
         return bytes;
       };
@@ -500,10 +507,14 @@ TEST(GpuDevice, ReductionsSoftmaxAndLayerNormMatchPlainLoops) {
   axes_attr.type = OAR_ATTR_INTS;
   axes_attr.v.ints.data = axes;
   axes_attr.v.ints.size = 1;
-  ASSERT_EQ(RunKernel("sum", {Desc(F32, shape, strides, dx.get())}, {Desc(F32, kept, kept_strides, sum.get())},
-                      {axes_attr}).code, 0);
+  ASSERT_EQ(
+      RunKernel("sum", {Desc(F32, shape, strides, dx.get())}, {Desc(F32, kept, kept_strides, sum.get())}, {axes_attr})
+          .code,
+      0);
   ASSERT_EQ(RunKernel("softmax", {Desc(F32, shape, strides, dx.get())}, {Desc(F32, shape, strides, soft.get())},
-                      {IntAttr("axis", 1)}).code, 0);
+                      {IntAttr("axis", 1)})
+                .code,
+            0);
   const std::vector<float> s = sum.Read<float>(), p = soft.Read<float>();
   for (int64_t r = 0; r < rows; ++r) {
     double expected = 0, total = 0, mx = -1e30;
@@ -524,12 +535,12 @@ TEST(GpuDevice, ReductionsSoftmaxAndLayerNormMatchPlainLoops) {
   eps.name = "eps";
   eps.type = OAR_ATTR_FLOAT;
   eps.v.f = 1e-5;
-  const Result r = RunKernel("layer_norm",
-                             {Desc(F32, shape, strides, dx.get()), Desc(F32, ws, w_strides, dw.get()),
-                              Desc(F32, ws, b_strides, db.get())},
-                             {Desc(F32, shape, strides, y.get()), Desc(F32, kept, kept_strides, mean.get()),
-                              Desc(F32, kept, kept_strides, rstd.get())},
-                             {IntAttr("axis", 1), eps});
+  const Result r = RunKernel(
+      "layer_norm",
+      {Desc(F32, shape, strides, dx.get()), Desc(F32, ws, w_strides, dw.get()), Desc(F32, ws, b_strides, db.get())},
+      {Desc(F32, shape, strides, y.get()), Desc(F32, kept, kept_strides, mean.get()),
+       Desc(F32, kept, kept_strides, rstd.get())},
+      {IntAttr("axis", 1), eps});
   ASSERT_EQ(r.code, 0) << r.message;
   const std::vector<float> yv = y.Read<float>(), mv = mean.Read<float>(), rv = rstd.Read<float>();
   for (int64_t row = 0; row < rows; ++row) {
@@ -590,12 +601,12 @@ namespace {
 TEST(GpuDevice, ScatterAddAccumulatesDuplicatesInOrder) {
   SKIP_WITHOUT_DEVICE();
   const std::vector<float> x = {1, 1, 1, 1, 1, 1};  // [3, 2]
-  const std::vector<int64_t> index = {2, 0, 2, 2};   // [2, 2] along axis 0
+  const std::vector<int64_t> index = {2, 0, 2, 2};  // [2, 2] along axis 0
   const std::vector<float> src = {10, 20, 30, 40};
   Buffer dx(x), di(index), ds(src), out(6 * 4);
   const std::vector<int64_t> xs = {3, 2}, xst = {2, 1}, is = {2, 2}, ist = {2, 1};
-  const Result r = RunKernel("scatter_add", {Desc(F32, xs, xst, dx.get()), Desc(I64, is, ist, di.get()),
-                                             Desc(F32, is, ist, ds.get())},
+  const Result r = RunKernel("scatter_add",
+                             {Desc(F32, xs, xst, dx.get()), Desc(I64, is, ist, di.get()), Desc(F32, is, ist, ds.get())},
                              {Desc(F32, xs, xst, out.get())}, {IntAttr("axis", 0)});
   ASSERT_EQ(r.code, 0) << r.message;
   EXPECT_EQ(out.Read<float>(), (std::vector<float>{1, 21, 1, 1, 41, 41}));
@@ -616,12 +627,14 @@ TEST(GpuDevice, TopkOrdersNanFirstAndTiesByIndex) {
   largest.name = "largest";
   largest.type = OAR_ATTR_BOOL;
   largest.v.b = true;
-  Result r = RunKernel("topk", {Desc(F32, xs, st, dx.get())}, {Desc(F32, ks, st, values.get()), Desc(I64, ks, st, indices.get())},
+  Result r = RunKernel("topk", {Desc(F32, xs, st, dx.get())},
+                       {Desc(F32, ks, st, values.get()), Desc(I64, ks, st, indices.get())},
                        {IntAttr("k", 3), IntAttr("axis", 0), largest});
   ASSERT_EQ(r.code, 0) << r.message;
   EXPECT_EQ(indices.Read<int64_t>(), (std::vector<int64_t>{1, 2, 0}));
   largest.v.b = false;
-  r = RunKernel("topk", {Desc(F32, xs, st, dx.get())}, {Desc(F32, ks, st, values.get()), Desc(I64, ks, st, indices.get())},
+  r = RunKernel("topk", {Desc(F32, xs, st, dx.get())},
+                {Desc(F32, ks, st, values.get()), Desc(I64, ks, st, indices.get())},
                 {IntAttr("k", 3), IntAttr("axis", 0), largest});
   ASSERT_EQ(r.code, 0) << r.message;
   EXPECT_EQ(indices.Read<int64_t>(), (std::vector<int64_t>{4, 5, 0}));
@@ -663,15 +676,22 @@ TEST(GpuDevice, Conv2dAndItsGradientsMatchPlainLoops) {
             if (ih >= 0 && ih < H && iv >= 0 && iv < H) gx[(o * H + ih) * H + iv] += gy[(o * H + h) * H + v] * wv;
           }
   Buffer dx(x), dw(w), dgy(gy), out_y(y.size() * 4), out_gx(gx.size() * 4), out_gw(gw.size() * 4);
-  const std::vector<int64_t> xs = {1, 2, H, H}, xst = {2 * H * H, H * H, H, 1}, ws = {2, 1, K, K}, wst = {K * K, K * K, K, 1};
+  const std::vector<int64_t> xs = {1, 2, H, H}, xst = {2 * H * H, H * H, H, 1}, ws = {2, 1, K, K},
+                             wst = {K * K, K * K, K, 1};
   const std::vector<oar_attr_t> attrs = {IntsAttr("stride", {1, 1}), IntsAttr("padding", {1, 1}),
                                          IntsAttr("dilation", {1, 1}), IntAttr("groups", 2)};
   ASSERT_EQ(RunKernel("conv2d", {Desc(F32, xs, xst, dx.get()), Desc(F32, ws, wst, dw.get())},
-                      {Desc(F32, xs, xst, out_y.get())}, attrs).code, 0);
+                      {Desc(F32, xs, xst, out_y.get())}, attrs)
+                .code,
+            0);
   ASSERT_EQ(RunKernel("conv2d_grad_input", {Desc(F32, xs, xst, dgy.get()), Desc(F32, ws, wst, dw.get())},
-                      {Desc(F32, xs, xst, out_gx.get())}, attrs).code, 0);
+                      {Desc(F32, xs, xst, out_gx.get())}, attrs)
+                .code,
+            0);
   ASSERT_EQ(RunKernel("conv2d_grad_weight", {Desc(F32, xs, xst, dgy.get()), Desc(F32, xs, xst, dx.get())},
-                      {Desc(F32, ws, wst, out_gw.get())}, attrs).code, 0);
+                      {Desc(F32, ws, wst, out_gw.get())}, attrs)
+                .code,
+            0);
   const std::vector<float> ry = out_y.Read<float>(), rgx = out_gx.Read<float>(), rgw = out_gw.Read<float>();
   for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(ry[i], y[i], 1e-5) << i;
   for (size_t i = 0; i < gx.size(); ++i) EXPECT_NEAR(rgx[i], gx[i], 1e-5) << i;

@@ -11,9 +11,9 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
-#include <string_view>
 #include <vector>
 
 #include "oar/plugin/cpp/dtype.hpp"
@@ -31,8 +31,23 @@ using sdk::Guard;
 using sdk::KernelCall;
 
 enum class Family {
-  kUnary, kBinary, kWhere, kCast, kCopy, kFill, kReduce, kArgReduce, kSoftmax, kLayerNorm, kMatmul, kGather,
-  kConcat, kPad, kScatterAdd, kTopk, kConv
+  kUnary,
+  kBinary,
+  kWhere,
+  kCast,
+  kCopy,
+  kFill,
+  kReduce,
+  kArgReduce,
+  kSoftmax,
+  kLayerNorm,
+  kMatmul,
+  kGather,
+  kConcat,
+  kPad,
+  kScatterAdd,
+  kTopk,
+  kConv
 };
 
 /// What a registered kernel does: passed back as the call's kernel_data.
@@ -42,46 +57,74 @@ struct OpSpec {
   int32_t code;  // UnaryOp, BinaryOp, ReduceOp, or a flag (argmax: 1, log_softmax: 1, index_select: 1)
 };
 
-constexpr int32_t F32 = OAR_DTYPE_FLOAT32, F64 = OAR_DTYPE_FLOAT64, F16 = OAR_DTYPE_FLOAT16,
-                  BF16 = OAR_DTYPE_BFLOAT16, I8 = OAR_DTYPE_INT8, U8 = OAR_DTYPE_UINT8, I32 = OAR_DTYPE_INT32,
-                  I64 = OAR_DTYPE_INT64, BOOL = OAR_DTYPE_BOOL;
+constexpr int32_t F32 = OAR_DTYPE_FLOAT32, F64 = OAR_DTYPE_FLOAT64, F16 = OAR_DTYPE_FLOAT16, BF16 = OAR_DTYPE_BFLOAT16,
+                  I8 = OAR_DTYPE_INT8, U8 = OAR_DTYPE_UINT8, I32 = OAR_DTYPE_INT32, I64 = OAR_DTYPE_INT64,
+                  BOOL = OAR_DTYPE_BOOL;
 const std::vector<int32_t> kFloating = {F32, F64, F16, BF16};
 const std::vector<int32_t> kNumeric = {F32, F64, F16, BF16, I8, U8, I32, I64};
 const std::vector<int32_t> kSigned = {F32, F64, F16, BF16, I8, I32, I64};
 const std::vector<int32_t> kAll = {F32, F64, F16, BF16, I8, U8, I32, I64, BOOL};
 
 template <typename E>
-constexpr int32_t Code(E e) { return static_cast<int32_t>(e); }
+constexpr int32_t Code(E e) {
+  return static_cast<int32_t>(e);
+}
 
 // The ops with a device kernel. Their order is irrelevant; their addresses are the kernel_data.
 const OpSpec kOps[] = {
-    {"add", Family::kBinary, Code(BinaryOp::kAdd)},          {"sub", Family::kBinary, Code(BinaryOp::kSub)},
-    {"mul", Family::kBinary, Code(BinaryOp::kMul)},          {"div", Family::kBinary, Code(BinaryOp::kDiv)},
-    {"maximum", Family::kBinary, Code(BinaryOp::kMaximum)},  {"minimum", Family::kBinary, Code(BinaryOp::kMinimum)},
-    {"pow", Family::kBinary, Code(BinaryOp::kPow)},          {"eq", Family::kBinary, Code(BinaryOp::kEq)},
-    {"ne", Family::kBinary, Code(BinaryOp::kNe)},            {"lt", Family::kBinary, Code(BinaryOp::kLt)},
-    {"le", Family::kBinary, Code(BinaryOp::kLe)},            {"gt", Family::kBinary, Code(BinaryOp::kGt)},
-    {"ge", Family::kBinary, Code(BinaryOp::kGe)},            {"logical_and", Family::kBinary, Code(BinaryOp::kLogicalAnd)},
+    {"add", Family::kBinary, Code(BinaryOp::kAdd)},
+    {"sub", Family::kBinary, Code(BinaryOp::kSub)},
+    {"mul", Family::kBinary, Code(BinaryOp::kMul)},
+    {"div", Family::kBinary, Code(BinaryOp::kDiv)},
+    {"maximum", Family::kBinary, Code(BinaryOp::kMaximum)},
+    {"minimum", Family::kBinary, Code(BinaryOp::kMinimum)},
+    {"pow", Family::kBinary, Code(BinaryOp::kPow)},
+    {"eq", Family::kBinary, Code(BinaryOp::kEq)},
+    {"ne", Family::kBinary, Code(BinaryOp::kNe)},
+    {"lt", Family::kBinary, Code(BinaryOp::kLt)},
+    {"le", Family::kBinary, Code(BinaryOp::kLe)},
+    {"gt", Family::kBinary, Code(BinaryOp::kGt)},
+    {"ge", Family::kBinary, Code(BinaryOp::kGe)},
+    {"logical_and", Family::kBinary, Code(BinaryOp::kLogicalAnd)},
     {"logical_or", Family::kBinary, Code(BinaryOp::kLogicalOr)},
-    {"neg", Family::kUnary, Code(UnaryOp::kNeg)},            {"exp", Family::kUnary, Code(UnaryOp::kExp)},
-    {"relu", Family::kUnary, Code(UnaryOp::kRelu)},          {"abs", Family::kUnary, Code(UnaryOp::kAbs)},
-    {"sign", Family::kUnary, Code(UnaryOp::kSign)},          {"log", Family::kUnary, Code(UnaryOp::kLog)},
-    {"log1p", Family::kUnary, Code(UnaryOp::kLog1p)},        {"sqrt", Family::kUnary, Code(UnaryOp::kSqrt)},
-    {"rsqrt", Family::kUnary, Code(UnaryOp::kRsqrt)},        {"sin", Family::kUnary, Code(UnaryOp::kSin)},
-    {"cos", Family::kUnary, Code(UnaryOp::kCos)},            {"tanh", Family::kUnary, Code(UnaryOp::kTanh)},
-    {"sigmoid", Family::kUnary, Code(UnaryOp::kSigmoid)},    {"erf", Family::kUnary, Code(UnaryOp::kErf)},
-    {"reciprocal", Family::kUnary, Code(UnaryOp::kReciprocal)}, {"isnan", Family::kUnary, Code(UnaryOp::kIsNan)},
-    {"isinf", Family::kUnary, Code(UnaryOp::kIsInf)},        {"logical_not", Family::kUnary, Code(UnaryOp::kLogicalNot)},
-    {"where", Family::kWhere, 0},                            {"cast", Family::kCast, 0},
-    {"copy", Family::kCopy, 0},                              {"fill", Family::kFill, 0},
-    {"sum", Family::kReduce, Code(ReduceOp::kSum)},          {"mean", Family::kReduce, Code(ReduceOp::kMean)},
-    {"max", Family::kReduce, Code(ReduceOp::kMax)},          {"min", Family::kReduce, Code(ReduceOp::kMin)},
-    {"prod", Family::kReduce, Code(ReduceOp::kProd)},        {"argmax", Family::kArgReduce, 1},
-    {"argmin", Family::kArgReduce, 0},                       {"softmax", Family::kSoftmax, 0},
-    {"log_softmax", Family::kSoftmax, 1},                    {"layer_norm", Family::kLayerNorm, 0},
-    {"matmul", Family::kMatmul, 0},                          {"gather", Family::kGather, 0},
-    {"index_select", Family::kGather, 1},                    {"concat", Family::kConcat, 0},
-    {"pad", Family::kPad, 0},                                {"scatter_add", Family::kScatterAdd, 0},
+    {"neg", Family::kUnary, Code(UnaryOp::kNeg)},
+    {"exp", Family::kUnary, Code(UnaryOp::kExp)},
+    {"relu", Family::kUnary, Code(UnaryOp::kRelu)},
+    {"abs", Family::kUnary, Code(UnaryOp::kAbs)},
+    {"sign", Family::kUnary, Code(UnaryOp::kSign)},
+    {"log", Family::kUnary, Code(UnaryOp::kLog)},
+    {"log1p", Family::kUnary, Code(UnaryOp::kLog1p)},
+    {"sqrt", Family::kUnary, Code(UnaryOp::kSqrt)},
+    {"rsqrt", Family::kUnary, Code(UnaryOp::kRsqrt)},
+    {"sin", Family::kUnary, Code(UnaryOp::kSin)},
+    {"cos", Family::kUnary, Code(UnaryOp::kCos)},
+    {"tanh", Family::kUnary, Code(UnaryOp::kTanh)},
+    {"sigmoid", Family::kUnary, Code(UnaryOp::kSigmoid)},
+    {"erf", Family::kUnary, Code(UnaryOp::kErf)},
+    {"reciprocal", Family::kUnary, Code(UnaryOp::kReciprocal)},
+    {"isnan", Family::kUnary, Code(UnaryOp::kIsNan)},
+    {"isinf", Family::kUnary, Code(UnaryOp::kIsInf)},
+    {"logical_not", Family::kUnary, Code(UnaryOp::kLogicalNot)},
+    {"where", Family::kWhere, 0},
+    {"cast", Family::kCast, 0},
+    {"copy", Family::kCopy, 0},
+    {"fill", Family::kFill, 0},
+    {"sum", Family::kReduce, Code(ReduceOp::kSum)},
+    {"mean", Family::kReduce, Code(ReduceOp::kMean)},
+    {"max", Family::kReduce, Code(ReduceOp::kMax)},
+    {"min", Family::kReduce, Code(ReduceOp::kMin)},
+    {"prod", Family::kReduce, Code(ReduceOp::kProd)},
+    {"argmax", Family::kArgReduce, 1},
+    {"argmin", Family::kArgReduce, 0},
+    {"softmax", Family::kSoftmax, 0},
+    {"log_softmax", Family::kSoftmax, 1},
+    {"layer_norm", Family::kLayerNorm, 0},
+    {"matmul", Family::kMatmul, 0},
+    {"gather", Family::kGather, 0},
+    {"index_select", Family::kGather, 1},
+    {"concat", Family::kConcat, 0},
+    {"pad", Family::kPad, 0},
+    {"scatter_add", Family::kScatterAdd, 0},
     {"topk", Family::kTopk, 0},
     {"conv2d", Family::kConv, Code(ConvKind::kForward)},
     {"conv2d_grad_input", Family::kConv, Code(ConvKind::kGradInput)},
@@ -172,8 +215,8 @@ void RunElementwise(const KernelCall& c, const OpSpec& op, gpuStream_t s) {
     }
     case Family::kWhere: {
       RequireCounts(c, 3, 1);
-      const TensorArg cond = Arg(c, c.raw()->inputs[0]), a = Arg(c, c.raw()->inputs[1]),
-                      b = Arg(c, c.raw()->inputs[2]), out = Arg(c, c.raw()->outputs[0]);
+      const TensorArg cond = Arg(c, c.raw()->inputs[0]), a = Arg(c, c.raw()->inputs[1]), b = Arg(c, c.raw()->inputs[2]),
+                      out = Arg(c, c.raw()->outputs[0]);
       RequireSameShape(c, cond, out, "cond (already broadcast)");
       RequireSameShape(c, a, out, "a (already broadcast)");
       RequireSameShape(c, b, out, "b (already broadcast)");
@@ -188,7 +231,8 @@ void RunElementwise(const KernelCall& c, const OpSpec& op, gpuStream_t s) {
       CheckLaunch(c, op.family == Family::kCast ? LaunchCast(x, out, s) : LaunchCopy(x, out, s));
       return;
     }
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -202,8 +246,9 @@ uint64_t FillBits(const KernelCall& c, int32_t dtype) {
   uint64_t bits = 0;
   VisitDType(dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T v = value->type == OAR_ATTR_FLOAT ? CastFromFloating<T>(value->v.f)
-                                              : CastFromInteger<T>(value->type == OAR_ATTR_BOOL ? value->v.b : value->v.i);
+    const T v = value->type == OAR_ATTR_FLOAT
+                    ? CastFromFloating<T>(value->v.f)
+                    : CastFromInteger<T>(value->type == OAR_ATTR_BOOL ? value->v.b : value->v.i);
     std::memcpy(&bits, &v, sizeof(T));
   });
   return bits;
@@ -262,7 +307,8 @@ void RunSoftmax(const KernelCall& c, const OpSpec& op, gpuStream_t s) {
 void RunLayerNorm(const KernelCall& c, gpuStream_t s) {
   RequireCounts(c, 3, 3);
   const TensorArg x = Arg(c, c.raw()->inputs[0]), w = Arg(c, c.raw()->inputs[1]), b = Arg(c, c.raw()->inputs[2]);
-  const TensorArg y = Arg(c, c.raw()->outputs[0]), mean = Arg(c, c.raw()->outputs[1]), rstd = Arg(c, c.raw()->outputs[2]);
+  const TensorArg y = Arg(c, c.raw()->outputs[0]), mean = Arg(c, c.raw()->outputs[1]),
+                  rstd = Arg(c, c.raw()->outputs[2]);
   const int axis = static_cast<int>(AxisAttr(c, x.rank));
   if (c.FindAttr("eps") == nullptr) Invalid(c, "attribute 'eps' is missing");
   RequireSameShape(c, x, y, "x");
@@ -287,7 +333,8 @@ void RunMatmul(const KernelCall& c, gpuStream_t s) {
   const int r = out.rank;
   if (r < 2 || a.rank != r || b.rank != r) Invalid(c, "a, b and out must have the same rank >= 2");
   for (int d = 0; d < r - 2; ++d) {
-    if (a.shape[d] != out.shape[d] || b.shape[d] != out.shape[d]) Invalid(c, "batch dimensions must equal the output's");
+    if (a.shape[d] != out.shape[d] || b.shape[d] != out.shape[d])
+      Invalid(c, "batch dimensions must equal the output's");
   }
   if (a.shape[r - 2] != out.shape[r - 2] || b.shape[r - 1] != out.shape[r - 1] || a.shape[r - 1] != b.shape[r - 2]) {
     Invalid(c, "shapes " + c.input(0).ShapeString() + " @ " + c.input(1).ShapeString() + " -> " +
@@ -349,7 +396,8 @@ void CheckIndices(const KernelCall& c, const TensorArg& index, int64_t limit, in
   OAR_GPU_CHECK(device, gpuStreamSynchronize, s);
   Fail(OAR_STATUS_OUT_OF_RANGE, c.Where() + ": index " + std::to_string(value) + " at position " +
                                     PositionString(index, first_bad) + " is out of range for dimension " +
-                                    std::to_string(axis) + " of input 0 (x) (valid: [0, " + std::to_string(limit) + "))");
+                                    std::to_string(axis) + " of input 0 (x) (valid: [0, " + std::to_string(limit) +
+                                    "))");
 }
 
 void RunGather(const KernelCall& c, const OpSpec& op, gpuStream_t s) {
@@ -389,7 +437,8 @@ void RunConcat(const KernelCall& c, gpuStream_t s) {
     if (position + x.shape[axis] > out.shape[axis]) Invalid(c, "inputs are longer than the output along the axis");
     if (x.numel() > 0) {
       view.shape[axis] = x.shape[axis];
-      view.data = static_cast<char*>(out.data) + position * view.strides[axis] * static_cast<int64_t>(sdk::DTypeSize(out.dtype));
+      view.data = static_cast<char*>(out.data) +
+                  position * view.strides[axis] * static_cast<int64_t>(sdk::DTypeSize(out.dtype));
       CheckLaunch(c, LaunchCopy(x, view, s));
     }
     position += x.shape[axis];
@@ -417,11 +466,13 @@ void RunTopk(const KernelCall& c, gpuStream_t s) {
   const TensorArg x = Arg(c, c.raw()->inputs[0]);
   const TensorArg values = Arg(c, c.raw()->outputs[0]), indices = Arg(c, c.raw()->outputs[1]);
   const int axis = static_cast<int>(AxisAttr(c, x.rank));
-  if (c.FindAttr("k") == nullptr || c.FindAttr("largest") == nullptr) Invalid(c, "attributes 'k' and 'largest' are required");
+  if (c.FindAttr("k") == nullptr || c.FindAttr("largest") == nullptr)
+    Invalid(c, "attributes 'k' and 'largest' are required");
   const int64_t k = c.GetInt("k", 0);
   const int64_t len = x.rank == 0 ? 1 : x.shape[axis];
   if (k < 0 || k > len) Invalid(c, "k " + std::to_string(k) + " is outside [0, " + std::to_string(len) + "]");
-  if (values.rank != x.rank || !SameShape(values, indices)) Invalid(c, "values and indices must have x's rank and one shape");
+  if (values.rank != x.rank || !SameShape(values, indices))
+    Invalid(c, "values and indices must have x's rank and one shape");
   for (int d = 0; d < x.rank; ++d) {
     if (values.shape[d] != (d == axis ? k : x.shape[d])) Invalid(c, "the outputs must be x's shape with k along axis");
   }
@@ -505,19 +556,32 @@ oar_status_t* RunKernel(const oar_kernel_call_t* call) {
     UseDevice(c.device());
     const gpuStream_t s = NativeStream(c.device(), call->stream);
     switch (op->family) {
-      case Family::kFill: return RunFill(c, s);
-      case Family::kReduce: return RunReduce(c, *op, s);
-      case Family::kArgReduce: return RunArgReduce(c, *op, s);
-      case Family::kSoftmax: return RunSoftmax(c, *op, s);
-      case Family::kLayerNorm: return RunLayerNorm(c, s);
-      case Family::kMatmul: return RunMatmul(c, s);
-      case Family::kGather: return RunGather(c, *op, s);
-      case Family::kConcat: return RunConcat(c, s);
-      case Family::kPad: return RunPad(c, s);
-      case Family::kScatterAdd: return RunScatterAdd(c, s);
-      case Family::kTopk: return RunTopk(c, s);
-      case Family::kConv: return RunConv(c, *op, s);
-      default: return RunElementwise(c, *op, s);
+      case Family::kFill:
+        return RunFill(c, s);
+      case Family::kReduce:
+        return RunReduce(c, *op, s);
+      case Family::kArgReduce:
+        return RunArgReduce(c, *op, s);
+      case Family::kSoftmax:
+        return RunSoftmax(c, *op, s);
+      case Family::kLayerNorm:
+        return RunLayerNorm(c, s);
+      case Family::kMatmul:
+        return RunMatmul(c, s);
+      case Family::kGather:
+        return RunGather(c, *op, s);
+      case Family::kConcat:
+        return RunConcat(c, s);
+      case Family::kPad:
+        return RunPad(c, s);
+      case Family::kScatterAdd:
+        return RunScatterAdd(c, s);
+      case Family::kTopk:
+        return RunTopk(c, s);
+      case Family::kConv:
+        return RunConv(c, *op, s);
+      default:
+        return RunElementwise(c, *op, s);
     }
   });
 }
@@ -552,7 +616,8 @@ void RegisterAll(oar_kernel_registrar_t* r) {
   for (const char* op : {"abs", "sign"}) {
     for (int32_t t : kSigned) Register(r, op, {t, t});
   }
-  for (const char* op : {"exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "reciprocal"}) {
+  for (const char* op :
+       {"exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "reciprocal"}) {
     for (int32_t t : kFloating) Register(r, op, {t, t});
   }
   for (const char* op : {"isnan", "isinf"}) {
@@ -633,7 +698,8 @@ oar_status_t* Supports(const oar_kernel_call_t* query) {
         return sdk::MakeStatus(OAR_STATUS_UNIMPLEMENTED, c.Where() + ": only the PLAIN format is supported");
       }
       if (d.rank < 0 || d.rank > kMaxRank) {
-        return sdk::MakeStatus(OAR_STATUS_UNIMPLEMENTED, c.Where() + ": rank " + std::to_string(d.rank) + " is above 8");
+        return sdk::MakeStatus(OAR_STATUS_UNIMPLEMENTED,
+                               c.Where() + ": rank " + std::to_string(d.rank) + " is above 8");
       }
     }
     return nullptr;

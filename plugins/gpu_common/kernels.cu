@@ -31,8 +31,8 @@ Indexer<N> MakeIndexer(const TensorArg* const (&operands)[N]) {
 int LastError() { return static_cast<int>(gpuGetLastError()); }
 gpuStream_t Native(StreamHandle s) { return static_cast<gpuStream_t>(s); }
 
-#define OAR_GRID_STRIDE_LOOP(i, n)                                                                   \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);            \
+#define OAR_GRID_STRIDE_LOOP(i, n)                                                       \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 // ===================================================================================================
@@ -128,8 +128,10 @@ using AccOf = std::conditional_t<kIsFloat<T>, Compute<T>, std::conditional_t<kEx
 template <typename Acc>
 __device__ Acc Identity(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kProd: return Acc(1);
-    default: return Acc(0);  // extrema start from their first element instead
+    case ReduceOp::kProd:
+      return Acc(1);
+    default:
+      return Acc(0);  // extrema start from their first element instead
   }
 }
 
@@ -137,17 +139,21 @@ template <typename Acc>
 __device__ Acc Combine(ReduceOp op, Acc a, Acc b) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kMean: return a + b;
-    case ReduceOp::kProd: return a * b;
-    case ReduceOp::kMax: return a != a ? a : (b != b ? b : (a > b ? a : b));
-    case ReduceOp::kMin: return a != a ? a : (b != b ? b : (a < b ? a : b));
+    case ReduceOp::kMean:
+      return a + b;
+    case ReduceOp::kProd:
+      return a * b;
+    case ReduceOp::kMax:
+      return a != a ? a : (b != b ? b : (a > b ? a : b));
+    case ReduceOp::kMin:
+      return a != a ? a : (b != b ? b : (a < b ? a : b));
   }
   return a;
 }
 
 template <typename T, typename Acc>
-__global__ void ReduceKernel(ReduceOp op, const T* x, T* out, Indexer<2> outer, Indexer<1> inner,
-                             int64_t num_out, int64_t r) {
+__global__ void ReduceKernel(ReduceOp op, const T* x, T* out, Indexer<2> outer, Indexer<1> inner, int64_t num_out,
+                             int64_t r) {
   __shared__ Acc partial[kThreads];
   __shared__ bool has_value[kThreads];
   const bool extrema = op == ReduceOp::kMax || op == ReduceOp::kMin;
@@ -245,8 +251,8 @@ __device__ bool Better(bool is_max, C a, int64_t ia, C b, int64_t ib) {  // is (
 }
 
 template <typename T>
-__global__ void ArgReduceKernel(bool is_max, const T* x, int64_t* out, Indexer<2> outer, int64_t len,
-                                int64_t stride, int64_t num_out) {
+__global__ void ArgReduceKernel(bool is_max, const T* x, int64_t* out, Indexer<2> outer, int64_t len, int64_t stride,
+                                int64_t num_out) {
   using C = std::conditional_t<kIsFloat<T>, Compute<T>, int64_t>;
   __shared__ C best[kThreads];
   __shared__ int64_t best_index[kThreads];
@@ -366,8 +372,8 @@ __device__ C BlockSum(C value, C* scratch) {
 
 template <typename T>
 __global__ void LayerNormKernel(const T* x, const T* weight, const T* bias, T* y, Compute<T>* mean_out,
-                                Compute<T>* rstd_out, Indexer<2> rows, Indexer<4> inner, int64_t num_rows,
-                                int64_t n, Compute<T> eps) {
+                                Compute<T>* rstd_out, Indexer<2> rows, Indexer<4> inner, int64_t num_rows, int64_t n,
+                                Compute<T> eps) {
   using C = Compute<T>;
   __shared__ C scratch[kThreads];
   for (int64_t row = blockIdx.x; row < num_rows; row += gridDim.x) {
@@ -662,8 +668,8 @@ int LaunchUnary(UnaryOp op, const TensorArg& x, const TensorArg& out, StreamHand
       err = Launch1D(ix.numel(), stream, PredicateKernel<T>, op, static_cast<const T*>(x.data),
                      static_cast<bool*>(out.data), ix);
     } else {
-      err = Launch1D(ix.numel(), stream, UnaryKernel<T>, op, static_cast<const T*>(x.data),
-                     static_cast<T*>(out.data), ix);
+      err = Launch1D(ix.numel(), stream, UnaryKernel<T>, op, static_cast<const T*>(x.data), static_cast<T*>(out.data),
+                     ix);
     }
   });
   return err;
@@ -932,8 +938,8 @@ int LaunchScatterAdd(const TensorArg& x, const TensorArg& index, const TensorArg
   return err;
 }
 
-int LaunchTopk(const TensorArg& x, int64_t k, int axis, bool largest, const TensorArg& values,
-               const TensorArg& indices, StreamHandle stream) {
+int LaunchTopk(const TensorArg& x, int64_t k, int axis, bool largest, const TensorArg& values, const TensorArg& indices,
+               StreamHandle stream) {
   int64_t out_strides[kMaxRank];
   ContiguousStrides(values.rank, values.shape, out_strides);
   Indexer<3> lines;

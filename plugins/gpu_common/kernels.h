@@ -67,19 +67,19 @@ int LaunchGather(const TensorArg& x, const TensorArg& index, int axis, bool inde
 /// index's value along `axis`. Deterministic: each output element sums its contributions in row-major
 /// order of the index, in float32 (float64, wrapping integers) and rounds once. Indices must have been
 /// checked already.
-int LaunchScatterAdd(const TensorArg& x, const TensorArg& index, const TensorArg& src, int axis,
-                     const TensorArg& out, StreamHandle stream);
+int LaunchScatterAdd(const TensorArg& x, const TensorArg& index, const TensorArg& src, int axis, const TensorArg& out,
+                     StreamHandle stream);
 
 /// topk along `axis`: the k first elements of each line in the contract's order (descending when
 /// `largest`, NaN above every number, lower index first on ties), values bit-exact, indices I64.
-int LaunchTopk(const TensorArg& x, int64_t k, int axis, bool largest, const TensorArg& values,
-               const TensorArg& indices, StreamHandle stream);
+int LaunchTopk(const TensorArg& x, int64_t k, int axis, bool largest, const TensorArg& values, const TensorArg& indices,
+               StreamHandle stream);
 
 /// Geometry of a 2-D convolution (validated by the caller against docs/ops.md).
 struct ConvGeometry {
-  int64_t n, c, h, w;     // input
-  int64_t o, kh, kw;      // weight [o, c / groups, kh, kw]
-  int64_t ho, wo;         // output
+  int64_t n, c, h, w;  // input
+  int64_t o, kh, kw;   // weight [o, c / groups, kh, kw]
+  int64_t ho, wo;      // output
   int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
 };
 enum class ConvKind : int32_t { kForward, kGradInput, kGradWeight };

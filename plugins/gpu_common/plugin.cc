@@ -1,8 +1,9 @@
 // The plugin table of the GPU plugins: `cuda` (OAR_GPU_CUDA) and `hip` (OAR_GPU_HIP) are this one source
 // compiled twice against the vendor shim. Nothing touches the device while loading: without a driver
 // the plugin still loads, and device_count reports why there is no device.
-#include "oar/plugin/cpp/status.hpp"
 #include "oar/plugin/plugin.h"
+
+#include "oar/plugin/cpp/status.hpp"
 #include "plugins/gpu_common/blas.h"
 #include "plugins/gpu_common/ccl.h"
 #include "plugins/gpu_common/kernel_table.h"

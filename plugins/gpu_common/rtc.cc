@@ -64,7 +64,9 @@ std::string CompileSource(const oar_compile_options_t& o, const std::string& arc
   const char* name = o.name != nullptr ? o.name : "oar_module";
   RtcProgram program = nullptr;
   OAR_RTC_CHECK(CreateProgram, &program, source.c_str(), name, 0, nullptr, nullptr);
-  std::unique_ptr<RtcProgram, void (*)(RtcProgram*)> guard(&program, [](RtcProgram* p) { OAR_RTC_SYM(DestroyProgram)(p); });
+  std::unique_ptr<RtcProgram, void (*)(RtcProgram*)> guard(&program, [](RtcProgram* p) {
+    OAR_RTC_SYM(DestroyProgram)(p);
+  });
 #if defined(OAR_GPU_CUDA)
   std::vector<std::string> options = {"--gpu-architecture=" + arch, "--std=c++17"};
 #else
@@ -152,8 +154,8 @@ oar_status_t* Compile(int32_t device, const oar_compile_options_t* options, oar_
       Fail(OAR_STATUS_INVALID_ARGUMENT, "compile: NULL options, source or module");
     }
     if (options->language != kLanguage) {
-      Fail(OAR_STATUS_UNIMPLEMENTED, "compile: language " + std::to_string(options->language) + " is not accepted (only " +
-                                         std::to_string(kLanguage) + ")");
+      Fail(OAR_STATUS_UNIMPLEMENTED, "compile: language " + std::to_string(options->language) +
+                                         " is not accepted (only " + std::to_string(kLanguage) + ")");
     }
     const std::string arch = TargetArch(device);
     const std::string binary = CompileSource(*options, arch);
@@ -196,7 +198,8 @@ oar_status_t* ModuleDestroy(int32_t device, oar_module_t handle) {
 
 oar_status_t* GetFunction(int32_t device, oar_module_t handle, const char* name, oar_function_t* function) {
   return Guard([&] {
-    if (name == nullptr || function == nullptr) Fail(OAR_STATUS_INVALID_ARGUMENT, "get_function: NULL name or function");
+    if (name == nullptr || function == nullptr)
+      Fail(OAR_STATUS_INVALID_ARGUMENT, "get_function: NULL name or function");
     UseDevice(device);
     std::lock_guard<std::mutex> lock(Live().mutex);
     Module* m = FindModule(device, handle);

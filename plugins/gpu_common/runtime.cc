@@ -105,8 +105,8 @@ const std::string& NoDeviceReason() { return Enumerate().reason; }
 void UseDevice(int32_t device) {
   const int32_t count = DeviceCount();
   if (device < 0 || device >= count) {
-    Fail(OAR_STATUS_INVALID_ARGUMENT, "device " + std::to_string(device) + " does not exist (" +
-                                          std::to_string(count) + " device" + (count == 1 ? "" : "s") +
+    Fail(OAR_STATUS_INVALID_ARGUMENT, "device " + std::to_string(device) + " does not exist (" + std::to_string(count) +
+                                          " device" + (count == 1 ? "" : "s") +
                                           (count == 0 ? ": " + NoDeviceReason() : std::string()) + ")");
   }
   OAR_GPU_CHECK(device, gpuSetDevice, device);
@@ -215,9 +215,10 @@ void ReadAttributes(int32_t device, Attributes& a) {
 #endif
   for (int32_t d = OAR_DTYPE_FLOAT32; d < OAR_DTYPE_COUNT_; ++d) a.dtypes.push_back(d);
   int memory_clock_khz = 0, bus_width_bits = 0;
-  const bool have_bandwidth = gpuDeviceGetAttribute(&memory_clock_khz, gpuDevAttrMemoryClockRate, device) == gpuSuccess &&
-                              gpuDeviceGetAttribute(&bus_width_bits, gpuDevAttrMemoryBusWidth, device) == gpuSuccess &&
-                              memory_clock_khz > 0 && bus_width_bits > 0;
+  const bool have_bandwidth =
+      gpuDeviceGetAttribute(&memory_clock_khz, gpuDevAttrMemoryClockRate, device) == gpuSuccess &&
+      gpuDeviceGetAttribute(&bus_width_bits, gpuDevAttrMemoryBusWidth, device) == gpuSuccess && memory_clock_khz > 0 &&
+      bus_width_bits > 0;
   (void)gpuGetLastError();
   a.table = {
       sdk::StringAttr(OAR_DEVICE_ATTR_NAME, a.name),
@@ -230,8 +231,8 @@ void ReadAttributes(int32_t device, Attributes& a) {
       sdk::StringAttr("arch", a.arch),
   };
   if (have_bandwidth) {  // double data rate: two transfers per memory clock
-    a.table.push_back(sdk::FloatAttr(OAR_DEVICE_ATTR_MEMORY_BANDWIDTH,
-                                     2.0 * memory_clock_khz * 1e3 * (bus_width_bits / 8.0)));
+    a.table.push_back(
+        sdk::FloatAttr(OAR_DEVICE_ATTR_MEMORY_BANDWIDTH, 2.0 * memory_clock_khz * 1e3 * (bus_width_bits / 8.0)));
   }
 }
 
@@ -243,7 +244,8 @@ oar_status_t* DeviceCountSlot(int32_t* count) {
   return Guard([&]() -> oar_status_t* {
     CheckOut(count, "count");
     *count = DeviceCount();
-    if (*count == 0) return sdk::MakeStatus(OAR_STATUS_UNAVAILABLE, std::string(OAR_GPU_NAME) + ": " + NoDeviceReason());
+    if (*count == 0)
+      return sdk::MakeStatus(OAR_STATUS_UNAVAILABLE, std::string(OAR_GPU_NAME) + ": " + NoDeviceReason());
     return nullptr;
   });
 }
@@ -311,8 +313,8 @@ oar_status_t* Free(int32_t device, void* ptr) {
       std::lock_guard<std::mutex> lock(s.mutex);
       auto it = s.sizes.find(ptr);
       if (it == s.sizes.end()) {
-        Fail(OAR_STATUS_INVALID_ARGUMENT, "free: pointer was not returned by malloc of device " +
-                                              std::to_string(device) + " or was already freed");
+        Fail(OAR_STATUS_INVALID_ARGUMENT,
+             "free: pointer was not returned by malloc of device " + std::to_string(device) + " or was already freed");
       }
       size = it->second;
       s.sizes.erase(it);
@@ -394,7 +396,8 @@ oar_status_t* MemcpySync(int32_t device, void* dst, const void* src, size_t size
     CheckCopy(dst, src, size);
     if (size == 0) return UseDevice(device);
     // cudaMemcpyDefault / hipMemcpyDefault: the direction follows from the (unified) addresses.
-    RunSynchronously(device, [&](gpuStream_t s) { OAR_GPU_CHECK(device, gpuMemcpyAsync, dst, src, size, gpuMemcpyDefault, s); });
+    RunSynchronously(
+        device, [&](gpuStream_t s) { OAR_GPU_CHECK(device, gpuMemcpyAsync, dst, src, size, gpuMemcpyDefault, s); });
   });
 }
 

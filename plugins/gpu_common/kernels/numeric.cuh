@@ -84,23 +84,46 @@ OAR_HD BF16 FloatToBF16(float f) {
 OAR_HD float BF16ToFloat(BF16 b) { return BitsFloat(static_cast<uint32_t>(b.bits) << 16); }
 
 /// Compute type of a storage type: float for the 16-bit floats, the type itself otherwise.
-template <typename T> struct ComputeOf { using type = T; };
-template <> struct ComputeOf<F16> { using type = float; };
-template <> struct ComputeOf<BF16> { using type = float; };
-template <typename T> using Compute = typename ComputeOf<T>::type;
+template <typename T>
+struct ComputeOf {
+  using type = T;
+};
+template <>
+struct ComputeOf<F16> {
+  using type = float;
+};
+template <>
+struct ComputeOf<BF16> {
+  using type = float;
+};
+template <typename T>
+using Compute = typename ComputeOf<T>::type;
 
-template <typename T> OAR_HD Compute<T> Load(T v) { return v; }
+template <typename T>
+OAR_HD Compute<T> Load(T v) {
+  return v;
+}
 OAR_HD float Load(F16 v) { return F16ToFloat(v); }
 OAR_HD float Load(BF16 v) { return BF16ToFloat(v); }
 
-template <typename T> OAR_HD T Store(Compute<T> v) { return static_cast<T>(v); }
-template <> OAR_HD F16 Store<F16>(float v) { return FloatToF16(v); }
-template <> OAR_HD BF16 Store<BF16>(float v) { return FloatToBF16(v); }
+template <typename T>
+OAR_HD T Store(Compute<T> v) {
+  return static_cast<T>(v);
+}
+template <>
+OAR_HD F16 Store<F16>(float v) {
+  return FloatToF16(v);
+}
+template <>
+OAR_HD BF16 Store<BF16>(float v) {
+  return FloatToBF16(v);
+}
 
-template <typename T> inline constexpr bool kIsFloat =
-    std::is_floating_point_v<T> || std::is_same_v<T, F16> || std::is_same_v<T, BF16>;
+template <typename T>
+inline constexpr bool kIsFloat = std::is_floating_point_v<T> || std::is_same_v<T, F16> || std::is_same_v<T, BF16>;
 
-template <typename T> OAR_HD bool IsNan(T v) {
+template <typename T>
+OAR_HD bool IsNan(T v) {
   if constexpr (kIsFloat<T>) {
     const auto c = Load(v);
     return c != c;
@@ -173,11 +196,41 @@ OAR_HD To CastValue(From v) {
 // ---------------------------------------------------------------------------------------------------
 
 enum class UnaryOp : int32_t {
-  kNeg, kExp, kRelu, kAbs, kSign, kLog, kLog1p, kSqrt, kRsqrt, kSin, kCos, kTanh, kSigmoid, kErf,
-  kReciprocal, kIsNan, kIsInf, kLogicalNot
+  kNeg,
+  kExp,
+  kRelu,
+  kAbs,
+  kSign,
+  kLog,
+  kLog1p,
+  kSqrt,
+  kRsqrt,
+  kSin,
+  kCos,
+  kTanh,
+  kSigmoid,
+  kErf,
+  kReciprocal,
+  kIsNan,
+  kIsInf,
+  kLogicalNot
 };
 enum class BinaryOp : int32_t {
-  kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow, kEq, kNe, kLt, kLe, kGt, kGe, kLogicalAnd, kLogicalOr
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMaximum,
+  kMinimum,
+  kPow,
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kLogicalAnd,
+  kLogicalOr
 };
 
 /// Integer arithmetic wraps: do it in the unsigned type of the same width.
@@ -204,7 +257,8 @@ OAR_HD C WrapMul(C a, C b) {
   if constexpr (std::is_integral_v<C>) {
     using U = std::make_unsigned_t<C>;
     // uint8 * uint8 promotes to int and may overflow it: multiply in 64 bits.
-    return static_cast<C>(static_cast<U>(static_cast<uint64_t>(static_cast<U>(a)) * static_cast<uint64_t>(static_cast<U>(b))));
+    return static_cast<C>(
+        static_cast<U>(static_cast<uint64_t>(static_cast<U>(a)) * static_cast<uint64_t>(static_cast<U>(b))));
   } else {
     return a * b;
   }
@@ -214,41 +268,64 @@ template <typename C>
 OAR_HD C ApplyUnary(UnaryOp op, C x) {
   if constexpr (std::is_floating_point_v<C>) {
     switch (op) {
-      case UnaryOp::kNeg: return -x;
-      case UnaryOp::kExp: return std::exp(x);
-      case UnaryOp::kRelu: return x < C(0) ? C(0) : x;
-      case UnaryOp::kAbs: return std::fabs(x);
-      case UnaryOp::kSign: return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x);  // keeps -0.0 and NaN
-      case UnaryOp::kLog: return std::log(x);
-      case UnaryOp::kLog1p: return std::log1p(x);
-      case UnaryOp::kSqrt: return std::sqrt(x);
-      case UnaryOp::kRsqrt: return C(1) / std::sqrt(x);
-      case UnaryOp::kSin: return std::sin(x);
-      case UnaryOp::kCos: return std::cos(x);
-      case UnaryOp::kTanh: return std::tanh(x);
+      case UnaryOp::kNeg:
+        return -x;
+      case UnaryOp::kExp:
+        return std::exp(x);
+      case UnaryOp::kRelu:
+        return x < C(0) ? C(0) : x;
+      case UnaryOp::kAbs:
+        return std::fabs(x);
+      case UnaryOp::kSign:
+        return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x);  // keeps -0.0 and NaN
+      case UnaryOp::kLog:
+        return std::log(x);
+      case UnaryOp::kLog1p:
+        return std::log1p(x);
+      case UnaryOp::kSqrt:
+        return std::sqrt(x);
+      case UnaryOp::kRsqrt:
+        return C(1) / std::sqrt(x);
+      case UnaryOp::kSin:
+        return std::sin(x);
+      case UnaryOp::kCos:
+        return std::cos(x);
+      case UnaryOp::kTanh:
+        return std::tanh(x);
       case UnaryOp::kSigmoid: {
         const C e = std::exp(-std::fabs(x));
         return x >= C(0) ? C(1) / (C(1) + e) : e / (C(1) + e);
       }
-      case UnaryOp::kErf: return std::erf(x);
-      case UnaryOp::kReciprocal: return C(1) / x;
-      default: return x;  // predicates are handled by ApplyPredicate
+      case UnaryOp::kErf:
+        return std::erf(x);
+      case UnaryOp::kReciprocal:
+        return C(1) / x;
+      default:
+        return x;  // predicates are handled by ApplyPredicate
     }
   } else if constexpr (std::is_same_v<C, bool>) {
     return x;  // bool has only the predicate logical_not
   } else if constexpr (std::is_unsigned_v<C>) {
     switch (op) {
-      case UnaryOp::kNeg: return WrapSub(C(0), x);
-      case UnaryOp::kSign: return static_cast<C>(x > C(0) ? 1 : 0);
-      default: return x;  // relu and abs are the identity
+      case UnaryOp::kNeg:
+        return WrapSub(C(0), x);
+      case UnaryOp::kSign:
+        return static_cast<C>(x > C(0) ? 1 : 0);
+      default:
+        return x;  // relu and abs are the identity
     }
   } else {
     switch (op) {
-      case UnaryOp::kNeg: return WrapSub(C(0), x);
-      case UnaryOp::kRelu: return x < C(0) ? C(0) : x;
-      case UnaryOp::kAbs: return x < C(0) ? WrapSub(C(0), x) : x;
-      case UnaryOp::kSign: return static_cast<C>(x > C(0) ? 1 : (x < C(0) ? -1 : 0));
-      default: return x;
+      case UnaryOp::kNeg:
+        return WrapSub(C(0), x);
+      case UnaryOp::kRelu:
+        return x < C(0) ? C(0) : x;
+      case UnaryOp::kAbs:
+        return x < C(0) ? WrapSub(C(0), x) : x;
+      case UnaryOp::kSign:
+        return static_cast<C>(x > C(0) ? 1 : (x < C(0) ? -1 : 0));
+      default:
+        return x;
     }
   }
 }
@@ -256,12 +333,15 @@ OAR_HD C ApplyUnary(UnaryOp op, C x) {
 template <typename C>
 OAR_HD bool ApplyPredicate(UnaryOp op, C x) {
   switch (op) {
-    case UnaryOp::kIsNan: return x != x;
+    case UnaryOp::kIsNan:
+      return x != x;
     case UnaryOp::kIsInf:
       if constexpr (std::is_floating_point_v<C>) return std::isinf(x);
       return false;
-    case UnaryOp::kLogicalNot: return !(x != C(0));
-    default: return false;
+    case UnaryOp::kLogicalNot:
+      return !(x != C(0));
+    default:
+      return false;
   }
 }
 
@@ -275,39 +355,53 @@ OAR_HD C ApplyBinary(BinaryOp op, C a, C b) {
   if constexpr (std::is_same_v<C, bool>) {
     return a;  // bool has only comparisons and logical ops
   } else {
-  switch (op) {
-    case BinaryOp::kAdd: return WrapAdd(a, b);
-    case BinaryOp::kSub: return WrapSub(a, b);
-    case BinaryOp::kMul: return WrapMul(a, b);
-    case BinaryOp::kDiv: return a / b;  // registered for floating types only
-    case BinaryOp::kMaximum:
-      if (a != a) return a;
-      if (b != b) return b;
-      return a > b ? a : b;
-    case BinaryOp::kMinimum:
-      if (a != a) return a;
-      if (b != b) return b;
-      return a < b ? a : b;
-    case BinaryOp::kPow:
-      if constexpr (std::is_floating_point_v<C>) return std::pow(a, b);
-      return a;
-    default: return a;  // comparisons are handled by ApplyComparison
-  }
+    switch (op) {
+      case BinaryOp::kAdd:
+        return WrapAdd(a, b);
+      case BinaryOp::kSub:
+        return WrapSub(a, b);
+      case BinaryOp::kMul:
+        return WrapMul(a, b);
+      case BinaryOp::kDiv:
+        return a / b;  // registered for floating types only
+      case BinaryOp::kMaximum:
+        if (a != a) return a;
+        if (b != b) return b;
+        return a > b ? a : b;
+      case BinaryOp::kMinimum:
+        if (a != a) return a;
+        if (b != b) return b;
+        return a < b ? a : b;
+      case BinaryOp::kPow:
+        if constexpr (std::is_floating_point_v<C>) return std::pow(a, b);
+        return a;
+      default:
+        return a;  // comparisons are handled by ApplyComparison
+    }
   }
 }
 
 template <typename C>
 OAR_HD bool ApplyComparison(BinaryOp op, C a, C b) {
   switch (op) {
-    case BinaryOp::kEq: return a == b;
-    case BinaryOp::kNe: return a != b;
-    case BinaryOp::kLt: return a < b;
-    case BinaryOp::kLe: return a <= b;
-    case BinaryOp::kGt: return a > b;
-    case BinaryOp::kGe: return a >= b;
-    case BinaryOp::kLogicalAnd: return (a != C(0)) && (b != C(0));
-    case BinaryOp::kLogicalOr: return (a != C(0)) || (b != C(0));
-    default: return false;
+    case BinaryOp::kEq:
+      return a == b;
+    case BinaryOp::kNe:
+      return a != b;
+    case BinaryOp::kLt:
+      return a < b;
+    case BinaryOp::kLe:
+      return a <= b;
+    case BinaryOp::kGt:
+      return a > b;
+    case BinaryOp::kGe:
+      return a >= b;
+    case BinaryOp::kLogicalAnd:
+      return (a != C(0)) && (b != C(0));
+    case BinaryOp::kLogicalOr:
+      return (a != C(0)) || (b != C(0));
+    default:
+      return false;
   }
 }
 
