@@ -194,8 +194,9 @@ TEST(GpuPlugin, RegistersTheDocumentedDeviceKernels) {
   EXPECT_TRUE(has("scatter_add", {BF16, I64, BF16, BF16}));
   EXPECT_TRUE(has("topk", {F16, F16, I64}));
   EXPECT_TRUE(has("conv2d_grad_weight", {F32, F32, F32}));
+  EXPECT_TRUE(has("max_pool2d", {BF16, BF16, I64}));
   EXPECT_FALSE(has("div", {I64, I64, I64}));  // the contract has no integer div
-  for (const char* op : {"max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"}) {
+  for (const char* op : {"avg_pool2d", "avg_pool2d_grad", "adaptive_avg_pool2d"}) {
     for (const auto& [key, fn] : k) EXPECT_NE(key.first, op) << op << " has no device kernel yet";
   }
   EXPECT_GT(k.size(), 450u);
@@ -232,7 +233,7 @@ TEST(GpuPlugin, SupportsAnswersHonestly) {
   q.outputs = out;
   EXPECT_EQ(Take(Api()->kernel->supports(&q)).code, 0);
 
-  q.op = "max_pool2d";  // no device kernel: the core runs it on cpu
+  q.op = "avg_pool2d";  // no device kernel: the core runs it on cpu
   Result r = Take(Api()->kernel->supports(&q));
   EXPECT_EQ(r.code, OAR_STATUS_UNIMPLEMENTED);
   EXPECT_NE(r.message.find("no device kernel"), std::string::npos) << r.message;
@@ -696,6 +697,26 @@ TEST(GpuDevice, Conv2dAndItsGradientsMatchPlainLoops) {
   for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(ry[i], y[i], 1e-5) << i;
   for (size_t i = 0; i < gx.size(); ++i) EXPECT_NEAR(rgx[i], gx[i], 1e-5) << i;
   for (size_t i = 0; i < gw.size(); ++i) EXPECT_NEAR(rgw[i], gw[i], 1e-5) << i;
+}
+
+}  // namespace
+
+namespace {
+
+TEST(GpuDevice, MaxPoolKeepsTheFirstMaximumAndNeverPicksPadding) {
+  SKIP_WITHOUT_DEVICE();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // x [1, 1, 2, 3]; kernel 2x2, stride 1, padding 0: two windows per row... y [1, 1, 1, 2].
+  const std::vector<float> x = {-5, 7, 7, -6, 7, nan};
+  Buffer dx(x), y(2 * 4), idx(2 * 8);
+  const std::vector<int64_t> xs = {1, 1, 2, 3}, xst = {6, 6, 3, 1}, ys = {1, 1, 1, 2}, yst = {2, 2, 2, 1};
+  const Result r = RunKernel("max_pool2d", {Desc(F32, xs, xst, dx.get())},
+                             {Desc(F32, ys, yst, y.get()), Desc(I64, ys, yst, idx.get())},
+                             {IntsAttr("kernel", {2, 2}), IntsAttr("stride", {1, 1}), IntsAttr("padding", {0, 0}),
+                              IntsAttr("dilation", {1, 1})});
+  ASSERT_EQ(r.code, 0) << r.message;
+  EXPECT_EQ(idx.Read<int64_t>(), (std::vector<int64_t>{1, 5}));  // first 7 of window 0; the NaN of window 1
+  EXPECT_EQ(y.Read<float>()[0], 7.0f);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Registration and host side of the GPU kernels: validate the call against docs/ops.md, translate the
 // descriptors, enqueue on the call's stream. Everything not registered here falls back to cpu in the
-// core (the pooling ops).
+// core (avg_pool2d, avg_pool2d_grad, adaptive_avg_pool2d and its gradient).
 #include "plugins/gpu_common/kernel_table.h"
 
 #include <climits>
@@ -47,7 +47,8 @@ enum class Family {
   kPad,
   kScatterAdd,
   kTopk,
-  kConv
+  kConv,
+  kMaxPool
 };
 
 /// What a registered kernel does: passed back as the call's kernel_data.
@@ -129,6 +130,7 @@ const OpSpec kOps[] = {
     {"conv2d", Family::kConv, Code(ConvKind::kForward)},
     {"conv2d_grad_input", Family::kConv, Code(ConvKind::kGradInput)},
     {"conv2d_grad_weight", Family::kConv, Code(ConvKind::kGradWeight)},
+    {"max_pool2d", Family::kMaxPool, 0},
 };
 
 const OpSpec* FindOp(std::string_view name) {
@@ -480,6 +482,12 @@ void RunTopk(const KernelCall& c, gpuStream_t s) {
   CheckLaunch(c, LaunchTopk(x, k, axis, c.GetBool("largest", true), values, indices, s));
 }
 
+/// Output extent of a window sweep: (in + 2 pad - dil (k - 1) - 1) / stride + 1, 0 when none fits.
+int64_t ConvExtent(int64_t in, int64_t pad, int64_t dil, int64_t k, int64_t stride) {
+  const int64_t num = in + 2 * pad - dil * (k - 1) - 1;
+  return num < 0 ? int64_t{0} : num / stride + 1;
+}
+
 /// The two entries of an INTS attribute of 2 (stride, padding, dilation).
 std::pair<int64_t, int64_t> Pair(const KernelCall& c, const char* name) {
   if (c.FindAttr(name) == nullptr) Invalid(c, std::string("attribute '") + name + "' is missing");
@@ -510,18 +518,56 @@ void RunConv(const KernelCall& c, const OpSpec& op, gpuStream_t s) {
   if (g.c % g.groups != 0 || g.o % g.groups != 0 || w.shape[1] != g.c / g.groups) {
     Invalid(c, "groups must divide C and O, and the weight must have C / groups input channels");
   }
-  auto extent = [](int64_t in, int64_t pad, int64_t dil, int64_t k, int64_t stride) {
-    const int64_t num = in + 2 * pad - dil * (k - 1) - 1;
-    return num < 0 ? int64_t{0} : num / stride + 1;
-  };
-  g.ho = extent(g.h, g.pad_h, g.dil_h, g.kh, g.stride_h);
-  g.wo = extent(g.w, g.pad_w, g.dil_w, g.kw, g.stride_w);
+  g.ho = ConvExtent(g.h, g.pad_h, g.dil_h, g.kh, g.stride_h);
+  g.wo = ConvExtent(g.w, g.pad_w, g.dil_w, g.kw, g.stride_w);
   if (y.shape[0] != g.n || y.shape[1] != g.o || y.shape[2] != g.ho || y.shape[3] != g.wo) {
     Invalid(c, "shapes disagree with the convolution formula (expected output [" + std::to_string(g.n) + ", " +
                    std::to_string(g.o) + ", " + std::to_string(g.ho) + ", " + std::to_string(g.wo) + "])");
   }
   if (out.numel() == 0) return;
   CheckLaunch(c, LaunchConv(kind, g, a, b, out, s));
+}
+
+/// Does some tap of every output position along one dimension land inside the input?
+bool EveryWindowTouchesInput(int64_t out, int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+  for (int64_t o = 0; o < out; ++o) {
+    bool touches = false;
+    for (int64_t t = 0; t < k && !touches; ++t) {
+      const int64_t p = o * stride - pad + t * dil;
+      touches = p >= 0 && p < in;
+    }
+    if (!touches) return false;
+  }
+  return true;
+}
+
+void RunMaxPool(const KernelCall& c, gpuStream_t s) {
+  RequireCounts(c, 1, 2);
+  const TensorArg x = Arg(c, c.raw()->inputs[0]);
+  const TensorArg y = Arg(c, c.raw()->outputs[0]), indices = Arg(c, c.raw()->outputs[1]);
+  if (x.rank != 4 || y.rank != 4 || !SameShape(y, indices))
+    Invalid(c, "x, y and indices must be NCHW, y and indices alike");
+  ConvGeometry g{};
+  std::tie(g.kh, g.kw) = Pair(c, "kernel");
+  std::tie(g.stride_h, g.stride_w) = Pair(c, "stride");
+  std::tie(g.pad_h, g.pad_w) = Pair(c, "padding");
+  std::tie(g.dil_h, g.dil_w) = Pair(c, "dilation");
+  if (g.kh < 1 || g.kw < 1 || g.stride_h < 1 || g.stride_w < 1 || g.dil_h < 1 || g.dil_w < 1 || g.pad_h < 0 ||
+      g.pad_w < 0) {
+    Invalid(c, "kernel, stride and dilation must be >= 1 and padding >= 0");
+  }
+  g.n = x.shape[0], g.c = x.shape[1], g.h = x.shape[2], g.w = x.shape[3];
+  g.ho = ConvExtent(g.h, g.pad_h, g.dil_h, g.kh, g.stride_h);
+  g.wo = ConvExtent(g.w, g.pad_w, g.dil_w, g.kw, g.stride_w);
+  if (y.shape[0] != g.n || y.shape[1] != g.c || y.shape[2] != g.ho || y.shape[3] != g.wo) {
+    Invalid(c, "the output shape disagrees with the pooling formula");
+  }
+  if (y.numel() == 0) return;
+  if (!EveryWindowTouchesInput(g.ho, g.h, g.kh, g.stride_h, g.pad_h, g.dil_h) ||
+      !EveryWindowTouchesInput(g.wo, g.w, g.kw, g.stride_w, g.pad_w, g.dil_w)) {
+    Invalid(c, "a window covers only padding: nothing to pool");
+  }
+  CheckLaunch(c, LaunchMaxPool(g, x, y, indices, s));
 }
 
 /// Constant pad: fill the output with the value, then copy x into the interior view.
@@ -580,6 +626,8 @@ oar_status_t* RunKernel(const oar_kernel_call_t* call) {
         return RunTopk(c, s);
       case Family::kConv:
         return RunConv(c, *op, s);
+      case Family::kMaxPool:
+        return RunMaxPool(c, s);
       default:
         return RunElementwise(c, *op, s);
     }
@@ -654,6 +702,7 @@ void RegisterAll(oar_kernel_registrar_t* r) {
     const int32_t stats = t == F64 ? F64 : F32;
     Register(r, "layer_norm", {t, t, t, t, stats, stats});
     for (const char* op : {"conv2d", "conv2d_grad_input", "conv2d_grad_weight"}) Register(r, op, {t, t, t});
+    Register(r, "max_pool2d", {t, t, I64});
   }
   // concat: the input dtypes then the output dtype, for 1 to 15 inputs.
   for (int32_t t : kAll) {

@@ -653,6 +653,34 @@ __global__ void ConvKernel(ConvKind kind, ConvGeometry g, const T* a, Strides4 a
   }
 }
 
+template <typename T>
+__global__ void MaxPoolKernel(ConvGeometry g, const T* x, Strides4 xs, T* y, int64_t* indices, int64_t n) {
+  using C = Compute<T>;
+  OAR_GRID_STRIDE_LOOP(e, n) {
+    const int64_t wo = e % g.wo, ho = (e / g.wo) % g.ho, plane = e / (g.wo * g.ho);
+    const int64_t base = (plane / g.c) * xs.s[0] + (plane % g.c) * xs.s[1];
+    C best = C(0);
+    int64_t at = -1;
+    // Row-major over the taps visits flat indices in increasing order: strict > keeps the first of
+    // equal values, and the first NaN stays once found.
+    for (int64_t i = 0; i < g.kh; ++i) {
+      const int64_t h = ho * g.stride_h - g.pad_h + i * g.dil_h;
+      if (h < 0 || h >= g.h) continue;
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const int64_t w = wo * g.stride_w - g.pad_w + j * g.dil_w;
+        if (w < 0 || w >= g.w) continue;
+        const C v = Load(x[base + h * xs.s[2] + w * xs.s[3]]);
+        if (at < 0 || (!(best != best) && (v > best || v != v))) {
+          best = v;
+          at = h * g.w + w;
+        }
+      }
+    }
+    y[e] = Store<T>(best);  // an input value: exact in T
+    indices[e] = at;
+  }
+}
+
 }  // namespace
 
 // ===================================================================================================
@@ -980,6 +1008,21 @@ int LaunchConv(ConvKind kind, const ConvGeometry& g, const TensorArg& a, const T
     if constexpr (kIsFloat<T>) {
       err = Launch1D(out.numel(), stream, ConvKernel<T>, kind, g, static_cast<const T*>(a.data), as,
                      static_cast<const T*>(b.data), bs, static_cast<T*>(out.data));
+    }
+  });
+  return err;
+}
+
+int LaunchMaxPool(const ConvGeometry& g, const TensorArg& x, const TensorArg& y, const TensorArg& indices,
+                  StreamHandle stream) {
+  Strides4 xs{};
+  for (int d = 0; d < 4; ++d) xs.s[d] = x.strides[d];
+  int err = static_cast<int>(gpuErrorInvalidValue);
+  VisitDType(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloat<T>) {
+      err = Launch1D(y.numel(), stream, MaxPoolKernel<T>, g, static_cast<const T*>(x.data), xs, static_cast<T*>(y.data),
+                     static_cast<int64_t*>(indices.data));
     }
   });
   return err;

@@ -89,6 +89,12 @@ enum class ConvKind : int32_t { kForward, kGradInput, kGradWeight };
 int LaunchConv(ConvKind kind, const ConvGeometry& g, const TensorArg& a, const TensorArg& b, const TensorArg& out,
                StreamHandle stream);
 
+/// max_pool2d with the geometry of `g` (o and groups unused): y and the flat h * W + w index of the
+/// first maximum of each window (padding never wins, the first NaN does). Windows of only padding must
+/// have been refused by the caller.
+int LaunchMaxPool(const ConvGeometry& g, const TensorArg& x, const TensorArg& y, const TensorArg& indices,
+                  StreamHandle stream);
+
 }  // namespace oar::gpu
 
 #endif  // OAR_PLUGINS_GPU_COMMON_KERNELS_H_
