@@ -6,7 +6,10 @@
 #                                 also the level_zero plugin's build and test tools: the Level Zero loader
 #                                 (libze-dev), clang-15 + llvm-spirv-15 (OpenCL C -> SPIR-V at build time),
 #                                 spirv-tools (spirv-val test) and pocl-opencl-icd (runs the kernels on the CPU)
-# Options combine (ci/install-deps.sh --bench --level-zero).
+#   ci/install-deps.sh --hip      also the AMD HIP toolchain for the hip plugin (hipcc, libamdhip64-dev;
+#                                 ~1.3 GB with clang-15). CUDA is not installed from apt: our machines
+#                                 have it preinstalled under /usr/local/cuda.
+# Options combine (ci/install-deps.sh --bench --level-zero --hip).
 set -euo pipefail
 
 packages=(
@@ -19,7 +22,8 @@ for option in "$@"; do
   case "$option" in
     --bench) packages+=(libtorch-dev) ;;
     --level-zero) packages+=(libze-dev clang-15 llvm-spirv-15 spirv-tools pocl-opencl-icd) ;;
-    *) echo "install-deps: unknown option $option (known: --bench, --level-zero)" >&2; exit 2 ;;
+    --hip) packages+=(hipcc libamdhip64-dev) ;;
+    *) echo "install-deps: unknown option $option (known: --bench, --level-zero, --hip)" >&2; exit 2 ;;
   esac
 done
 
