@@ -12,8 +12,8 @@ namespace oar::host {
 /// y[i] = e^x[i] for i in [0, n); y may be x. Within 2 ulp of the correctly rounded value; as std::exp,
 /// exp(-inf) = 0, exp(+inf) = +inf, NaN stays NaN, results below FLT_MIN are subnormal and results beyond
 /// FLT_MAX are +inf. The widest vectors the CPU has are chosen at run time (x86-64: AVX-512, AVX2 or
-/// SSE2); every width computes the same operations without contraction, so results are bitwise the same
-/// on every machine.
+/// SSE2); every width computes the same operations without contraction, so results (NaN payloads aside)
+/// are bitwise the same on every machine.
 void ExpN(const float* x, float* y, int64_t n);
 
 /// The float64 version: std::exp per element (e^x is not the bottleneck where float64 is used).
