@@ -44,6 +44,19 @@ enum class OpCase { kConv2d, kSoftmax, kLayerNorm, kRmsNormComposed };
 /// The MLP example's training batch (examples/models.cc, MlpExample::kTrain).
 inline constexpr int64_t kMlpBatch = 1000, kMlpHidden = 64;
 
+/// What a libtorch twin of an example model needs to know about it: its hyper-parameters, read from the
+/// example's own ConfigJson(), and its parameter count, which the twin must match.
+struct CnnConfig {
+  int64_t batch = 0, image = 0;
+  double lr = 0;
+  int64_t parameters = 0;
+};
+struct LlamaConfig {
+  int64_t vocab = 0, dim = 0, heads = 0, layers = 0, hidden = 0, context = 0, batch = 0;
+  double lr = 0;
+  int64_t parameters = 0;
+};
+
 // ---- libtorch peers (torch_peers.cc) ----------------------------------------------------------------
 #ifdef OAR_BENCH_HAVE_TORCH
 /// "1.13.0": the libtorch headers compiled against.
@@ -62,6 +75,14 @@ void TorchOpCase(benchmark::State& state, OpCase which);
 /// One training step (forward, cross-entropy, backward, Adam) of the MLP example's network: 2 -> 64 ->
 /// 64 -> 64 -> 2 with tanh, full batch of kMlpBatch points.
 void TorchMlpTrainStep(benchmark::State& state);
+/// One training step (forward, cross-entropy, backward, Adam) of the CNN example's LeNet: conv 5x5 (1 -> 8),
+/// conv 3x3 (8 -> 16), conv 3x3 (16 -> 16), each + batch_norm + relu + 2x2 max-pool, then a linear layer to 3
+/// classes, on a batch of c.batch single-channel c.image^2 images.
+void TorchCnnTrainStep(benchmark::State& state, const CnnConfig& c);
+/// One training step (forward, cross-entropy, backward, global-norm clipping to 1, AdamW) of the tiny
+/// Llama example: token embedding, c.layers blocks of RMSNorm + causal rotary attention + RMSNorm + SwiGLU,
+/// final RMSNorm and the tied output head, on c.batch sequences of c.context tokens.
+void TorchLlamaTrainStep(benchmark::State& state, const LlamaConfig& c);
 #endif
 
 }  // namespace oar::bench

@@ -16,6 +16,7 @@
 // The exit status is 1 when a case failed (an exception, a wrong result), not when a target is missed:
 // a shared or throttled machine must not turn a build red.
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <omp.h>
 #include <unistd.h>
 
@@ -299,14 +300,38 @@ void OarOpCase(benchmark::State& state, OpCase which) {
   }
 }
 
-// ---- training step of the MLP example (examples/models.cc) ---------------------------------------
+// ---- training step of the example models (examples/models.cc) -----------------------------------
 
 #ifdef OAR_BENCH_HAVE_EXAMPLES
-void OarMlpTrainStep(benchmark::State& state) {
-  std::unique_ptr<examples::Example> e = examples::MakeExample("mlp", Device("cpu", 0), 3);
+/// One TrainStep of the example `kind` per iteration (forward, loss, backward, optimiser step, the loss
+/// read back), walking through its default learning-rate schedule.
+void OarTrainStep(benchmark::State& state, const std::string& kind) {
+  std::unique_ptr<examples::Example> e = examples::MakeExample(kind, Cpu(), 3);
+  const int64_t total = e->default_steps();
   int64_t step = 0;
-  for (auto _ : state) benchmark::DoNotOptimize(e->TrainStep(step++ % 300, 300));
+  for (auto _ : state) benchmark::DoNotOptimize(e->TrainStep(step++ % total, total));
 }
+
+#ifdef OAR_BENCH_HAVE_TORCH
+/// The example's hyper-parameters, as it writes them into a checkpoint, and its parameter count: what its
+/// libtorch twin is built from and checked against.
+std::pair<nlohmann::json, int64_t> ExampleConfig(const std::string& kind) {
+  std::unique_ptr<examples::Example> e = examples::MakeExample(kind, Cpu(), 3);
+  return {nlohmann::json::parse(e->ConfigJson()), e->module().NumParameters()};
+}
+
+CnnConfig CnnTwin() {
+  const auto [j, parameters] = ExampleConfig("cnn");
+  return {.batch = j.at("batch"), .image = j.at("image"), .lr = j.at("lr"), .parameters = parameters};
+}
+
+LlamaConfig LlamaTwin() {
+  const auto [j, parameters] = ExampleConfig("llama");
+  return {.vocab = j.at("vocab_size"), .dim = j.at("dim"), .heads = j.at("heads"), .layers = j.at("layers"),
+          .hidden = j.at("hidden"), .context = j.at("context"), .batch = j.at("batch"), .lr = j.at("lr"),
+          .parameters = parameters};
+}
+#endif
 #endif
 
 // ---- registration -------------------------------------------------------------------------------
@@ -336,6 +361,18 @@ constexpr OpLibCase kOpLibCases[] = {
     {OpCase::kSoftmax, "softmax 512x1024", "oplib/softmax/oar", "oplib/softmax/libtorch"},
     {OpCase::kLayerNorm, "layer_norm 512x1024", "oplib/layer_norm/oar", "oplib/layer_norm/libtorch"},
     {OpCase::kRmsNormComposed, "rms_norm (composed)", "oplib/rms_norm_composed/oar", "oplib/rms_norm_composed/libtorch"},
+};
+/// A training step of an example model (examples::MakeExample(kind)) and its libtorch twin.
+struct TrainCase {
+  const char* kind;
+  const char* label;
+  const char* oar;
+  const char* torch;
+};
+constexpr TrainCase kTrainCases[] = {
+    {"mlp", "mlp train step", "train/mlp_step/oar", "train/mlp_step/libtorch"},
+    {"cnn", "cnn train step", "train/cnn_step/oar", "train/cnn_step/libtorch"},
+    {"llama", "llama train step", "train/llama_step/oar", "train/llama_step/libtorch"},
 };
 
 /// How a case is timed. A case on one thread is measured in CPU time, which is its cost even when other
@@ -378,10 +415,17 @@ void RegisterAll() {
   Register(kAddTorchOut, kReal, [](benchmark::State& s) { TorchStreamAdd(s, true); });
 #endif
 #ifdef OAR_BENCH_HAVE_EXAMPLES
-  Register("train/mlp_step/oar", kReal, OarMlpTrainStep);
+  for (const TrainCase& c : kTrainCases) {
+    const std::string kind = c.kind;
+    Register(c.oar, kReal, [kind](benchmark::State& s) { OarTrainStep(s, kind); });
+  }
 #endif
 #ifdef OAR_BENCH_HAVE_TORCH
-  Register("train/mlp_step/libtorch", kReal, TorchMlpTrainStep);
+  Register(kTrainCases[0].torch, kReal, TorchMlpTrainStep);
+#ifdef OAR_BENCH_HAVE_EXAMPLES
+  Register(kTrainCases[1].torch, kReal, [](benchmark::State& s) { TorchCnnTrainStep(s, CnnTwin()); });
+  Register(kTrainCases[2].torch, kReal, [](benchmark::State& s) { TorchLlamaTrainStep(s, LlamaTwin()); });
+#endif
 #endif
   for (const OpLibCase& c : kOpLibCases) {
     const OpCase which = c.which;
@@ -504,34 +548,26 @@ class Summary {
     return kHaveTorch ? fmt::format("{} not run", name) : std::string("libtorch not found");
   }
 
-  // Same shapes, threads and run as libtorch; target: not slower.
-  void Training() {
-    constexpr const char* kLabel = "mlp train step";
-    if (!Require(kLabel, {"train/mlp_step/oar"})) return;
-    const double ms = Ok("train/mlp_step/oar")->seconds * 1e3;
-    if (const Result* torch = Ok("train/mlp_step/libtorch")) {
+  /// Oar's time against libtorch's for the same work, same shapes, threads and run; target: not slower.
+  void VersusTorch(const char* label, const char* oar, const char* torch_name) {
+    if (!Require(label, {oar})) return;
+    const double ms = Ok(oar)->seconds * 1e3;
+    if (const Result* torch = Ok(torch_name)) {
       const double ratio = ms / (torch->seconds * 1e3);
-      Line(kLabel, fmt::format("oar {:.3f} ms vs libtorch {:.3f} ms -> {:.2f}x (target <= 1.0x)", ms,
-                               torch->seconds * 1e3, ratio),
+      Line(label, fmt::format("oar {:.3f} ms vs libtorch {:.3f} ms -> {:.2f}x (target <= 1.0x)", ms,
+                              torch->seconds * 1e3, ratio),
            ratio <= 1.0);
     } else {
-      Note(fmt::format("{}: oar {:.3f} ms; {}", kLabel, ms, NoTorch("train/mlp_step/libtorch")));
+      Note(fmt::format("{}: oar {:.3f} ms; {}", label, ms, NoTorch(torch_name)));
     }
   }
 
+  void Training() {
+    for (const TrainCase& c : kTrainCases) VersusTorch(c.label, c.oar, c.torch);
+  }
+
   void OpLibrary() {
-    for (const OpLibCase& c : kOpLibCases) {
-      if (!Require(c.label, {c.oar})) continue;
-      const double ms = Ok(c.oar)->seconds * 1e3;
-      if (const Result* torch = Ok(c.torch)) {
-        const double ratio = ms / (torch->seconds * 1e3);
-        Line(c.label, fmt::format("oar {:.3f} ms vs libtorch {:.3f} ms -> {:.2f}x (target <= 1.0x)", ms,
-                                  torch->seconds * 1e3, ratio),
-             ratio <= 1.0);
-      } else {
-        Note(fmt::format("{}: oar {:.3f} ms; {}", c.label, ms, NoTorch(c.torch)));
-      }
-    }
+    for (const OpLibCase& c : kOpLibCases) VersusTorch(c.label, c.oar, c.torch);
   }
 
   void Dispatch() {

@@ -129,7 +129,8 @@ Grads Mean(const VjpArgs& a) {
   const std::vector<int64_t> axes = NormalizeAxes(IntsAttr(a, 0), x.rank(), "mean VJP");
   int64_t n = 1;
   for (int64_t ax : axes) n *= x.shape()[static_cast<int>(ax)];
-  return {Unreduce(G(a), x, IntsAttr(a, 0), std::get<bool>(a.attrs[1])) / static_cast<double>(std::max<int64_t>(n, 1))};
+  // Divide the reduced gradient, then broadcast it (a view): not a full-size division.
+  return {Unreduce(G(a) / static_cast<double>(std::max<int64_t>(n, 1)), x, IntsAttr(a, 0), std::get<bool>(a.attrs[1]))};
 }
 // amax/amin: the gradient is shared evenly among the elements equal to the extremum.
 Grads Extremum(const VjpArgs& a, bool is_max) {

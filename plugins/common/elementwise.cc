@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "plugins/common/kernel_util.h"
+#include "plugins/common/vec_exp.h"
 
 namespace oar::host {
 namespace {
@@ -99,6 +100,11 @@ struct ExpOp {
   template <typename C>
   static C Apply(C x) {
     return std::exp(x);
+  }
+  template <typename T>
+    requires std::is_same_v<T, float>
+  static void ApplyN(const T* x, T* y, int64_t n) {
+    ExpN(x, y, n);
   }
 };
 

@@ -3,7 +3,9 @@
 //
 // `Op::Apply(C...)` receives the inputs in their compute type (ComputeT: float for the 16-bit floats)
 // and returns a value convertible to the output type. After collapsing, the common cases (one dense
-// run, or a run against a broadcast scalar) get unit-stride loops the compiler can vectorise.
+// run, or a run against a broadcast scalar) get unit-stride loops the compiler can vectorise. A unary
+// Op may also offer `ApplyN(const T* x, T* y, int64_t n)` for a dense run of one dtype T (y may be x),
+// for what the compiler cannot vectorise from Apply (exp: vec_exp.h); Apply still does the strided rest.
 #ifndef OAR_PLUGINS_COMMON_ELEMENTWISE_H_
 #define OAR_PLUGINS_COMMON_ELEMENTWISE_H_
 
@@ -40,6 +42,10 @@ void MapUnary(const KernelCall& call) {
                Out* o = reinterpret_cast<Out*>(p[0]);
                const In* v = reinterpret_cast<const In*>(p[1]);
                if (s[0] == kOut && s[1] == kIn) {
+                 if constexpr (std::is_same_v<In, Out> && requires { Op::ApplyN(v, o, n); }) {
+                   Op::ApplyN(v, o, n);
+                   return;
+                 }
 #pragma omp simd
                  for (int64_t i = 0; i < n; ++i) o[i] = Out(Op::Apply(C(v[i])));
                } else {

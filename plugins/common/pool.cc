@@ -128,16 +128,25 @@ void MaxPool(const KernelCall& call) {
             for (int64_t ow = 0; ow < p.w.out; ++ow) {
               const auto [jlo, jhi] = p.w.Taps(ow);
               // Row-major over the taps visits flat indices in increasing order: strict > keeps the first
-              // of equal values, and the first NaN is kept once found.
+              // of equal values, and the first NaN wins. The loop body is branch-free (selects only): with
+              // the NaN test inside the comparison it branched on the data and ran about 3x slower.
               C best = -std::numeric_limits<C>::infinity();
-              int64_t at = -1;
+              int64_t at = (p.h.Start(oh) + ilo * p.h.dil) * p.w.in + p.w.Start(ow) + jlo * p.w.dil;
+              int64_t nan_at = -1;
               for (int64_t i = ilo; i < ihi; ++i) {
                 const int64_t hi = p.h.Start(oh) + i * p.h.dil;
                 for (int64_t j = jlo; j < jhi; ++j) {
                   const int64_t wi = p.w.Start(ow) + j * p.w.dil;
                   const C v = C(src[hi * sh + wi * sw]);
-                  if (at < 0 || (!IsNan(best) && (v > best || IsNan(v)))) best = v, at = hi * p.w.in + wi;
+                  const int64_t pos = hi * p.w.in + wi;
+                  at = v > best ? pos : at;
+                  best = v > best ? v : best;
+                  nan_at = IsNan(v) & (nan_at < 0) ? pos : nan_at;
                 }
+              }
+              if (nan_at >= 0) {
+                at = nan_at;
+                best = C(src[nan_at / p.w.in * sh + nan_at % p.w.in * sw]);
               }
               yo[oh * p.w.out + ow] = T(best);
               io[oh * p.w.out + ow] = at;

@@ -6,7 +6,7 @@
 // kColumnBlock neighbouring columns (fewer for long axes, so the block stays in cache) is processed
 // together, walking the axis three times (max, sum of exponentials, result), so the loops over the
 // block are unit-stride. The maximum is subtracted before exponentiating, so no input overflows; sums
-// of exponentials accumulate in double.
+// of exponentials accumulate in double. Exponentials of float go through ExpN (vec_exp.h), four at a time.
 //
 // layer_norm normalises each row of the trailing N = prod(shape[axis:]) elements with two passes (mean,
 // then the mean squared deviation), accumulated in float (double for float64) with 16 partial sums
@@ -21,6 +21,7 @@
 #include "plugins/common/kernel_util.h"
 #include "plugins/common/pack.h"
 #include "plugins/common/strided.h"
+#include "plugins/common/vec_exp.h"
 
 namespace oar::host {
 namespace {
@@ -79,11 +80,21 @@ void SoftmaxRow(const C* v, C* r, int64_t n) {
   C m = -std::numeric_limits<C>::infinity();
   for (int64_t i = 0; i < n; ++i) m = v[i] > m ? v[i] : m;
   if constexpr (kLog) {
-    const double sum = PairwiseSum<double>(n, [&](int64_t i) { return static_cast<double>(std::exp(v[i] - m)); });
+    // r may alias v, which is still needed: the exponentials go through a block on the stack.
+    constexpr int64_t kBlock = 256;
+    C e[kBlock];
+    double sum = 0;
+    for (int64_t b = 0; b < n; b += kBlock) {
+      const int64_t w = std::min(kBlock, n - b);
+      for (int64_t i = 0; i < w; ++i) e[i] = v[b + i] - m;
+      ExpN(e, e, w);
+      sum += PairwiseSum<double>(w, [&](int64_t i) { return static_cast<double>(e[i]); });
+    }
     const C shift = m + static_cast<C>(std::log(sum));
     for (int64_t i = 0; i < n; ++i) r[i] = v[i] - shift;
   } else {
-    for (int64_t i = 0; i < n; ++i) r[i] = std::exp(v[i] - m);
+    for (int64_t i = 0; i < n; ++i) r[i] = v[i] - m;
+    ExpN(r, r, n);
     const C inv = static_cast<C>(1.0 / PairwiseSum<double>(n, [&](int64_t i) { return static_cast<double>(r[i]); }));
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) r[i] *= inv;
@@ -187,10 +198,11 @@ void Softmax(const KernelCall& call) {
           for (int64_t a = 0; a < extent; ++a) {
             load(a);
             T* r = out_plane + a * inner;
+            for (int64_t j = 0; j < w; ++j) v[j] -= m[j];
+            ExpN(v, v, w);
             for (int64_t j = 0; j < w; ++j) {
-              const C e = std::exp(v[j] - m[j]);
-              sum[j] += e;
-              if constexpr (std::is_same_v<T, C> && !kLog) r[j] = e;  // rescaled below, not recomputed
+              sum[j] += v[j];
+              if constexpr (std::is_same_v<T, C> && !kLog) r[j] = v[j];  // rescaled below, not recomputed
             }
           }
           for (int64_t j = 0; j < w; ++j) {

@@ -1,0 +1,115 @@
+// ExpN (vec_exp.h) with GCC/Clang vector extensions, one instantiation per vector width.
+//
+// Why not a scalar loop for the compiler to vectorise: under -ftrapping-math (the default) GCC does not
+// if-convert the float comparisons of the range clamp, so such a loop keeps a branch per element and is
+// never vectorised (not even with #pragma omp simd). Why one width per instruction set: a vector wider
+// than the target's registers is lowered piecewise and ran slower than the native width. This file is
+// compiled with -ffp-contract=off (CMakeLists.txt): every width then rounds the same operations the same
+// way, bit for bit.
+#include "plugins/common/vec_exp.h"
+
+#include <bit>
+#include <cstring>
+
+namespace oar::host {
+namespace {
+
+// One specialisation per width: GCC drops vector_size from an alias whose size depends on a template
+// parameter (the static_assert below guards it).
+template <int kLanes>
+struct Vec;
+template <>
+struct Vec<4> {
+  using F = float __attribute__((vector_size(16)));
+  using I = int32_t __attribute__((vector_size(16)));
+};
+template <>
+struct Vec<8> {
+  using F = float __attribute__((vector_size(32)));
+  using I = int32_t __attribute__((vector_size(32)));
+};
+template <>
+struct Vec<16> {
+  using F = float __attribute__((vector_size(64)));
+  using I = int32_t __attribute__((vector_size(64)));
+};
+
+/// e^x in each lane, in place. x = n ln2 + r with |r| <= ln2 / 2 (Cody-Waite: ln2 in two parts, so
+/// n * high part is exact), e^r by its Taylor polynomial of degree 7 (truncation below 6e-9, relative),
+/// times 2^n built in the exponent bits, as two factors that are each a normal float so that a result
+/// that under- or overflows is rounded once, by the last multiplication. (Vector casts between types of
+/// one size reinterpret the bits; std::bit_cast of a 64-byte vector draws a -Wpsabi warning.)
+template <int kLanes>
+[[gnu::always_inline]] inline void Exp(typename Vec<kLanes>::F& x) {
+  using F = typename Vec<kLanes>::F;
+  using I = typename Vec<kLanes>::I;
+  static_assert(sizeof(F) == 4 * kLanes && sizeof(I) == 4 * kLanes);
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f;     // 9 significant bits
+  constexpr float kLn2Lo = -2.12194440e-4f;  // ln 2 - kLn2Hi
+  constexpr float kRound = 12582912.0f;      // 1.5 * 2^23: adding it rounds to the nearest integer
+  const F zero = {};
+  // e^x is 0 below -104 and +inf above 89 in float; the clamp keeps n within [-150, 128]. NaN compares
+  // false, so it passes through.
+  x = x < -104.0f ? zero - 104.0f : x;
+  x = x > 89.0f ? zero + 89.0f : x;
+  const F t = x * kLog2e + kRound;
+  const F n = t - kRound;
+  const F r = (x - n * kLn2Hi) - n * kLn2Lo;
+  F p = zero + 1.0f / 5040;
+  p = p * r + 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const I k = (I)t - std::bit_cast<int32_t>(kRound);  // n as integers
+  const I k1 = k >> 1, k2 = k - k1;
+  x = p * (F)((k1 + 127) << 23) * (F)((k2 + 127) << 23);
+}
+
+template <int kLanes>
+[[gnu::always_inline]] inline void ExpLanes(const float* x, float* y, int64_t n) {
+  typename Vec<kLanes>::F v;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    std::memcpy(&v, x + i, sizeof v);
+    Exp<kLanes>(v);
+    std::memcpy(y + i, &v, sizeof v);
+  }
+  if (i < n) {  // the last partial group, padded with zeros
+    const size_t tail = static_cast<size_t>(n - i) * sizeof(float);
+    v = typename Vec<kLanes>::F{};
+    std::memcpy(&v, x + i, tail);
+    Exp<kLanes>(v);
+    std::memcpy(y + i, &v, tail);
+  }
+}
+
+void ExpBaseline(const float* x, float* y, int64_t n) { ExpLanes<4>(x, y, n); }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+[[gnu::target("avx2")]] void ExpAvx2(const float* x, float* y, int64_t n) { ExpLanes<8>(x, y, n); }
+[[gnu::target("avx512f")]] void ExpAvx512(const float* x, float* y, int64_t n) { ExpLanes<16>(x, y, n); }
+
+using ExpFn = void (*)(const float*, float*, int64_t);
+ExpFn Select() {
+  if (__builtin_cpu_supports("avx512f")) return ExpAvx512;
+  if (__builtin_cpu_supports("avx2")) return ExpAvx2;
+  return ExpBaseline;
+}
+#endif
+
+}  // namespace
+
+void ExpN(const float* x, float* y, int64_t n) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const ExpFn exp = Select();
+  exp(x, y, n);
+#else
+  ExpBaseline(x, y, n);
+#endif
+}
+
+}  // namespace oar::host
