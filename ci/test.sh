@@ -9,6 +9,23 @@ ci/install-deps.sh --level-zero
 echo "== configure, build and test (cmake --workflow --preset default)"
 cmake --workflow --preset default
 
+echo "== vendor plugins without their hardware: each loads and says why it has no devices"
+build/bin/oar devices | tee build/devices.txt
+for vendor in cuda level_zero; do
+  if [[ -e build/lib/oar/plugins/liboar_plugin_${vendor}.so ]]; then
+    grep -q "^  ${vendor} .* 0 devices — UNAVAILABLE: " build/devices.txt || {
+      echo "the ${vendor} plugin did not load, or loaded without an UNAVAILABLE reason"; exit 1; }
+  fi
+done
+
+echo "== optional backend, separate step: HIP (AMD/Hygon) — installs hipcc + libamdhip64-dev (~1.3 GB),"
+echo "   builds the hip plugin from the shared CUDA/HIP kernel sources and runs its no-hardware tests"
+ci/install-deps.sh --hip
+cmake -S . -B build-hip -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -g1" \
+  -DOAR_BUILD_CORE=OFF -DOAR_WITH_HIP=ON -DOAR_WITH_CUDA=OFF -DOAR_WITH_LEVEL_ZERO=OFF > /dev/null
+cmake --build build-hip -j "$(nproc)"
+ctest --test-dir build-hip -R "Gpu|gpu|hip" --output-on-failure
+
 echo "== install into a fresh prefix and run the installed oar with no environment"
 prefix=$(mktemp -d /tmp/oar-install.XXXXXX)
 trap 'rm -rf "$prefix"' EXIT
