@@ -14,20 +14,11 @@
 
 namespace {
 
-using oar::sdk::testing::LoadedPlugin;
-using oar::sdk::testing::MakeTestHost;
 using oar::sdk::testing::Result;
 using oar::sdk::testing::Take;
-using oar::sdk::testing::TestHost;
 
-const LoadedPlugin& P() {
-  static const LoadedPlugin p = [] {
-    LoadedPlugin loaded = oar::sdk::testing::LoadPlugin(OAR_CPU_PLUGIN_PATH);
-    EXPECT_EQ(loaded.error, "");
-    return loaded;
-  }();
-  return p;
-}
+/// The plugin, loaded once through its ABI.
+const oar::sdk::testing::LoadedPlugin& P() { return oar::sdk::testing::LoadOnce(OAR_CPU_PLUGIN_PATH); }
 
 const oar_plugin_api_t* Api() { return P().api; }
 const oar_device_api_t* Dev() { return Api()->device; }
@@ -42,14 +33,14 @@ TEST(CpuPlugin, HandshakeNamesAndVersions) {
   EXPECT_GE(Dev()->struct_size, OAR_DEVICE_API_MIN_SIZE);
   EXPECT_GE(Api()->kernel->struct_size, OAR_KERNEL_API_MIN_SIZE);
 
-  const oar_host_api_t future = MakeTestHost(OAR_PLUGIN_ABI_MAJOR + 1);
+  const oar_host_api_t future = oar::sdk::testing::MakeTestHost(OAR_PLUGIN_ABI_MAJOR + 1);
   const oar_plugin_api_t* refused = nullptr;
   const Result r = Take(P().entry(&future, &refused));
   EXPECT_EQ(r.code, OAR_STATUS_FAILED_PRECONDITION);
   EXPECT_NE(r.message.find(std::to_string(OAR_PLUGIN_ABI_MAJOR + 1) + "."), std::string::npos) << r.message;
   // Restore the host table the plugin keeps for the other tests.
   const oar_plugin_api_t* again = nullptr;
-  OAR_ASSERT_OK(P().entry(TestHost(), &again));
+  OAR_ASSERT_OK(P().entry(oar::sdk::testing::TestHost(), &again));
 }
 
 TEST(CpuPlugin, OneDeviceWithTheRequiredAttributes) {

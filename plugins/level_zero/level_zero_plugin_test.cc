@@ -17,20 +17,11 @@
 
 namespace {
 
-using oar::sdk::testing::LoadedPlugin;
-using oar::sdk::testing::MakeTestHost;
 using oar::sdk::testing::Result;
 using oar::sdk::testing::Take;
-using oar::sdk::testing::TestHost;
 
-const LoadedPlugin& P() {
-  static const LoadedPlugin p = [] {
-    LoadedPlugin loaded = oar::sdk::testing::LoadPlugin(OAR_LEVEL_ZERO_PLUGIN);
-    EXPECT_EQ(loaded.error, "") << "loading, initialize and register_kernels must succeed without a driver";
-    return loaded;
-  }();
-  return p;
-}
+/// The plugin, loaded once through its ABI (loading, initialize and register_kernels must succeed without a driver).
+const oar::sdk::testing::LoadedPlugin& P() { return oar::sdk::testing::LoadOnce(OAR_LEVEL_ZERO_PLUGIN); }
 
 const oar_plugin_api_t* Api() { return P().api; }
 const oar_device_api_t* Dev() { return Api()->device; }
@@ -62,13 +53,13 @@ TEST(LevelZeroPlugin, HandshakeNamesAndVersions) {
   EXPECT_GE(Api()->kernel->struct_size, OAR_KERNEL_API_MIN_SIZE);
   EXPECT_EQ(Api()->compiler, nullptr) << "no runtime compiler: it would need clang at run time";
 
-  const oar_host_api_t future = MakeTestHost(OAR_PLUGIN_ABI_MAJOR + 1);
+  const oar_host_api_t future = oar::sdk::testing::MakeTestHost(OAR_PLUGIN_ABI_MAJOR + 1);
   const oar_plugin_api_t* refused = nullptr;
   const Result r = Take(P().entry(&future, &refused));
   EXPECT_EQ(r.code, OAR_STATUS_FAILED_PRECONDITION);
   EXPECT_NE(r.message.find(std::to_string(OAR_PLUGIN_ABI_MAJOR + 1) + "."), std::string::npos) << r.message;
   const oar_plugin_api_t* again = nullptr;
-  OAR_ASSERT_OK(P().entry(TestHost(), &again));  // restore the host table the plugin keeps
+  OAR_ASSERT_OK(P().entry(oar::sdk::testing::TestHost(), &again));  // restore the host table the plugin keeps
 }
 
 TEST(LevelZeroPlugin, DeviceCountIsZeroWithLevelZerosOwnWordsOrCountsGpus) {

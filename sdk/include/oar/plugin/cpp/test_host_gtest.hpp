@@ -1,15 +1,39 @@
-// Oar plugin SDK — GoogleTest assertions on statuses from the test host (oar/plugin/cpp/test_host.hpp).
+// Oar plugin SDK — GoogleTest helpers over the test host (oar/plugin/cpp/test_host.hpp).
 //
-//   OAR_ASSERT_OK(dev->malloc(0, 64, &p));   // fatal: the status is OK, else its code and message
-//   OAR_EXPECT_OK(dev->free(0, p));          // non-fatal
+//   const oar_plugin_api_t* api = oar::sdk::testing::LoadOnce(PLUGIN_PATH).api;  // shared by every test
+//   OAR_ASSERT_OK(api->device->malloc(0, 64, &p));   // fatal: the status is OK, else its code and message
+//   OAR_EXPECT_OK(api->device->free(0, p));          // non-fatal
 //
-// Each takes an expression yielding oar_status_t* (from the test host) and destroys the status.
+// The macros take an expression yielding oar_status_t* (from the test host) and destroy the status.
 #ifndef OAR_PLUGIN_CPP_TEST_HOST_GTEST_HPP_
 #define OAR_PLUGIN_CPP_TEST_HOST_GTEST_HPP_
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <mutex>
+#include <string>
+
 #include "oar/plugin/cpp/test_host.hpp"
+
+namespace oar::sdk::testing {
+
+/// The plugin at `path` loaded with TestHost() by the first caller, and the same LoadedPlugin for every
+/// later one (a plugin is initialised once per process, as the runtime does). A failed load is a test
+/// failure, reported once, in the test that loaded it, with the failing step; `api` is then NULL.
+inline const LoadedPlugin& LoadOnce(const std::string& path) {
+  static std::mutex mutex;
+  static std::map<std::string, LoadedPlugin> loaded;  // a map: references stay valid as it grows
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = loaded.find(path);
+  if (it == loaded.end()) {
+    it = loaded.emplace(path, LoadPlugin(path.c_str())).first;
+    EXPECT_TRUE(it->second.ok()) << "loading " << path << ": " << it->second.error;
+  }
+  return it->second;
+}
+
+}  // namespace oar::sdk::testing
 
 #define OAR_ASSERT_OK(expr)                                                     \
   do {                                                                          \
