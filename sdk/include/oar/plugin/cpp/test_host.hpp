@@ -9,7 +9,7 @@
 //   * Take(status): the code and message of a status (code 0 for OK), destroying it.
 //   * LoadPlugin(path, host): a LoadedPlugin with the API table and the registered kernels, or `error`
 //     saying which step failed and why. Nothing aborts.
-// GoogleTest assertions on statuses live in oar/plugin/cpp/test_host_gtest.hpp.
+// GoogleTest helpers (OAR_ASSERT_OK, OAR_EXPECT_OK, LoadOnce) live in oar/plugin/cpp/test_host_gtest.hpp.
 //
 // One definition per program: this header DEFINES the host-owned opaque types `struct oar_status_t` and
 // `struct oar_kernel_registrar_t` (a host owns them; here the test is the host). Every function is inline,
