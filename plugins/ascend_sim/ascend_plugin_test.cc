@@ -80,7 +80,7 @@ class Ascend : public ::testing::Test {
     ASSERT_EQ(P().error, "");
   }
   void TearDown() override {
-    for (void* p : allocations_) SIM_EXPECT_OK(P().dev()->free(1, p));
+    for (void* p : allocations_) OAR_EXPECT_OK(P().dev()->free(1, p));
   }
   const oar_format_api_t* F() const { return P().api->format; }
   size_t StorageBytes(int32_t format, int32_t dtype, const std::vector<int64_t>& shape) {
@@ -98,19 +98,19 @@ class Ascend : public ::testing::Test {
   }
   void* Upload(const std::vector<char>& bytes) {
     void* p = Alloc(bytes.size());
-    if (!bytes.empty()) SIM_EXPECT_OK(P().dev()->memcpy_h2d(1, p, bytes.data(), bytes.size()));
+    if (!bytes.empty()) OAR_EXPECT_OK(P().dev()->memcpy_h2d(1, p, bytes.data(), bytes.size()));
     return p;
   }
   std::vector<char> Download(const void* p, size_t bytes) {
     std::vector<char> v(bytes);
-    if (bytes > 0) SIM_EXPECT_OK(P().dev()->memcpy_d2h(1, v.data(), p, bytes));
+    if (bytes > 0) OAR_EXPECT_OK(P().dev()->memcpy_d2h(1, v.data(), p, bytes));
     return v;
   }
   Result Run(const char* op, const std::vector<int32_t>& key, int32_t format, const std::vector<const Desc*>& in,
              const std::vector<const Desc*>& out, std::vector<oar_attr_t> attrs = {}) {
     const auto k = P().Find(op, key, format);
     if (k.fn == nullptr) return {OAR_STATUS_NOT_FOUND, std::string("no kernel for ") + op};
-    Call call(op, 1, S(), in, out, std::move(attrs), k.data);
+    Call call(op, 1, S(), in, out, std::move(attrs), k.kernel_data);
     Result r = Take(k.fn(&call.c));
     if (!r.ok()) return r;
     return Take(P().dev()->stream_synchronize(1, S()));
@@ -204,7 +204,7 @@ void RoundTrip(Ascend* t, int32_t format, int32_t dtype, const std::vector<int64
   void* src = t->Upload(storage);
   const size_t bytes = t->StorageBytes(format, dtype, shape);
   void* packed = t->Alloc(bytes);
-  SIM_EXPECT_OK(t->P().dev()->memset(1, packed, 0xAB, bytes));  // padding must come out zero
+  OAR_EXPECT_OK(t->P().dev()->memset(1, packed, 0xAB, bytes));  // padding must come out zero
   void* back = t->Alloc(plain.size());
   Desc in(src, dtype, shape, strides), priv(packed, dtype, shape, {}, format), out(back, dtype, shape);
   const std::string where = "format " + std::to_string(format) + " dtype " + std::to_string(dtype) + " shape [" +
@@ -270,7 +270,7 @@ TEST_F(Ascend, FormatCastRefusesMismatchedDescriptors) {
   Desc p4(a, F32, {1, 2, 3, 4}), nz(a, F32, {1, 2, 3, 4}, {}, NZ);
   EXPECT_EQ(Run("format_cast", {F32, F32}, PLAIN, {&p4}, {&nz}).code, OAR_STATUS_UNIMPLEMENTED);  // no dst_format
   const auto k = P().Find("format_cast", {F32, F32}, PLAIN);
-  Call query("format_cast", 1, nullptr, {&p4}, {&nz}, {IntAttr("dst_format", NZ)}, k.data);
+  Call query("format_cast", 1, nullptr, {&p4}, {&nz}, {IntAttr("dst_format", NZ)}, k.kernel_data);
   EXPECT_TRUE(Take(P().api->kernel->supports(&query.c)).ok());
 }
 
@@ -308,7 +308,7 @@ TEST_F(Ascend, ElementwiseKernelsWorkOnPrivateFormats) {
   }
   // Mixed formats are declined (there is no such kernel key, and supports says why).
   const auto k = P().Find("add", {F32, F32, F32}, NC1HWC0);
-  Call mixed("add", 1, nullptr, {&qa, &ia}, {&qc}, {}, k.data);
+  Call mixed("add", 1, nullptr, {&qa, &ia}, {&qc}, {}, k.kernel_data);
   EXPECT_EQ(Take(P().api->kernel->supports(&mixed.c)).code, OAR_STATUS_UNIMPLEMENTED);
 }
 

@@ -60,7 +60,7 @@ Outcome RunMatmul(const std::string& mode) {
     }
     Take(p.dev()->memcpy_h2d(0, db, bt.data(), bt.size() * 4));
     Desc ma(da, F32, {m, k}), mb(db, F32, {k, n}, {1, k}), mc(dc, F32, {m, n});
-    Call call("matmul", 0, s, {&ma, &mb}, {&mc}, {}, kernel.data);
+    Call call("matmul", 0, s, {&ma, &mb}, {&mc}, {}, kernel.kernel_data);
     Take(p.api->profiler->start(0));
     Result r = Take(kernel.fn(&call.c));
     if (r.ok()) r = Take(p.dev()->stream_synchronize(0, s));

@@ -1,5 +1,5 @@
-// Test support shared by the host kernel tests: a minimal host (statuses, a registrar keyed by
-// (op, dtypes)), tensors over their own storage with any strides, element access as long double, and a
+// Test support shared by the host kernel tests: the SDK's test host (oar/plugin/cpp/test_host.hpp) with
+// every host kernel registered, tensors over their own storage with any strides, element access as long double, and a
 // call helper. Reference loops live in the tests themselves.
 #ifndef OAR_PLUGINS_COMMON_HOST_KERNELS_TESTING_H_
 #define OAR_PLUGINS_COMMON_HOST_KERNELS_TESTING_H_
@@ -12,7 +12,6 @@
 #include <cstring>
 #include <initializer_list>
 #include <limits>
-#include <map>
 #include <random>
 #include <span>
 #include <string>
@@ -21,16 +20,8 @@
 
 #include "oar/plugin/cpp/dtype.hpp"
 #include "oar/plugin/cpp/kernel.hpp"
+#include "oar/plugin/cpp/test_host.hpp"
 #include "plugins/common/host_kernels.h"
-
-struct oar_status_t {
-  int32_t code;
-  std::string message;
-};
-
-struct oar_kernel_registrar_t {
-  std::map<std::pair<std::string, std::vector<int32_t>>, oar_kernel_fn_t> kernels;
-};
 
 namespace oar::host::testing {
 
@@ -38,6 +29,9 @@ using oar::sdk::BFloat16;
 using oar::sdk::DTypeName;
 using oar::sdk::DTypeSize;
 using oar::sdk::Half;
+using oar::sdk::testing::Result;
+using oar::sdk::testing::Take;
+using oar::sdk::testing::TestHost;
 using Shape = std::vector<int64_t>;
 
 constexpr int32_t F32 = OAR_DTYPE_FLOAT32, F64 = OAR_DTYPE_FLOAT64, F16 = OAR_DTYPE_FLOAT16, BF16 = OAR_DTYPE_BFLOAT16,
@@ -49,36 +43,8 @@ inline const std::vector<int32_t> kArith = {F32, F64, F16, BF16, I8, U8, I32, I6
 
 // ---- the test host ------------------------------------------------------------------------------
 
-inline oar_status_t* RegisterKernel(oar_kernel_registrar_t* registrar, const oar_kernel_def_t* def) {
-  if (def->struct_size < OAR_KERNEL_DEF_STRUCT_SIZE || def->op == nullptr || def->fn == nullptr ||
-      def->num_dtypes < 0 || def->format != OAR_FORMAT_PLAIN) {
-    return new oar_status_t{OAR_STATUS_INVALID_ARGUMENT, "malformed kernel definition"};
-  }
-  auto key = std::make_pair(std::string(def->op), std::vector<int32_t>(def->dtypes, def->dtypes + def->num_dtypes));
-  if (!registrar->kernels.emplace(key, def->fn).second) {
-    return new oar_status_t{OAR_STATUS_ALREADY_EXISTS, "duplicate kernel " + key.first};
-  }
-  return nullptr;
-}
-
-inline const oar_host_api_t* TestHost() {
-  static const oar_host_api_t host = [] {
-    oar_host_api_t h{};
-    h.struct_size = OAR_HOST_API_STRUCT_SIZE;
-    h.abi_major = OAR_PLUGIN_ABI_MAJOR;
-    h.abi_minor = OAR_PLUGIN_ABI_MINOR;
-    h.status_create = [](int32_t code, const char* m) { return new oar_status_t{code, m}; };
-    h.status_code = [](const oar_status_t* s) { return s->code; };
-    h.status_message = [](const oar_status_t* s) { return s->message.c_str(); };
-    h.status_destroy = [](oar_status_t* s) { delete s; };
-    h.log = [](int32_t, const char*, const char*) {};
-    h.log_enabled = [](int32_t) { return false; };
-    h.register_kernel = RegisterKernel;
-    return h;
-  }();
-  return &host;
-}
-
+/// Every host kernel, registered once through the SDK's test host (which refuses malformed definitions
+/// and duplicate keys, as the runtime does).
 inline const oar_kernel_registrar_t& Registrar() {
   static const oar_kernel_registrar_t registrar = [] {
     oar::sdk::Host() = TestHost();
@@ -240,11 +206,6 @@ inline void FillRandom(Tensor& t, std::mt19937& rng, double lo = -4, double hi =
 
 // ---- calling kernels ----------------------------------------------------------------------------
 
-struct Result {
-  int32_t code = 0;
-  std::string message;
-};
-
 /// Call the kernel registered under (op, dtypes of ins and outs), or under `key` when given.
 inline Result RunKernel(const std::string& op, const std::vector<Tensor*>& ins, const std::vector<Tensor*>& outs,
                         const std::vector<oar_attr_t>& attrs = {}, std::vector<int32_t> key = {}) {
@@ -258,9 +219,8 @@ inline Result RunKernel(const std::string& op, const std::vector<Tensor*>& ins, 
     out_descs.push_back(t->desc());
     if (derive_key) key.push_back(t->dtype);
   }
-  const auto& kernels = Registrar().kernels;
-  auto it = kernels.find({op, key});
-  if (it == kernels.end()) {
+  const oar::sdk::testing::Registration kernel = Registrar().Find(op, key);
+  if (kernel.fn == nullptr) {
     ADD_FAILURE() << "no kernel registered for " << op;
     return {-1, "no kernel"};
   }
@@ -273,13 +233,7 @@ inline Result RunKernel(const std::string& op, const std::vector<Tensor*>& ins, 
   call.inputs = in_descs.data();
   call.outputs = out_descs.data();
   call.attrs = attrs.data();
-  oar_status_t* s = it->second(&call);
-  Result r;
-  if (s != nullptr) {
-    r = {s->code, s->message};
-    delete s;
-  }
-  return r;
+  return Take(kernel.fn(&call));
 }
 
 #define EXPECT_OK(expr)                  \

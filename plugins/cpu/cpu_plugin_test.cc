@@ -1,5 +1,4 @@
 // The cpu plugin as the host sees it: loaded with dlopen, driven only through its ABI tables.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include "plugins/common/host_kernels.h"
@@ -10,79 +9,18 @@
 #include <string_view>
 #include <vector>
 
+#include "oar/plugin/cpp/test_host_gtest.hpp"
 #include "oar/plugin/plugin.h"
-
-struct oar_status_t {
-  int32_t code;
-  std::string message;
-};
-
-struct oar_kernel_registrar_t {  // def.op and def.dtypes are only valid during the call: copy them
-  std::vector<std::string> ops;
-  std::vector<std::vector<int32_t>> dtypes;
-  std::vector<oar_kernel_fn_t> fns;
-};
 
 namespace {
 
-oar_host_api_t MakeHost(uint32_t abi_major) {
-  oar_host_api_t h{};
-  h.struct_size = OAR_HOST_API_STRUCT_SIZE;
-  h.abi_major = abi_major;
-  h.abi_minor = OAR_PLUGIN_ABI_MINOR;
-  h.status_create = [](int32_t code, const char* m) { return new oar_status_t{code, m}; };
-  h.status_code = [](const oar_status_t* s) { return s->code; };
-  h.status_message = [](const oar_status_t* s) { return s->message.c_str(); };
-  h.status_destroy = [](oar_status_t* s) { delete s; };
-  h.log = [](int32_t, const char*, const char*) {};
-  h.log_enabled = [](int32_t) { return false; };
-  h.register_kernel = [](oar_kernel_registrar_t* r, const oar_kernel_def_t* def) -> oar_status_t* {
-    r->ops.emplace_back(def->op);
-    r->dtypes.emplace_back(def->dtypes, def->dtypes + def->num_dtypes);
-    r->fns.push_back(def->fn);
-    return nullptr;
-  };
-  return h;
-}
+using oar::sdk::testing::Result;
+using oar::sdk::testing::Take;
 
-/// Code and message of a status (0 for OK), destroying it.
-struct Result {
-  int32_t code = 0;
-  std::string message;
-};
-Result Take(oar_status_t* s) {
-  if (s == nullptr) return {};
-  Result r{s->code, s->message};
-  delete s;
-  return r;
-}
+/// The plugin, loaded once through its ABI.
+const oar::sdk::testing::LoadedPlugin& P() { return oar::sdk::testing::LoadOnce(OAR_CPU_PLUGIN_PATH); }
 
-#define ASSERT_OK(expr)                  \
-  do {                                   \
-    const Result r_ = Take(expr);        \
-    ASSERT_EQ(r_.code, 0) << r_.message; \
-  } while (0)
-
-oar_plugin_get_api_fn EntryPoint() {
-  static void* library = dlopen(OAR_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-  EXPECT_NE(library, nullptr) << dlerror();
-  if (library == nullptr) return nullptr;
-  return reinterpret_cast<oar_plugin_get_api_fn>(dlsym(library, OAR_PLUGIN_ENTRY_SYMBOL));
-}
-
-const oar_plugin_api_t* Api() {
-  static const oar_host_api_t host = MakeHost(OAR_PLUGIN_ABI_MAJOR);
-  static const oar_plugin_api_t* api = [] {
-    const oar_plugin_api_t* a = nullptr;
-    oar_plugin_get_api_fn entry = EntryPoint();
-    if (entry == nullptr) return a;
-    EXPECT_EQ(Take(entry(&host, &a)).code, 0);
-    EXPECT_EQ(Take(a->initialize()).code, 0);
-    return a;
-  }();
-  return api;
-}
-
+const oar_plugin_api_t* Api() { return P().api; }
 const oar_device_api_t* Dev() { return Api()->device; }
 
 TEST(CpuPlugin, HandshakeNamesAndVersions) {
@@ -95,24 +33,23 @@ TEST(CpuPlugin, HandshakeNamesAndVersions) {
   EXPECT_GE(Dev()->struct_size, OAR_DEVICE_API_MIN_SIZE);
   EXPECT_GE(Api()->kernel->struct_size, OAR_KERNEL_API_MIN_SIZE);
 
-  const oar_host_api_t future = MakeHost(OAR_PLUGIN_ABI_MAJOR + 1);
+  const oar_host_api_t future = oar::sdk::testing::MakeTestHost(OAR_PLUGIN_ABI_MAJOR + 1);
   const oar_plugin_api_t* refused = nullptr;
-  const Result r = Take(EntryPoint()(&future, &refused));
+  const Result r = Take(P().entry(&future, &refused));
   EXPECT_EQ(r.code, OAR_STATUS_FAILED_PRECONDITION);
   EXPECT_NE(r.message.find(std::to_string(OAR_PLUGIN_ABI_MAJOR + 1) + "."), std::string::npos) << r.message;
   // Restore the host table the plugin keeps for the other tests.
   const oar_plugin_api_t* again = nullptr;
-  static const oar_host_api_t host = MakeHost(OAR_PLUGIN_ABI_MAJOR);
-  ASSERT_OK(EntryPoint()(&host, &again));
+  OAR_ASSERT_OK(P().entry(oar::sdk::testing::TestHost(), &again));
 }
 
 TEST(CpuPlugin, OneDeviceWithTheRequiredAttributes) {
   int32_t count = 0;
-  ASSERT_OK(Dev()->device_count(&count));
+  OAR_ASSERT_OK(Dev()->device_count(&count));
   EXPECT_EQ(count, 1);
   const oar_attr_t* attrs = nullptr;
   int32_t n = 0;
-  ASSERT_OK(Dev()->device_attributes(0, &attrs, &n));
+  OAR_ASSERT_OK(Dev()->device_attributes(0, &attrs, &n));
   auto find = [&](std::string_view name) -> const oar_attr_t* {
     for (int32_t i = 0; i < n; ++i) {
       if (name == attrs[i].name) return &attrs[i];
@@ -151,15 +88,15 @@ TEST(CpuPlugin, InvalidOrdinalsAreRefusedByName) {
 TEST(CpuPlugin, MallocAlignsAndStatsTrackBytes) {
   oar_memory_stats_t before{};
   before.struct_size = OAR_MEMORY_STATS_STRUCT_SIZE;
-  ASSERT_OK(Dev()->memory_stats(0, &before));
+  OAR_ASSERT_OK(Dev()->memory_stats(0, &before));
   EXPECT_TRUE(before.bytes_in_use_is_set && before.peak_bytes_in_use_is_set && before.bytes_limit_is_set &&
               before.num_allocs_is_set);
   EXPECT_GT(before.bytes_limit, 0u);
 
   void *zero1 = nullptr, *zero2 = nullptr, *big = nullptr;
-  ASSERT_OK(Dev()->malloc(0, 0, &zero1));
-  ASSERT_OK(Dev()->malloc(0, 0, &zero2));
-  ASSERT_OK(Dev()->malloc(0, 1000, &big));
+  OAR_ASSERT_OK(Dev()->malloc(0, 0, &zero1));
+  OAR_ASSERT_OK(Dev()->malloc(0, 0, &zero2));
+  OAR_ASSERT_OK(Dev()->malloc(0, 1000, &big));
   EXPECT_NE(zero1, nullptr);
   EXPECT_NE(zero1, zero2);
   for (void* p : {zero1, zero2, big}) EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
@@ -167,16 +104,16 @@ TEST(CpuPlugin, MallocAlignsAndStatsTrackBytes) {
 
   oar_memory_stats_t during{};
   during.struct_size = OAR_MEMORY_STATS_STRUCT_SIZE;
-  ASSERT_OK(Dev()->memory_stats(0, &during));
+  OAR_ASSERT_OK(Dev()->memory_stats(0, &during));
   EXPECT_EQ(during.bytes_in_use, before.bytes_in_use + 1000);
   EXPECT_EQ(during.num_allocs, before.num_allocs + 3);
   EXPECT_GE(during.peak_bytes_in_use, during.bytes_in_use);
 
-  for (void* p : {zero1, zero2, big}) ASSERT_OK(Dev()->free(0, p));
-  ASSERT_OK(Dev()->free(0, nullptr));
+  for (void* p : {zero1, zero2, big}) OAR_ASSERT_OK(Dev()->free(0, p));
+  OAR_ASSERT_OK(Dev()->free(0, nullptr));
   oar_memory_stats_t after{};
   after.struct_size = OAR_MEMORY_STATS_STRUCT_SIZE;
-  ASSERT_OK(Dev()->memory_stats(0, &after));
+  OAR_ASSERT_OK(Dev()->memory_stats(0, &after));
   EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
   EXPECT_EQ(after.num_allocs, before.num_allocs);
   EXPECT_GE(after.peak_bytes_in_use, before.bytes_in_use + 1000);
@@ -185,7 +122,7 @@ TEST(CpuPlugin, MallocAlignsAndStatsTrackBytes) {
   oar_memory_stats_t old{};
   std::memset(&old, 0x5a, sizeof(old));
   old.struct_size = OAR_STRUCT_SIZE(oar_memory_stats_t, peak_bytes_in_use);
-  ASSERT_OK(Dev()->memory_stats(0, &old));
+  OAR_ASSERT_OK(Dev()->memory_stats(0, &old));
   EXPECT_EQ(old.bytes_in_use, after.bytes_in_use);
   EXPECT_EQ(old.bytes_limit, 0x5a5a5a5a5a5a5a5aull);
 
@@ -195,46 +132,46 @@ TEST(CpuPlugin, MallocAlignsAndStatsTrackBytes) {
 
 TEST(CpuPlugin, CopiesAndMemset) {
   void* dev = nullptr;
-  ASSERT_OK(Dev()->malloc(0, 64, &dev));
+  OAR_ASSERT_OK(Dev()->malloc(0, 64, &dev));
   std::vector<uint8_t> host(64), back(64, 0);
   for (int i = 0; i < 64; ++i) host[i] = static_cast<uint8_t>(i);
-  ASSERT_OK(Dev()->memcpy_h2d(0, dev, host.data(), 64));
-  ASSERT_OK(Dev()->memcpy_d2h(0, back.data(), dev, 64));
+  OAR_ASSERT_OK(Dev()->memcpy_h2d(0, dev, host.data(), 64));
+  OAR_ASSERT_OK(Dev()->memcpy_d2h(0, back.data(), dev, 64));
   EXPECT_EQ(back, host);
-  ASSERT_OK(Dev()->memset(0, dev, 7, 32));
-  ASSERT_OK(Dev()->memcpy_d2h(0, back.data(), dev, 64));
+  OAR_ASSERT_OK(Dev()->memset(0, dev, 7, 32));
+  OAR_ASSERT_OK(Dev()->memcpy_d2h(0, back.data(), dev, 64));
   EXPECT_EQ(back[31], 7);
   EXPECT_EQ(back[32], 32);
-  ASSERT_OK(Dev()->memcpy_d2h(0, nullptr, nullptr, 0));  // size 0 touches nothing
-  ASSERT_OK(Dev()->free(0, dev));
+  OAR_ASSERT_OK(Dev()->memcpy_d2h(0, nullptr, nullptr, 0));  // size 0 touches nothing
+  OAR_ASSERT_OK(Dev()->free(0, dev));
 }
 
 TEST(CpuPlugin, StreamsAndEventsAreValidatedHandles) {
   oar_stream_t stream = nullptr;
   oar_event_t event = nullptr;
-  ASSERT_OK(Dev()->stream_create(0, &stream));
-  ASSERT_OK(Dev()->event_create(0, &event));
+  OAR_ASSERT_OK(Dev()->stream_create(0, &stream));
+  OAR_ASSERT_OK(Dev()->event_create(0, &event));
   bool idle = false, complete = false;
-  ASSERT_OK(Dev()->stream_query(0, stream, &idle));
+  OAR_ASSERT_OK(Dev()->stream_query(0, stream, &idle));
   EXPECT_TRUE(idle);
-  ASSERT_OK(Dev()->event_query(0, event, &complete));
+  OAR_ASSERT_OK(Dev()->event_query(0, event, &complete));
   EXPECT_TRUE(complete);  // never recorded: already complete
-  ASSERT_OK(Dev()->event_record(0, event, stream));
-  ASSERT_OK(Dev()->stream_wait_event(0, stream, event));
-  ASSERT_OK(Dev()->event_synchronize(0, event));
+  OAR_ASSERT_OK(Dev()->event_record(0, event, stream));
+  OAR_ASSERT_OK(Dev()->stream_wait_event(0, stream, event));
+  OAR_ASSERT_OK(Dev()->event_synchronize(0, event));
 
   int calls = 0;
-  ASSERT_OK(Dev()->stream_add_callback(
+  OAR_ASSERT_OK(Dev()->stream_add_callback(
       0, stream, [](void* c) { ++*static_cast<int*>(c); }, &calls));
   EXPECT_EQ(calls, 1);  // ran before returning
 
   uint32_t src = 0xdeadbeef, dst = 0;
-  ASSERT_OK(Dev()->memcpy_h2d_async(0, stream, &dst, &src, 4));
-  ASSERT_OK(Dev()->stream_synchronize(0, stream));
+  OAR_ASSERT_OK(Dev()->memcpy_h2d_async(0, stream, &dst, &src, 4));
+  OAR_ASSERT_OK(Dev()->stream_synchronize(0, stream));
   EXPECT_EQ(dst, src);
 
-  ASSERT_OK(Dev()->event_destroy(0, event));
-  ASSERT_OK(Dev()->stream_destroy(0, stream));
+  OAR_ASSERT_OK(Dev()->event_destroy(0, event));
+  OAR_ASSERT_OK(Dev()->stream_destroy(0, stream));
   EXPECT_EQ(Take(Dev()->stream_synchronize(0, stream)).code, OAR_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(Take(Dev()->stream_destroy(0, stream)).code, OAR_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(Take(Dev()->event_query(0, event, &complete)).code, OAR_STATUS_INVALID_ARGUMENT);
@@ -245,19 +182,19 @@ TEST(CpuPlugin, StreamsAndEventsAreValidatedHandles) {
 }
 
 TEST(CpuPlugin, RegistersHostKernelsThatRunOnItsMemory) {
-  oar_kernel_registrar_t registrar;
-  ASSERT_OK(Api()->kernel->register_kernels(&registrar));
+  ASSERT_TRUE(P().ok()) << P().error;  // register_kernels succeeded (LoadPlugin called it once)
+  const oar_kernel_registrar_t& registrar = P().kernels;
   // Every kernel of the host library, nothing filtered out.
-  EXPECT_EQ(registrar.ops.size(), oar::host::HostKernels().size());
+  EXPECT_EQ(registrar.entries.size(), oar::host::HostKernels().size());
   EXPECT_EQ(Api()->kernel->supports, nullptr);
   oar_kernel_fn_t add = nullptr;
   const std::vector<int32_t> f32x3 = {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32};
-  for (size_t i = 0; i < registrar.ops.size(); ++i) {
-    if (registrar.ops[i] == "add" && registrar.dtypes[i] == f32x3) add = registrar.fns[i];
+  for (const auto& e : registrar.entries) {
+    if (e.op == "add" && e.dtypes == f32x3) add = e.fn;
   }
   ASSERT_NE(add, nullptr);
   void* mem = nullptr;
-  ASSERT_OK(Dev()->malloc(0, 3 * 4 * sizeof(float), &mem));
+  OAR_ASSERT_OK(Dev()->malloc(0, 3 * 4 * sizeof(float), &mem));
   float* f = static_cast<float*>(mem);
   for (int i = 0; i < 8; ++i) f[i] = static_cast<float>(i);
   const int64_t shape[] = {4}, strides[] = {1};
@@ -277,9 +214,9 @@ TEST(CpuPlugin, RegistersHostKernelsThatRunOnItsMemory) {
   call.num_outputs = 1;
   call.inputs = descs;
   call.outputs = descs + 2;
-  ASSERT_OK(add(&call));
+  OAR_ASSERT_OK(add(&call));
   for (int i = 0; i < 4; ++i) EXPECT_EQ(f[8 + i], f[i] + f[4 + i]);
-  ASSERT_OK(Dev()->free(0, mem));
+  OAR_ASSERT_OK(Dev()->free(0, mem));
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 // only through its ABI tables. Without a device the tests that need one are SKIPPED with the vendor
 // runtime's own reason; everything else (loading, handshake, the zero-device answer, the kernel table,
 // supports, runtime compilation) is really tested.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,89 +11,26 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
-#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "oar/plugin/cpp/dtype.hpp"
+#include "oar/plugin/cpp/test_host_gtest.hpp"
 #include "oar/plugin/plugin.h"
-
-struct oar_status_t {
-  int32_t code;
-  std::string message;
-};
-
-struct oar_kernel_registrar_t {
-  std::map<std::pair<std::string, std::vector<int32_t>>, std::pair<oar_kernel_fn_t, void*>> kernels;
-};
 
 namespace {
 
 constexpr int32_t F32 = OAR_DTYPE_FLOAT32, F16 = OAR_DTYPE_FLOAT16, BF16 = OAR_DTYPE_BFLOAT16, I64 = OAR_DTYPE_INT64,
                   BOOL = OAR_DTYPE_BOOL;
 
-oar_host_api_t MakeHost(uint32_t abi_major) {
-  oar_host_api_t h{};
-  h.struct_size = OAR_HOST_API_STRUCT_SIZE;
-  h.abi_major = abi_major;
-  h.abi_minor = OAR_PLUGIN_ABI_MINOR;
-  h.status_create = [](int32_t code, const char* m) { return new oar_status_t{code, m}; };
-  h.status_code = [](const oar_status_t* s) { return s->code; };
-  h.status_message = [](const oar_status_t* s) { return s->message.c_str(); };
-  h.status_destroy = [](oar_status_t* s) { delete s; };
-  h.log = [](int32_t, const char*, const char*) {};
-  h.log_enabled = [](int32_t) { return false; };
-  h.register_kernel = [](oar_kernel_registrar_t* r, const oar_kernel_def_t* def) -> oar_status_t* {
-    auto key = std::make_pair(std::string(def->op), std::vector<int32_t>(def->dtypes, def->dtypes + def->num_dtypes));
-    if (!r->kernels.emplace(key, std::make_pair(def->fn, def->kernel_data)).second) {
-      return new oar_status_t{OAR_STATUS_ALREADY_EXISTS, "duplicate " + key.first};
-    }
-    return nullptr;
-  };
-  return h;
-}
+using oar::sdk::testing::Result;
+using oar::sdk::testing::Take;
 
-struct Result {
-  int32_t code = 0;
-  std::string message;
-};
-Result Take(oar_status_t* s) {
-  if (s == nullptr) return {};
-  Result r{s->code, s->message};
-  delete s;
-  return r;
-}
+/// The plugin, loaded once through its ABI.
+const oar::sdk::testing::LoadedPlugin& P() { return oar::sdk::testing::LoadOnce(OAR_GPU_PLUGIN_PATH); }
 
-#define ASSERT_OK(expr)                  \
-  do {                                   \
-    const Result r_ = Take(expr);        \
-    ASSERT_EQ(r_.code, 0) << r_.message; \
-  } while (0)
-
-oar_plugin_get_api_fn EntryPoint() {
-  static void* library = dlopen(OAR_GPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-  EXPECT_NE(library, nullptr) << dlerror();
-  if (library == nullptr) return nullptr;
-  return reinterpret_cast<oar_plugin_get_api_fn>(dlsym(library, OAR_PLUGIN_ENTRY_SYMBOL));
-}
-
-const oar_host_api_t& Host() {
-  static const oar_host_api_t host = MakeHost(OAR_PLUGIN_ABI_MAJOR);
-  return host;
-}
-
-const oar_plugin_api_t* Api() {
-  static const oar_plugin_api_t* api = [] {
-    const oar_plugin_api_t* a = nullptr;
-    oar_plugin_get_api_fn entry = EntryPoint();
-    if (entry == nullptr) return a;
-    EXPECT_EQ(Take(entry(&Host(), &a)).code, 0);
-    EXPECT_EQ(Take(a->initialize()).code, 0);
-    return a;
-  }();
-  return api;
-}
+const oar_plugin_api_t* Api() { return P().api; }
 const oar_device_api_t* Dev() { return Api()->device; }
 
 /// Device count and, when zero, the plugin's reason.
@@ -117,13 +53,10 @@ const Devices& Count() {
     if (Count().count == 0) GTEST_SKIP() << "no " OAR_GPU_PLUGIN_NAME " device: " << Count().status.message; \
   } while (0)
 
+/// What register_kernels registered (LoadPlugin called it once; the test host refuses duplicate keys).
 const oar_kernel_registrar_t& Kernels() {
-  static const oar_kernel_registrar_t registrar = [] {
-    oar_kernel_registrar_t r;
-    EXPECT_EQ(Take(Api()->kernel->register_kernels(&r)).code, 0);
-    return r;
-  }();
-  return registrar;
+  EXPECT_TRUE(P().ok()) << P().error;
+  return P().kernels;
 }
 
 // ===================================================================================================
@@ -144,13 +77,13 @@ TEST(GpuPlugin, LoadsAndShakesHands) {
     EXPECT_EQ(Api()->ccl->struct_size, OAR_CCL_API_STRUCT_SIZE);
   }
 
-  const oar_host_api_t future = MakeHost(OAR_PLUGIN_ABI_MAJOR + 1);
+  const oar_host_api_t future = oar::sdk::testing::MakeTestHost(OAR_PLUGIN_ABI_MAJOR + 1);
   const oar_plugin_api_t* refused = nullptr;
-  const Result r = Take(EntryPoint()(&future, &refused));
+  const Result r = Take(P().entry(&future, &refused));
   EXPECT_EQ(r.code, OAR_STATUS_FAILED_PRECONDITION);
   EXPECT_NE(r.message.find(std::to_string(OAR_PLUGIN_ABI_MAJOR + 1) + "."), std::string::npos) << r.message;
   const oar_plugin_api_t* again = nullptr;
-  ASSERT_OK(EntryPoint()(&Host(), &again));  // the plugin keeps the compatible host table
+  OAR_ASSERT_OK(P().entry(oar::sdk::testing::TestHost(), &again));  // the plugin keeps the compatible host table
 }
 
 TEST(GpuPlugin, DeviceCountIsZeroWithTheVendorsReasonOrOkWithDevices) {
@@ -177,8 +110,8 @@ TEST(GpuPlugin, CallsOnAMissingDeviceAreRefusedByName) {
 }
 
 TEST(GpuPlugin, RegistersTheDocumentedDeviceKernels) {
-  const auto& k = Kernels().kernels;
-  auto has = [&](const char* op, std::vector<int32_t> dtypes) { return k.count({op, dtypes}) == 1; };
+  const oar_kernel_registrar_t& k = Kernels();
+  auto has = [&](const char* op, std::vector<int32_t> dtypes) { return k.Find(op, dtypes).fn != nullptr; };
   EXPECT_TRUE(has("add", {F32, F32, F32}));
   EXPECT_TRUE(has("add", {BF16, BF16, BF16}));
   EXPECT_TRUE(has("matmul", {F16, F16, F16}));
@@ -197,12 +130,12 @@ TEST(GpuPlugin, RegistersTheDocumentedDeviceKernels) {
   EXPECT_TRUE(has("max_pool2d", {BF16, BF16, I64}));
   EXPECT_FALSE(has("div", {I64, I64, I64}));  // the contract has no integer div
   for (const char* op : {"avg_pool2d", "avg_pool2d_grad", "adaptive_avg_pool2d"}) {
-    for (const auto& [key, fn] : k) EXPECT_NE(key.first, op) << op << " has no device kernel yet";
+    for (const auto& e : k.entries) EXPECT_NE(e.op, op) << op << " has no device kernel yet";
   }
-  EXPECT_GT(k.size(), 450u);
-  for (const auto& [key, kernel] : k) {
-    EXPECT_NE(kernel.first, nullptr) << key.first;
-    EXPECT_NE(kernel.second, nullptr) << key.first << ": every kernel carries its op description";
+  EXPECT_GT(k.entries.size(), 450u);
+  for (const auto& e : k.entries) {
+    EXPECT_NE(e.fn, nullptr) << e.op;
+    EXPECT_NE(e.kernel_data, nullptr) << e.op << ": every kernel carries its op description";
   }
 }
 
@@ -266,7 +199,7 @@ const char* kScaleSource =
 TEST(GpuPlugin, RuntimeCompilerBuildsKernelsWithoutADevice) {
   const int32_t* languages = nullptr;
   int32_t n = 0;
-  ASSERT_OK(Api()->compiler->languages(0, &languages, &n));
+  OAR_ASSERT_OK(Api()->compiler->languages(0, &languages, &n));
   ASSERT_EQ(n, 1);
   EXPECT_EQ(languages[0], OwnLanguage());
 
@@ -285,9 +218,9 @@ TEST(GpuPlugin, RuntimeCompilerBuildsKernelsWithoutADevice) {
   }
   ASSERT_EQ(good.code, 0) << good.message;
   oar_function_t fn = nullptr;
-  ASSERT_OK(Api()->compiler->get_function(0, module, "scale", &fn));
+  OAR_ASSERT_OK(Api()->compiler->get_function(0, module, "scale", &fn));
   EXPECT_EQ(Take(Api()->compiler->get_function(0, module, "missing", &fn)).code, OAR_STATUS_NOT_FOUND);
-  ASSERT_OK(Api()->compiler->module_destroy(0, module));
+  OAR_ASSERT_OK(Api()->compiler->module_destroy(0, module));
 }
 
 TEST(GpuPlugin, CollectivesCheckTheirArguments) {
@@ -338,8 +271,8 @@ Result RunKernel(const char* op, const std::vector<oar_tensor_desc_t>& inputs,
   std::vector<int32_t> dtypes;
   for (const auto& d : inputs) dtypes.push_back(d.dtype);
   for (const auto& d : outputs) dtypes.push_back(d.dtype);
-  auto it = Kernels().kernels.find({op, dtypes});
-  if (it == Kernels().kernels.end()) return {OAR_STATUS_NOT_FOUND, std::string("no kernel for ") + op};
+  const oar::sdk::testing::Registration kernel = Kernels().Find(op, dtypes);
+  if (kernel.fn == nullptr) return {OAR_STATUS_NOT_FOUND, std::string("no kernel for ") + op};
   Stream stream;
   oar_kernel_call_t c{};
   c.struct_size = OAR_KERNEL_CALL_STRUCT_SIZE;
@@ -352,8 +285,8 @@ Result RunKernel(const char* op, const std::vector<oar_tensor_desc_t>& inputs,
   c.inputs = inputs.data();
   c.outputs = outputs.data();
   c.attrs = attrs.data();
-  c.kernel_data = it->second.second;
-  Result r = Take(it->second.first(&c));
+  c.kernel_data = kernel.kernel_data;
+  Result r = Take(kernel.fn(&c));
   if (r.code == 0) r = Take(Dev()->stream_synchronize(0, stream.s));
   return r;
 }
@@ -372,13 +305,13 @@ TEST(GpuDevice, MemoryCopiesAndStatistics) {
   std::vector<uint8_t> host(1 << 20);
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<uint8_t>(i * 7);
   Buffer a(host), b(host.size());
-  ASSERT_OK(Dev()->memcpy_d2d(0, b.get(), a.get(), host.size()));
+  OAR_ASSERT_OK(Dev()->memcpy_d2d(0, b.get(), a.get(), host.size()));
   EXPECT_EQ(b.Read<uint8_t>(), host);
-  ASSERT_OK(Dev()->memset(0, b.get(), 3, 100));
+  OAR_ASSERT_OK(Dev()->memset(0, b.get(), 3, 100));
   EXPECT_EQ(b.Read<uint8_t>()[99], 3);
   oar_memory_stats_t stats{};
   stats.struct_size = OAR_MEMORY_STATS_STRUCT_SIZE;
-  ASSERT_OK(Dev()->memory_stats(0, &stats));
+  OAR_ASSERT_OK(Dev()->memory_stats(0, &stats));
   EXPECT_GE(stats.bytes_in_use, 2u * host.size());
   EXPECT_GT(stats.bytes_limit, stats.bytes_in_use);
   void* huge = nullptr;
@@ -390,26 +323,26 @@ TEST(GpuDevice, StreamsEventsAndCallbacksRunInOrder) {
   Stream s1, s2;
   std::vector<float> host(1 << 22, 1.5f), back(host.size());
   void* pinned = nullptr;
-  ASSERT_OK(Dev()->host_malloc(0, host.size() * 4, &pinned));
+  OAR_ASSERT_OK(Dev()->host_malloc(0, host.size() * 4, &pinned));
   std::memcpy(pinned, host.data(), host.size() * 4);
   Buffer dev(host.size() * 4), copy(host.size() * 4);
   oar_event_t event = nullptr;
-  ASSERT_OK(Dev()->event_create(0, &event));
-  ASSERT_OK(Dev()->memcpy_h2d_async(0, s1.s, dev.get(), pinned, host.size() * 4));
-  ASSERT_OK(Dev()->event_record(0, event, s1.s));
-  ASSERT_OK(Dev()->stream_wait_event(0, s2.s, event));
-  ASSERT_OK(Dev()->memcpy_d2d_async(0, s2.s, copy.get(), dev.get(), host.size() * 4));
+  OAR_ASSERT_OK(Dev()->event_create(0, &event));
+  OAR_ASSERT_OK(Dev()->memcpy_h2d_async(0, s1.s, dev.get(), pinned, host.size() * 4));
+  OAR_ASSERT_OK(Dev()->event_record(0, event, s1.s));
+  OAR_ASSERT_OK(Dev()->stream_wait_event(0, s2.s, event));
+  OAR_ASSERT_OK(Dev()->memcpy_d2d_async(0, s2.s, copy.get(), dev.get(), host.size() * 4));
   std::atomic<int> called{0};
-  ASSERT_OK(Dev()->stream_add_callback(
+  OAR_ASSERT_OK(Dev()->stream_add_callback(
       0, s2.s, [](void* p) { static_cast<std::atomic<int>*>(p)->fetch_add(1); }, &called));
-  ASSERT_OK(Dev()->stream_synchronize(0, s2.s));
+  OAR_ASSERT_OK(Dev()->stream_synchronize(0, s2.s));
   EXPECT_EQ(called.load(), 1);
   bool done = false;
-  ASSERT_OK(Dev()->event_query(0, event, &done));
+  OAR_ASSERT_OK(Dev()->event_query(0, event, &done));
   EXPECT_TRUE(done);
   EXPECT_EQ(copy.Read<float>(), host);
-  ASSERT_OK(Dev()->event_destroy(0, event));
-  ASSERT_OK(Dev()->host_free(0, pinned));
+  OAR_ASSERT_OK(Dev()->event_destroy(0, event));
+  OAR_ASSERT_OK(Dev()->host_free(0, pinned));
 }
 
 TEST(GpuDevice, AddBroadcastsThroughZeroStridesAndReadsPermutedInputs) {

@@ -48,14 +48,14 @@ class Kunlun : public ::testing::Test {
     ASSERT_EQ(P().error, "");
   }
   void TearDown() override {
-    for (void* p : allocations_) SIM_EXPECT_OK(P().dev()->free(0, p));
+    for (void* p : allocations_) OAR_EXPECT_OK(P().dev()->free(0, p));
   }
   template <typename T>
   void* Upload(const std::vector<T>& v, size_t extra = 0) {
     void* p = nullptr;
     EXPECT_TRUE(Take(P().dev()->malloc(0, v.size() * sizeof(T) + extra, &p)).ok());
     allocations_.push_back(p);
-    if (!v.empty()) SIM_EXPECT_OK(P().dev()->memcpy_h2d(0, p, v.data(), v.size() * sizeof(T)));
+    if (!v.empty()) OAR_EXPECT_OK(P().dev()->memcpy_h2d(0, p, v.data(), v.size() * sizeof(T)));
     return p;
   }
   void* Alloc(size_t bytes) {
@@ -67,7 +67,7 @@ class Kunlun : public ::testing::Test {
   template <typename T>
   std::vector<T> Download(const void* p, size_t n) {
     std::vector<T> v(n);
-    if (n > 0) SIM_EXPECT_OK(P().dev()->memcpy_d2h(0, v.data(), p, n * sizeof(T)));
+    if (n > 0) OAR_EXPECT_OK(P().dev()->memcpy_d2h(0, v.data(), p, n * sizeof(T)));
     return v;
   }
   /// Launch `op` with key `key`; waits for it and returns the first error.
@@ -75,7 +75,7 @@ class Kunlun : public ::testing::Test {
              const std::vector<const Desc*>& out, std::vector<oar_attr_t> attrs = {}) {
     const auto k = P().Find(op, key);
     if (k.fn == nullptr) return {OAR_STATUS_NOT_FOUND, std::string("no kernel for ") + op};
-    Call call(op, 0, S(), in, out, std::move(attrs), k.data);
+    Call call(op, 0, S(), in, out, std::move(attrs), k.kernel_data);
     Result r = Take(k.fn(&call.c));
     if (!r.ok()) return r;
     return Take(P().dev()->stream_synchronize(0, S()));
@@ -119,9 +119,9 @@ TEST_F(Kunlun, DeclaresOnlyTheSupportedOpDtypeMatrix) {
   // supports() agrees with the registration: a matching query is accepted, a float64 one is not.
   const auto add = P().Find("add", {F32, F32, F32});
   Desc a(nullptr, F32, {4}), d(nullptr, F64, {4});
-  Call ok("add", 0, nullptr, {&a, &a}, {&a}, {}, add.data);
+  Call ok("add", 0, nullptr, {&a, &a}, {&a}, {}, add.kernel_data);
   EXPECT_TRUE(Take(P().api->kernel->supports(&ok.c)).ok());
-  Call bad("add", 0, nullptr, {&d, &d}, {&d}, {}, add.data);
+  Call bad("add", 0, nullptr, {&d, &d}, {&d}, {}, add.kernel_data);
   const Result r = Take(P().api->kernel->supports(&bad.c));
   EXPECT_EQ(r.code, OAR_STATUS_UNIMPLEMENTED);
   EXPECT_NE(r.message.find("float64"), std::string::npos) << r.message;
@@ -296,16 +296,16 @@ TEST_F(Kunlun, TimeModelRunsTilesInWavesOverTheClusterCores) {
   const int64_t n = (cores + 1) * tile;
   void* a = Alloc(n * 4);
   void* out = Alloc(n * 4);
-  SIM_ASSERT_OK(P().dev()->memset(0, a, 0, n * 4));
+  OAR_ASSERT_OK(P().dev()->memset(0, a, 0, n * 4));
   const oar_profiler_api_t* prof = P().api->profiler;
-  SIM_ASSERT_OK(prof->start(0));
+  OAR_ASSERT_OK(prof->start(0));
   for (int64_t elements : {tile, cores * tile, (cores + 1) * tile}) {
     Desc x(a, F32, {elements}), o(out, F32, {elements});
     ASSERT_TRUE(Run("add", {F32, F32, F32}, {&x, &x}, {&o}).ok());
   }
-  SIM_ASSERT_OK(prof->stop(0));
+  OAR_ASSERT_OK(prof->stop(0));
   std::vector<Record> records;
-  SIM_ASSERT_OK(prof->flush(0, Collect, &records));
+  OAR_ASSERT_OK(prof->flush(0, Collect, &records));
   ASSERT_EQ(records.size(), 3u);
   EXPECT_EQ(records[0].duration, records[1].duration);
   EXPECT_GT(records[2].duration, records[1].duration * 3 / 2);

@@ -1,7 +1,6 @@
 // The level_zero plugin as the host sees it: loaded with dlopen and driven only through its ABI tables.
 // Without an Intel GPU and driver the device tests report SKIPPED with the plugin's own reason; loading,
 // the handshake, the no-driver behaviour, the registered keys and `supports` are tested everywhere.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,82 +12,18 @@
 #include <string_view>
 #include <vector>
 
+#include "oar/plugin/cpp/test_host_gtest.hpp"
 #include "oar/plugin/plugin.h"
-
-struct oar_status_t {
-  int32_t code;
-  std::string message;
-};
-
-struct oar_kernel_registrar_t {  // def.op and def.dtypes are only valid during the call: copy them
-  std::vector<std::string> ops;
-  std::vector<std::vector<int32_t>> dtypes;
-  std::vector<oar_kernel_fn_t> fns;
-};
 
 namespace {
 
-oar_host_api_t MakeHost(uint32_t abi_major) {
-  oar_host_api_t h{};
-  h.struct_size = OAR_HOST_API_STRUCT_SIZE;
-  h.abi_major = abi_major;
-  h.abi_minor = OAR_PLUGIN_ABI_MINOR;
-  h.status_create = [](int32_t code, const char* m) { return new oar_status_t{code, m}; };
-  h.status_code = [](const oar_status_t* s) { return s->code; };
-  h.status_message = [](const oar_status_t* s) { return s->message.c_str(); };
-  h.status_destroy = [](oar_status_t* s) { delete s; };
-  h.log = [](int32_t, const char*, const char*) {};
-  h.log_enabled = [](int32_t) { return false; };
-  h.register_kernel = [](oar_kernel_registrar_t* r, const oar_kernel_def_t* def) -> oar_status_t* {
-    r->ops.emplace_back(def->op);
-    r->dtypes.emplace_back(def->dtypes, def->dtypes + def->num_dtypes);
-    r->fns.push_back(def->fn);
-    return nullptr;
-  };
-  return h;
-}
+using oar::sdk::testing::Result;
+using oar::sdk::testing::Take;
 
-struct Result {
-  int32_t code = 0;
-  std::string message;
-};
-Result Take(oar_status_t* s) {
-  if (s == nullptr) return {};
-  Result r{s->code, s->message};
-  delete s;
-  return r;
-}
+/// The plugin, loaded once through its ABI (loading, initialize and register_kernels must succeed without a driver).
+const oar::sdk::testing::LoadedPlugin& P() { return oar::sdk::testing::LoadOnce(OAR_LEVEL_ZERO_PLUGIN); }
 
-#define ASSERT_OK(expr)                  \
-  do {                                   \
-    const Result r_ = Take(expr);        \
-    ASSERT_EQ(r_.code, 0) << r_.message; \
-  } while (0)
-
-oar_plugin_get_api_fn EntryPoint() {
-  static void* library = dlopen(OAR_LEVEL_ZERO_PLUGIN, RTLD_NOW | RTLD_LOCAL);
-  EXPECT_NE(library, nullptr) << dlerror();
-  if (library == nullptr) return nullptr;
-  return reinterpret_cast<oar_plugin_get_api_fn>(dlsym(library, OAR_PLUGIN_ENTRY_SYMBOL));
-}
-
-const oar_host_api_t& Host() {
-  static const oar_host_api_t host = MakeHost(OAR_PLUGIN_ABI_MAJOR);
-  return host;
-}
-
-const oar_plugin_api_t* Api() {
-  static const oar_plugin_api_t* api = [] {
-    const oar_plugin_api_t* a = nullptr;
-    oar_plugin_get_api_fn entry = EntryPoint();
-    if (entry == nullptr) return a;
-    EXPECT_EQ(Take(entry(&Host(), &a)).code, 0);
-    EXPECT_EQ(Take(a->initialize()).code, 0) << "initialize must succeed without a driver";
-    return a;
-  }();
-  return api;
-}
-
+const oar_plugin_api_t* Api() { return P().api; }
 const oar_device_api_t* Dev() { return Api()->device; }
 
 /// The number of devices and, when there are none, the plugin's reason.
@@ -118,13 +53,13 @@ TEST(LevelZeroPlugin, HandshakeNamesAndVersions) {
   EXPECT_GE(Api()->kernel->struct_size, OAR_KERNEL_API_MIN_SIZE);
   EXPECT_EQ(Api()->compiler, nullptr) << "no runtime compiler: it would need clang at run time";
 
-  const oar_host_api_t future = MakeHost(OAR_PLUGIN_ABI_MAJOR + 1);
+  const oar_host_api_t future = oar::sdk::testing::MakeTestHost(OAR_PLUGIN_ABI_MAJOR + 1);
   const oar_plugin_api_t* refused = nullptr;
-  const Result r = Take(EntryPoint()(&future, &refused));
+  const Result r = Take(P().entry(&future, &refused));
   EXPECT_EQ(r.code, OAR_STATUS_FAILED_PRECONDITION);
   EXPECT_NE(r.message.find(std::to_string(OAR_PLUGIN_ABI_MAJOR + 1) + "."), std::string::npos) << r.message;
   const oar_plugin_api_t* again = nullptr;
-  ASSERT_OK(EntryPoint()(&Host(), &again));  // restore the host table the plugin keeps
+  OAR_ASSERT_OK(P().entry(oar::sdk::testing::TestHost(), &again));  // restore the host table the plugin keeps
 }
 
 TEST(LevelZeroPlugin, DeviceCountIsZeroWithLevelZerosOwnWordsOrCountsGpus) {
@@ -175,25 +110,22 @@ TEST(LevelZeroPlugin, WithoutDevicesEverySlotRefusesByName) {
   EXPECT_EQ(Take(Dev()->memory_stats(0, &stats)).code, OAR_STATUS_INVALID_ARGUMENT);
 }
 
-oar_kernel_registrar_t Registered() {
-  oar_kernel_registrar_t r;
-  EXPECT_EQ(Take(Api()->kernel->register_kernels(&r)).code, 0);
-  return r;
+/// What register_kernels registered (LoadPlugin called it once, as the runtime does).
+const oar_kernel_registrar_t& Registered() {
+  EXPECT_TRUE(P().ok()) << P().error;
+  return P().kernels;
 }
 
 bool HasKey(const oar_kernel_registrar_t& r, std::string_view op, const std::vector<int32_t>& dtypes) {
-  for (size_t i = 0; i < r.ops.size(); ++i) {
-    if (r.ops[i] == op && r.dtypes[i] == dtypes) return true;
-  }
-  return false;
+  return r.Find(op, dtypes).fn != nullptr;
 }
 
 TEST(LevelZeroPlugin, RegistersItsKeysWithoutADevice) {
-  const oar_kernel_registrar_t r = Registered();
+  const oar_kernel_registrar_t& r = Registered();
   // 35 float ops x {F32, F16} + 15 integer ops x {I32, I64} + 25 casts
   // + {copy, fill, where, index_select, gather} x 9 dtypes.
-  EXPECT_EQ(r.ops.size(), 2u * 35 + 2 * 15 + 25 + 5 * 9);
-  for (oar_kernel_fn_t fn : r.fns) EXPECT_NE(fn, nullptr);
+  EXPECT_EQ(r.entries.size(), 2u * 35 + 2 * 15 + 25 + 5 * 9);
+  for (const auto& e : r.entries) EXPECT_NE(e.fn, nullptr) << e.op;
   constexpr int32_t F32 = OAR_DTYPE_FLOAT32, F16 = OAR_DTYPE_FLOAT16, F64 = OAR_DTYPE_FLOAT64,
                     BF16 = OAR_DTYPE_BFLOAT16, I64 = OAR_DTYPE_INT64, I8 = OAR_DTYPE_INT8, B = OAR_DTYPE_BOOL;
   EXPECT_TRUE(HasKey(r, "add", {F32, F32, F32}));
@@ -267,7 +199,7 @@ TEST(LevelZeroPlugin, DeviceAttributes) {
   REQUIRE_DEVICE();
   const oar_attr_t* attrs = nullptr;
   int32_t n = 0;
-  ASSERT_OK(Dev()->device_attributes(0, &attrs, &n));
+  OAR_ASSERT_OK(Dev()->device_attributes(0, &attrs, &n));
   bool has_name = false, has_memory = false;
   for (int32_t i = 0; i < n; ++i) {
     if (std::string_view(attrs[i].name) == OAR_DEVICE_ATTR_NAME) has_name = attrs[i].v.s.size > 0;
@@ -280,88 +212,88 @@ TEST(LevelZeroPlugin, DeviceAttributes) {
 TEST(LevelZeroPlugin, MemoryRoundTripMemsetAndStats) {
   REQUIRE_DEVICE();
   void* d = nullptr;
-  ASSERT_OK(Dev()->malloc(0, 4096, &d));
+  OAR_ASSERT_OK(Dev()->malloc(0, 4096, &d));
   oar_memory_stats_t stats{};
   stats.struct_size = OAR_MEMORY_STATS_STRUCT_SIZE;
-  ASSERT_OK(Dev()->memory_stats(0, &stats));
+  OAR_ASSERT_OK(Dev()->memory_stats(0, &stats));
   EXPECT_TRUE(stats.bytes_in_use_is_set);
   EXPECT_GE(stats.bytes_in_use, 4096u);
   std::vector<uint8_t> in(4096), out(4096, 0);
   for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 7);
-  ASSERT_OK(Dev()->memcpy_h2d(0, d, in.data(), in.size()));
-  ASSERT_OK(Dev()->memcpy_d2h(0, out.data(), d, out.size()));
+  OAR_ASSERT_OK(Dev()->memcpy_h2d(0, d, in.data(), in.size()));
+  OAR_ASSERT_OK(Dev()->memcpy_d2h(0, out.data(), d, out.size()));
   EXPECT_EQ(in, out);
-  ASSERT_OK(Dev()->memset(0, d, 0xab, 100));
-  ASSERT_OK(Dev()->memcpy_d2h(0, out.data(), d, out.size()));
+  OAR_ASSERT_OK(Dev()->memset(0, d, 0xab, 100));
+  OAR_ASSERT_OK(Dev()->memcpy_d2h(0, out.data(), d, out.size()));
   EXPECT_EQ(out[99], 0xab);
   EXPECT_EQ(out[100], in[100]);
-  ASSERT_OK(Dev()->free(0, d));
+  OAR_ASSERT_OK(Dev()->free(0, d));
 }
 
 TEST(LevelZeroPlugin, AsyncCopiesEventsAndCallbacksRunInOrder) {
   REQUIRE_DEVICE();
   oar_stream_t a = nullptr, b = nullptr;
-  ASSERT_OK(Dev()->stream_create(0, &a));
-  ASSERT_OK(Dev()->stream_create(0, &b));
+  OAR_ASSERT_OK(Dev()->stream_create(0, &a));
+  OAR_ASSERT_OK(Dev()->stream_create(0, &b));
   oar_event_t e = nullptr;
-  ASSERT_OK(Dev()->event_create(0, &e));
+  OAR_ASSERT_OK(Dev()->event_create(0, &e));
   bool done = false;
-  ASSERT_OK(Dev()->event_query(0, e, &done));
+  OAR_ASSERT_OK(Dev()->event_query(0, e, &done));
   EXPECT_TRUE(done) << "an event never recorded is complete";
   const size_t n = 1 << 20;
   std::vector<float> in(n), out(n, 0.0f);
   for (size_t i = 0; i < n; ++i) in[i] = static_cast<float>(i);
   void *x = nullptr, *y = nullptr;
-  ASSERT_OK(Dev()->malloc(0, n * 4, &x));
-  ASSERT_OK(Dev()->malloc(0, n * 4, &y));
-  ASSERT_OK(Dev()->memcpy_h2d_async(0, a, x, in.data(), n * 4));
-  ASSERT_OK(Dev()->event_record(0, e, a));
-  ASSERT_OK(Dev()->stream_wait_event(0, b, e));
-  ASSERT_OK(Dev()->memcpy_d2d_async(0, b, y, x, n * 4));
-  ASSERT_OK(Dev()->memcpy_d2h_async(0, b, out.data(), y, n * 4));
+  OAR_ASSERT_OK(Dev()->malloc(0, n * 4, &x));
+  OAR_ASSERT_OK(Dev()->malloc(0, n * 4, &y));
+  OAR_ASSERT_OK(Dev()->memcpy_h2d_async(0, a, x, in.data(), n * 4));
+  OAR_ASSERT_OK(Dev()->event_record(0, e, a));
+  OAR_ASSERT_OK(Dev()->stream_wait_event(0, b, e));
+  OAR_ASSERT_OK(Dev()->memcpy_d2d_async(0, b, y, x, n * 4));
+  OAR_ASSERT_OK(Dev()->memcpy_d2h_async(0, b, out.data(), y, n * 4));
   static std::atomic<int> order{0};
   static int first = -1, second = -1;
   order = 0;
-  ASSERT_OK(Dev()->stream_add_callback(
+  OAR_ASSERT_OK(Dev()->stream_add_callback(
       0, b, [](void*) { first = order++; }, nullptr));
-  ASSERT_OK(Dev()->stream_add_callback(
+  OAR_ASSERT_OK(Dev()->stream_add_callback(
       0, b, [](void*) { second = order++; }, nullptr));
-  ASSERT_OK(Dev()->stream_synchronize(0, b));
+  OAR_ASSERT_OK(Dev()->stream_synchronize(0, b));
   EXPECT_EQ(first, 0);
   EXPECT_EQ(second, 1);
   EXPECT_EQ(in, out);
   bool idle = false;
-  ASSERT_OK(Dev()->stream_query(0, b, &idle));
+  OAR_ASSERT_OK(Dev()->stream_query(0, b, &idle));
   EXPECT_TRUE(idle);
-  ASSERT_OK(Dev()->event_synchronize(0, e));
-  ASSERT_OK(Dev()->event_destroy(0, e));
-  ASSERT_OK(Dev()->stream_destroy(0, a));
-  ASSERT_OK(Dev()->stream_destroy(0, b));
-  ASSERT_OK(Dev()->free(0, x));
-  ASSERT_OK(Dev()->free(0, y));
+  OAR_ASSERT_OK(Dev()->event_synchronize(0, e));
+  OAR_ASSERT_OK(Dev()->event_destroy(0, e));
+  OAR_ASSERT_OK(Dev()->stream_destroy(0, a));
+  OAR_ASSERT_OK(Dev()->stream_destroy(0, b));
+  OAR_ASSERT_OK(Dev()->free(0, x));
+  OAR_ASSERT_OK(Dev()->free(0, y));
   EXPECT_EQ(Take(Dev()->stream_synchronize(0, a)).code, OAR_STATUS_INVALID_ARGUMENT) << "destroyed handle";
 }
 
 TEST(LevelZeroPlugin, AddKernelOnTheDevice) {
   REQUIRE_DEVICE();
-  const oar_kernel_registrar_t r = Registered();
+  const oar_kernel_registrar_t& r = Registered();
   oar_kernel_fn_t add = nullptr;
-  for (size_t i = 0; i < r.ops.size(); ++i) {
-    if (r.ops[i] == "add" && r.dtypes[i][0] == OAR_DTYPE_FLOAT32) add = r.fns[i];
+  for (const auto& e : r.entries) {
+    if (e.op == "add" && e.dtypes[0] == OAR_DTYPE_FLOAT32) add = e.fn;
   }
   ASSERT_NE(add, nullptr);
   oar_stream_t s = nullptr;
-  ASSERT_OK(Dev()->stream_create(0, &s));
+  OAR_ASSERT_OK(Dev()->stream_create(0, &s));
   const int64_t rows = 3, cols = 5;
   std::vector<float> a(rows * cols), b(cols), out(rows * cols);
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i);
   for (size_t i = 0; i < b.size(); ++i) b[i] = 100.0f * static_cast<float>(i);
   void *da = nullptr, *db = nullptr, *dout = nullptr;
-  ASSERT_OK(Dev()->malloc(0, a.size() * 4, &da));
-  ASSERT_OK(Dev()->malloc(0, b.size() * 4, &db));
-  ASSERT_OK(Dev()->malloc(0, out.size() * 4, &dout));
-  ASSERT_OK(Dev()->memcpy_h2d(0, da, a.data(), a.size() * 4));
-  ASSERT_OK(Dev()->memcpy_h2d(0, db, b.data(), b.size() * 4));
+  OAR_ASSERT_OK(Dev()->malloc(0, a.size() * 4, &da));
+  OAR_ASSERT_OK(Dev()->malloc(0, b.size() * 4, &db));
+  OAR_ASSERT_OK(Dev()->malloc(0, out.size() * 4, &dout));
+  OAR_ASSERT_OK(Dev()->memcpy_h2d(0, da, a.data(), a.size() * 4));
+  OAR_ASSERT_OK(Dev()->memcpy_h2d(0, db, b.data(), b.size() * 4));
   Query q("add", {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32}, {OAR_DTYPE_FLOAT32}, {rows, cols});
   q.strides[0] = {cols, 1};
   q.strides[1] = {0, 1};  // b broadcast along rows
@@ -370,16 +302,16 @@ TEST(LevelZeroPlugin, AddKernelOnTheDevice) {
   q.inputs[1].data = db;
   q.outputs[0].data = dout;
   q.call.stream = s;
-  ASSERT_OK(add(&q.call));
-  ASSERT_OK(Dev()->memcpy_d2h_async(0, s, out.data(), dout, out.size() * 4));
-  ASSERT_OK(Dev()->stream_synchronize(0, s));
+  OAR_ASSERT_OK(add(&q.call));
+  OAR_ASSERT_OK(Dev()->memcpy_d2h_async(0, s, out.data(), dout, out.size() * 4));
+  OAR_ASSERT_OK(Dev()->stream_synchronize(0, s));
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < cols; ++j) EXPECT_EQ(out[i * cols + j], a[i * cols + j] + b[j]);
   }
-  ASSERT_OK(Dev()->stream_destroy(0, s));
-  ASSERT_OK(Dev()->free(0, da));
-  ASSERT_OK(Dev()->free(0, db));
-  ASSERT_OK(Dev()->free(0, dout));
+  OAR_ASSERT_OK(Dev()->stream_destroy(0, s));
+  OAR_ASSERT_OK(Dev()->free(0, da));
+  OAR_ASSERT_OK(Dev()->free(0, db));
+  OAR_ASSERT_OK(Dev()->free(0, dout));
 }
 
 }  // namespace

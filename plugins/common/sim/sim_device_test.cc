@@ -78,7 +78,7 @@ class SimDevice : public ::testing::TestWithParam<SimParam> {
     const auto k = P().Find("add", kAddF32);
     EXPECT_NE(k.fn, nullptr);
     Desc da(a, OAR_DTYPE_FLOAT32, {n}), db(b, OAR_DTYPE_FLOAT32, {n}), dout(out, OAR_DTYPE_FLOAT32, {n});
-    Call call("add", device, stream, {&da, &db}, {&dout}, {}, k.data);
+    Call call("add", device, stream, {&da, &db}, {&dout}, {}, k.kernel_data);
     return Take(k.fn(&call.c));
   }
   std::vector<float> Read(int32_t device, const void* src, size_t n) {
@@ -88,13 +88,13 @@ class SimDevice : public ::testing::TestWithParam<SimParam> {
     return v;
   }
   void Write(int32_t device, void* dst, const std::vector<float>& v) {
-    SIM_EXPECT_OK(D()->memcpy_h2d(device, dst, v.data(), v.size() * sizeof(float)));
+    OAR_EXPECT_OK(D()->memcpy_h2d(device, dst, v.data(), v.size() * sizeof(float)));
   }
 };
 
 TEST_P(SimDevice, PublishesItsDeviceModel) {
   int32_t count = 0;
-  SIM_ASSERT_OK(D()->device_count(&count));
+  OAR_ASSERT_OK(D()->device_count(&count));
   EXPECT_EQ(count, 2);
   for (int32_t d = 0; d < count; ++d) {
     const oar_attr_t* name = FindDeviceAttr(P(), d, OAR_DEVICE_ATTR_NAME);
@@ -129,7 +129,7 @@ TEST_P(SimDevice, PublishesItsDeviceModel) {
 // A device pointer is not a host address: reading it faults at once, at that very address.
 TEST_P(SimDevice, HostDereferenceOfADevicePointerFaults) {
   void* p = Malloc(0, 4096);
-  SIM_ASSERT_OK(D()->memset(0, p, 1, 4096));
+  OAR_ASSERT_OK(D()->memset(0, p, 1, 4096));
   static void* expected = nullptr;
   expected = static_cast<char*>(p) + 100;
   const std::string outcome = RunInChild([]() -> std::string {
@@ -143,13 +143,13 @@ TEST_P(SimDevice, HostDereferenceOfADevicePointerFaults) {
     return "reading the device pointer did not fault (read " + std::to_string(static_cast<int>(c)) + ")";
   });
   EXPECT_EQ(outcome, "child exited with 42");
-  SIM_EXPECT_OK(D()->free(0, p));
+  OAR_EXPECT_OK(D()->free(0, p));
 }
 
 TEST_P(SimDevice, CapacityAlignmentAndStatistics) {
   oar_memory_stats_t before{};
   before.struct_size = OAR_MEMORY_STATS_STRUCT_SIZE;
-  SIM_ASSERT_OK(D()->memory_stats(1, &before));
+  OAR_ASSERT_OK(D()->memory_stats(1, &before));
   EXPECT_TRUE(before.bytes_limit_is_set && before.bytes_in_use_is_set && before.num_allocs_is_set &&
               before.peak_bytes_in_use_is_set);
   EXPECT_EQ(before.bytes_limit, kCapacity);
@@ -163,7 +163,7 @@ TEST_P(SimDevice, CapacityAlignmentAndStatistics) {
   EXPECT_NE(blocks[0], blocks[1]);  // size 0: unique pointers
   oar_memory_stats_t during{};
   during.struct_size = OAR_MEMORY_STATS_STRUCT_SIZE;
-  SIM_ASSERT_OK(D()->memory_stats(1, &during));
+  OAR_ASSERT_OK(D()->memory_stats(1, &during));
   EXPECT_EQ(during.bytes_in_use, before.bytes_in_use + 1 + 33 + 1000 + 4096);
   EXPECT_EQ(during.num_allocs, before.num_allocs + 6);
 
@@ -187,11 +187,11 @@ TEST_P(SimDevice, CapacityAlignmentAndStatistics) {
   }
   EXPECT_GE(big.size(), 6u);
   EXPECT_LE(big.size(), 8u);
-  for (void* q : big) SIM_EXPECT_OK(D()->free(1, q));
-  for (void* q : blocks) SIM_EXPECT_OK(D()->free(1, q));
+  for (void* q : big) OAR_EXPECT_OK(D()->free(1, q));
+  for (void* q : blocks) OAR_EXPECT_OK(D()->free(1, q));
   oar_memory_stats_t after{};
   after.struct_size = OAR_MEMORY_STATS_STRUCT_SIZE;
-  SIM_ASSERT_OK(D()->memory_stats(1, &after));
+  OAR_ASSERT_OK(D()->memory_stats(1, &after));
   EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
   EXPECT_EQ(after.num_allocs, before.num_allocs);
   EXPECT_GE(after.peak_bytes_in_use, 6u * (8u << 20));
@@ -218,11 +218,11 @@ TEST_P(SimDevice, InvalidPointersAreRefusedNotDereferenced) {
   const Result k = Add(0, s, a, host.data(), a, 16);
   EXPECT_EQ(k.code, OAR_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(k.message.find("input 1"), std::string::npos) << k.message;
-  SIM_EXPECT_OK(D()->stream_destroy(0, s));
-  SIM_EXPECT_OK(D()->free(0, a));
+  OAR_EXPECT_OK(D()->stream_destroy(0, s));
+  OAR_EXPECT_OK(D()->free(0, a));
   EXPECT_EQ(code(D()->free(0, a)), OAR_STATUS_INVALID_ARGUMENT);  // double free
-  SIM_EXPECT_OK(D()->free(1, b));
-  SIM_EXPECT_OK(D()->free(0, nullptr));
+  OAR_EXPECT_OK(D()->free(1, b));
+  OAR_EXPECT_OK(D()->free(0, nullptr));
   int bogus = 0;
   EXPECT_EQ(code(D()->stream_synchronize(0, reinterpret_cast<oar_stream_t>(&bogus))), OAR_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(code(D()->event_query(0, reinterpret_cast<oar_event_t>(&bogus), reinterpret_cast<bool*>(&bogus))),
@@ -236,19 +236,19 @@ TEST_P(SimDevice, SyncAndAsyncCopiesAndMemset) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i) * 0.5f;
   Write(0, a, v);
-  SIM_ASSERT_OK(D()->memcpy_d2d(0, b, a, n * 4));
+  OAR_ASSERT_OK(D()->memcpy_d2d(0, b, a, n * 4));
   EXPECT_EQ(Read(0, b, n), v);
   oar_stream_t s = NewStream(0);
   std::vector<float> back(n, -1);
-  SIM_ASSERT_OK(D()->memset_async(0, s, b, 0, n * 4));
-  SIM_ASSERT_OK(D()->memcpy_d2d_async(0, s, b, a, n * 2));
-  SIM_ASSERT_OK(D()->memcpy_d2h_async(0, s, back.data(), b, n * 4));
-  SIM_ASSERT_OK(D()->stream_synchronize(0, s));
+  OAR_ASSERT_OK(D()->memset_async(0, s, b, 0, n * 4));
+  OAR_ASSERT_OK(D()->memcpy_d2d_async(0, s, b, a, n * 2));
+  OAR_ASSERT_OK(D()->memcpy_d2h_async(0, s, back.data(), b, n * 4));
+  OAR_ASSERT_OK(D()->stream_synchronize(0, s));
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], i < n / 2 ? v[i] : 0.0f) << i;
-  SIM_EXPECT_OK(D()->memcpy_d2h(0, nullptr, nullptr, 0));  // size 0 touches nothing
-  SIM_EXPECT_OK(D()->stream_destroy(0, s));
-  SIM_EXPECT_OK(D()->free(0, a));
-  SIM_EXPECT_OK(D()->free(0, b));
+  OAR_EXPECT_OK(D()->memcpy_d2h(0, nullptr, nullptr, 0));  // size 0 touches nothing
+  OAR_EXPECT_OK(D()->stream_destroy(0, s));
+  OAR_EXPECT_OK(D()->free(0, a));
+  OAR_EXPECT_OK(D()->free(0, b));
 }
 
 // Many small kernels and copies ping-pong between two streams, ordered only by events; with jitter a
@@ -264,32 +264,32 @@ TEST_P(SimDevice, EventsOrderWorkAcrossStreamsUnderJitter) {
   oar_event_t e[2] = {NewEvent(0), NewEvent(0)};
   std::vector<float> start(n);
   for (int64_t i = 0; i < n; ++i) start[i] = static_cast<float>(i);
-  SIM_ASSERT_OK(D()->memcpy_h2d_async(0, s[0], x, start.data(), n * 4));
-  SIM_ASSERT_OK(D()->event_record(0, e[0], s[0]));
+  OAR_ASSERT_OK(D()->memcpy_h2d_async(0, s[0], x, start.data(), n * 4));
+  OAR_ASSERT_OK(D()->event_record(0, e[0], s[0]));
   std::vector<std::vector<float>> snapshots(steps, std::vector<float>(n));
   for (int i = 0; i < steps; ++i) {
     const int cur = (i + 1) % 2, prev = i % 2;
-    SIM_ASSERT_OK(D()->stream_wait_event(0, s[cur], e[prev]));
+    OAR_ASSERT_OK(D()->stream_wait_event(0, s[cur], e[prev]));
     void* src = i % 2 == 0 ? x : y;
     void* dst = i % 2 == 0 ? y : x;
     const Result r = Add(0, s[cur], src, one, dst, n);
     ASSERT_TRUE(r.ok()) << r.message;
-    SIM_ASSERT_OK(D()->memcpy_d2h_async(0, s[cur], snapshots[i].data(), dst, n * 4));
-    SIM_ASSERT_OK(D()->event_record(0, e[cur], s[cur]));
+    OAR_ASSERT_OK(D()->memcpy_d2h_async(0, s[cur], snapshots[i].data(), dst, n * 4));
+    OAR_ASSERT_OK(D()->event_record(0, e[cur], s[cur]));
   }
-  SIM_ASSERT_OK(D()->event_synchronize(0, e[(steps) % 2]));
-  SIM_ASSERT_OK(D()->stream_synchronize(0, s[0]));
-  SIM_ASSERT_OK(D()->stream_synchronize(0, s[1]));
+  OAR_ASSERT_OK(D()->event_synchronize(0, e[(steps) % 2]));
+  OAR_ASSERT_OK(D()->stream_synchronize(0, s[0]));
+  OAR_ASSERT_OK(D()->stream_synchronize(0, s[1]));
   for (int i = 0; i < steps; ++i) {
     for (int64_t k = 0; k < n; k += 64) {
       ASSERT_EQ(snapshots[i][k], static_cast<float>(k + i + 1)) << "step " << i << " element " << k;
     }
   }
   for (int i = 0; i < 2; ++i) {
-    SIM_EXPECT_OK(D()->event_destroy(0, e[i]));
-    SIM_EXPECT_OK(D()->stream_destroy(0, s[i]));
+    OAR_EXPECT_OK(D()->event_destroy(0, e[i]));
+    OAR_EXPECT_OK(D()->stream_destroy(0, s[i]));
   }
-  for (void* p : {one, x, y}) SIM_EXPECT_OK(D()->free(0, p));
+  for (void* p : {one, x, y}) OAR_EXPECT_OK(D()->free(0, p));
 }
 
 std::atomic<bool> g_gate{false};
@@ -302,44 +302,44 @@ TEST_P(SimDevice, EventSemanticsNeverRecordedAndReRecorded) {
   oar_stream_t free_stream = NewStream(0);
   oar_event_t e = NewEvent(0);
   bool done = false, idle = true;
-  SIM_ASSERT_OK(D()->event_query(0, e, &done));
+  OAR_ASSERT_OK(D()->event_query(0, e, &done));
   EXPECT_TRUE(done);  // never recorded: complete
-  SIM_ASSERT_OK(D()->event_synchronize(0, e));
-  SIM_ASSERT_OK(D()->stream_wait_event(0, free_stream, e));  // no-op
+  OAR_ASSERT_OK(D()->event_synchronize(0, e));
+  OAR_ASSERT_OK(D()->stream_wait_event(0, free_stream, e));  // no-op
 
   g_gate = false;
-  SIM_ASSERT_OK(D()->stream_add_callback(0, blocked, WaitForGate, nullptr));
-  SIM_ASSERT_OK(D()->event_record(0, e, blocked));
+  OAR_ASSERT_OK(D()->stream_add_callback(0, blocked, WaitForGate, nullptr));
+  OAR_ASSERT_OK(D()->event_record(0, e, blocked));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  SIM_ASSERT_OK(D()->event_query(0, e, &done));
+  OAR_ASSERT_OK(D()->event_query(0, e, &done));
   EXPECT_FALSE(done);
-  SIM_ASSERT_OK(D()->stream_query(0, blocked, &idle));
+  OAR_ASSERT_OK(D()->stream_query(0, blocked, &idle));
   EXPECT_FALSE(idle);
   // Re-recording on an idle stream replaces the capture: the event completes without the blocked one.
-  SIM_ASSERT_OK(D()->event_record(0, e, free_stream));
-  SIM_ASSERT_OK(D()->event_synchronize(0, e));
-  SIM_ASSERT_OK(D()->event_query(0, e, &done));
+  OAR_ASSERT_OK(D()->event_record(0, e, free_stream));
+  OAR_ASSERT_OK(D()->event_synchronize(0, e));
+  OAR_ASSERT_OK(D()->event_query(0, e, &done));
   EXPECT_TRUE(done);
-  SIM_ASSERT_OK(D()->stream_query(0, blocked, &idle));
+  OAR_ASSERT_OK(D()->stream_query(0, blocked, &idle));
   EXPECT_FALSE(idle);
   // A stream waiting on a capture of the blocked stream stays blocked until it is released.
   oar_event_t f = NewEvent(0);
-  SIM_ASSERT_OK(D()->event_record(0, f, blocked));
-  SIM_ASSERT_OK(D()->stream_wait_event(0, free_stream, f));
+  OAR_ASSERT_OK(D()->event_record(0, f, blocked));
+  OAR_ASSERT_OK(D()->stream_wait_event(0, free_stream, f));
   int marker = 0;
-  SIM_ASSERT_OK(D()->stream_add_callback(
+  OAR_ASSERT_OK(D()->stream_add_callback(
       0, free_stream, [](void* m) { *static_cast<int*>(m) = 1; }, &marker));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  SIM_ASSERT_OK(D()->stream_query(0, free_stream, &idle));
+  OAR_ASSERT_OK(D()->stream_query(0, free_stream, &idle));
   EXPECT_FALSE(idle);
   g_gate = true;
-  SIM_ASSERT_OK(D()->stream_synchronize(0, free_stream));
+  OAR_ASSERT_OK(D()->stream_synchronize(0, free_stream));
   EXPECT_EQ(marker, 1);
-  SIM_ASSERT_OK(D()->stream_query(0, blocked, &idle));
-  SIM_ASSERT_OK(D()->stream_synchronize(0, blocked));
-  for (oar_event_t ev : {e, f}) SIM_EXPECT_OK(D()->event_destroy(0, ev));
-  SIM_EXPECT_OK(D()->stream_destroy(0, blocked));
-  SIM_EXPECT_OK(D()->stream_destroy(0, free_stream));
+  OAR_ASSERT_OK(D()->stream_query(0, blocked, &idle));
+  OAR_ASSERT_OK(D()->stream_synchronize(0, blocked));
+  for (oar_event_t ev : {e, f}) OAR_EXPECT_OK(D()->event_destroy(0, ev));
+  OAR_EXPECT_OK(D()->stream_destroy(0, blocked));
+  OAR_EXPECT_OK(D()->stream_destroy(0, free_stream));
 }
 
 TEST_P(SimDevice, CallbacksRunInStreamOrderOnAWorkerThread) {
@@ -358,8 +358,8 @@ TEST_P(SimDevice, CallbacksRunInStreamOrderOnAWorkerThread) {
   for (int i = 0; i < 100; ++i) items.push_back({&log, i});
   std::vector<float> value(64, 3.0f);
   for (int i = 0; i < 100; ++i) {
-    if (i % 10 == 0) SIM_ASSERT_OK(D()->memcpy_h2d_async(1, s, buf, value.data(), 64 * 4));
-    SIM_ASSERT_OK(D()->stream_add_callback(
+    if (i % 10 == 0) OAR_ASSERT_OK(D()->memcpy_h2d_async(1, s, buf, value.data(), 64 * 4));
+    OAR_ASSERT_OK(D()->stream_add_callback(
         1, s,
         [](void* p) {
           auto* item = static_cast<Item*>(p);
@@ -369,35 +369,35 @@ TEST_P(SimDevice, CallbacksRunInStreamOrderOnAWorkerThread) {
         },
         &items[static_cast<size_t>(i)]));
   }
-  SIM_ASSERT_OK(D()->stream_synchronize(1, s));
+  OAR_ASSERT_OK(D()->stream_synchronize(1, s));
   std::vector<int> expected(100);
   for (int i = 0; i < 100; ++i) expected[static_cast<size_t>(i)] = i;
   EXPECT_EQ(log.order, expected);
   EXPECT_NE(log.thread, std::this_thread::get_id());
   EXPECT_EQ(Take(D()->stream_add_callback(1, s, nullptr, nullptr)).code, OAR_STATUS_INVALID_ARGUMENT);
-  SIM_EXPECT_OK(D()->stream_destroy(1, s));
-  SIM_EXPECT_OK(D()->free(1, buf));
+  OAR_EXPECT_OK(D()->stream_destroy(1, s));
+  OAR_EXPECT_OK(D()->free(1, buf));
 }
 
 // A synchronous copy is ordered after everything queued on every stream of the device.
 TEST_P(SimDevice, SynchronousCopiesWaitForEveryStream) {
   const size_t n = 4096;
   void* buf = Malloc(0, n);
-  SIM_ASSERT_OK(D()->memset(0, buf, 0, n));
+  OAR_ASSERT_OK(D()->memset(0, buf, 0, n));
   oar_stream_t s = NewStream(0);
   g_gate = false;
-  SIM_ASSERT_OK(D()->stream_add_callback(0, s, WaitForGate, nullptr));
-  SIM_ASSERT_OK(D()->memset_async(0, s, buf, 7, n));
+  OAR_ASSERT_OK(D()->stream_add_callback(0, s, WaitForGate, nullptr));
+  OAR_ASSERT_OK(D()->memset_async(0, s, buf, 7, n));
   std::thread release([] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     g_gate = true;
   });
   std::vector<uint8_t> host(n, 0);
-  SIM_ASSERT_OK(D()->memcpy_d2h(0, host.data(), buf, n));
+  OAR_ASSERT_OK(D()->memcpy_d2h(0, host.data(), buf, n));
   release.join();
   EXPECT_EQ(std::count(host.begin(), host.end(), 7), static_cast<long>(n));
-  SIM_EXPECT_OK(D()->stream_destroy(0, s));
-  SIM_EXPECT_OK(D()->free(0, buf));
+  OAR_EXPECT_OK(D()->stream_destroy(0, s));
+  OAR_EXPECT_OK(D()->free(0, buf));
 }
 
 TEST_P(SimDevice, PeerCopiesBetweenDevices) {
@@ -408,16 +408,16 @@ TEST_P(SimDevice, PeerCopiesBetweenDevices) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = std::sin(static_cast<float>(i));
   Write(0, a, v);
-  SIM_ASSERT_OK(D()->memcpy_p2p(1, b, 0, a, n * 4));
+  OAR_ASSERT_OK(D()->memcpy_p2p(1, b, 0, a, n * 4));
   EXPECT_EQ(Read(1, b, n), v);
   oar_stream_t s = NewStream(1);
-  SIM_ASSERT_OK(D()->memcpy_p2p_async(0, c, 1, b, n * 4, s));  // enqueued on the source device's stream
-  SIM_ASSERT_OK(D()->stream_synchronize(1, s));
+  OAR_ASSERT_OK(D()->memcpy_p2p_async(0, c, 1, b, n * 4, s));  // enqueued on the source device's stream
+  OAR_ASSERT_OK(D()->stream_synchronize(1, s));
   EXPECT_EQ(Read(0, c, n), v);
-  SIM_EXPECT_OK(D()->stream_destroy(1, s));
-  SIM_EXPECT_OK(D()->free(0, a));
-  SIM_EXPECT_OK(D()->free(1, b));
-  SIM_EXPECT_OK(D()->free(0, c));
+  OAR_EXPECT_OK(D()->stream_destroy(1, s));
+  OAR_EXPECT_OK(D()->free(0, a));
+  OAR_EXPECT_OK(D()->free(1, b));
+  OAR_EXPECT_OK(D()->free(0, c));
 }
 
 struct Activity {
@@ -442,16 +442,16 @@ TEST_P(SimDevice, ProfilerReportsSimulatedRooflineTimes) {
   void* c = Malloc(0, large * 4);
   oar_stream_t s = NewStream(0);
   std::vector<float> host(large, 1.0f);
-  SIM_ASSERT_OK(prof->start(0));
-  SIM_ASSERT_OK(D()->memcpy_h2d(0, a, host.data(), large * 4));
+  OAR_ASSERT_OK(prof->start(0));
+  OAR_ASSERT_OK(D()->memcpy_h2d(0, a, host.data(), large * 4));
   ASSERT_TRUE(Add(0, s, a, a, b, small).ok());
   ASSERT_TRUE(Add(0, s, a, a, c, large).ok());
-  SIM_ASSERT_OK(D()->stream_synchronize(0, s));
-  SIM_ASSERT_OK(prof->stop(0));
+  OAR_ASSERT_OK(D()->stream_synchronize(0, s));
+  OAR_ASSERT_OK(prof->stop(0));
   ASSERT_TRUE(Add(0, s, a, a, b, small).ok());  // not recorded: stopped
-  SIM_ASSERT_OK(D()->stream_synchronize(0, s));
+  OAR_ASSERT_OK(D()->stream_synchronize(0, s));
   std::vector<Activity> records;
-  SIM_ASSERT_OK(prof->flush(0, Collect, &records));
+  OAR_ASSERT_OK(prof->flush(0, Collect, &records));
   ASSERT_EQ(records.size(), 3u);
   EXPECT_EQ(records[0].name, "h2d");
   EXPECT_EQ(records[0].kind, OAR_ACTIVITY_COPY);
@@ -477,10 +477,10 @@ TEST_P(SimDevice, ProfilerReportsSimulatedRooflineTimes) {
   // Stream order: the kernels start after the copy ended on the simulated clock.
   EXPECT_GE(records[1].start, records[0].end);
   records.clear();
-  SIM_ASSERT_OK(prof->flush(0, Collect, &records));
+  OAR_ASSERT_OK(prof->flush(0, Collect, &records));
   EXPECT_TRUE(records.empty());
-  SIM_EXPECT_OK(D()->stream_destroy(0, s));
-  for (void* p : {a, b, c}) SIM_EXPECT_OK(D()->free(0, p));
+  OAR_EXPECT_OK(D()->stream_destroy(0, s));
+  for (void* p : {a, b, c}) OAR_EXPECT_OK(D()->free(0, p));
 }
 
 // ---- collectives ---------------------------------------------------------------------------------------
@@ -527,11 +527,11 @@ TEST_P(SimDevice, CollectivesMatchHostComputedResults) {
   ASSERT_NE(ccl, nullptr);
   const int nranks = 2;
   oar_ccl_unique_id_t id;
-  SIM_ASSERT_OK(ccl->get_unique_id(&id));
+  OAR_ASSERT_OK(ccl->get_unique_id(&id));
   oar_ccl_comm_t comms[2] = {};
-  SIM_ASSERT_OK(ccl->group_start());  // one thread initialises every rank
-  for (int r = 0; r < nranks; ++r) SIM_ASSERT_OK(ccl->comm_init_rank(r, nranks, &id, r, nullptr, &comms[r]));
-  SIM_ASSERT_OK(ccl->group_end());
+  OAR_ASSERT_OK(ccl->group_start());  // one thread initialises every rank
+  for (int r = 0; r < nranks; ++r) OAR_ASSERT_OK(ccl->comm_init_rank(r, nranks, &id, r, nullptr, &comms[r]));
+  OAR_ASSERT_OK(ccl->group_end());
   oar_stream_t streams[2] = {NewStream(0), NewStream(1)};
   const size_t count = 37;
   for (int32_t dtype : {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT16, OAR_DTYPE_BFLOAT16, OAR_DTYPE_INT32, OAR_DTYPE_INT64}) {
@@ -544,7 +544,7 @@ TEST_P(SimDevice, CollectivesMatchHostComputedResults) {
       recv[r] = Malloc(r, count * nranks * es);
       host[r].resize(count * nranks * es);
       for (size_t i = 0; i < count * nranks; ++i) Store(dtype, Value(r, i, dtype), &host[r], i);
-      SIM_ASSERT_OK(D()->memcpy_h2d(r, send[r], host[r].data(), host[r].size()));
+      OAR_ASSERT_OK(D()->memcpy_h2d(r, send[r], host[r].data(), host[r].size()));
     }
     auto read = [&](int r, size_t n) {
       std::vector<char> out(n * es);
@@ -552,14 +552,14 @@ TEST_P(SimDevice, CollectivesMatchHostComputedResults) {
       return out;
     };
     auto sync = [&] {
-      for (int r = 0; r < nranks; ++r) SIM_EXPECT_OK(D()->stream_synchronize(r, streams[r]));
+      for (int r = 0; r < nranks; ++r) OAR_EXPECT_OK(D()->stream_synchronize(r, streams[r]));
     };
     for (int32_t op : {OAR_REDUCE_SUM, OAR_REDUCE_PROD, OAR_REDUCE_MAX, OAR_REDUCE_MIN, OAR_REDUCE_AVG}) {
-      SIM_ASSERT_OK(ccl->group_start());
+      OAR_ASSERT_OK(ccl->group_start());
       for (int r = 0; r < nranks; ++r) {
-        SIM_ASSERT_OK(ccl->all_reduce(send[r], recv[r], count, dtype, op, comms[r], streams[r]));
+        OAR_ASSERT_OK(ccl->all_reduce(send[r], recv[r], count, dtype, op, comms[r], streams[r]));
       }
-      SIM_ASSERT_OK(ccl->group_end());
+      OAR_ASSERT_OK(ccl->group_end());
       sync();
       for (int r = 0; r < nranks; ++r) {
         const std::vector<char> got = read(r, count);
@@ -572,41 +572,41 @@ TEST_P(SimDevice, CollectivesMatchHostComputedResults) {
       }
     }
     // broadcast from rank 1, reduce (max) to rank 0, all_gather, reduce_scatter (sum), all_to_all.
-    SIM_ASSERT_OK(ccl->group_start());
+    OAR_ASSERT_OK(ccl->group_start());
     for (int r = 0; r < nranks; ++r)
-      SIM_ASSERT_OK(ccl->broadcast(send[r], recv[r], count, dtype, 1, comms[r], streams[r]));
-    SIM_ASSERT_OK(ccl->group_end());
+      OAR_ASSERT_OK(ccl->broadcast(send[r], recv[r], count, dtype, 1, comms[r], streams[r]));
+    OAR_ASSERT_OK(ccl->group_end());
     sync();
     for (int r = 0; r < nranks; ++r) {
       const auto got = read(r, count);
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(LoadValue(dtype, got, i), Value(1, i, dtype));
     }
-    SIM_ASSERT_OK(ccl->group_start());
+    OAR_ASSERT_OK(ccl->group_start());
     for (int r = 0; r < nranks; ++r) {
-      SIM_ASSERT_OK(ccl->reduce(send[r], recv[r], count, dtype, OAR_REDUCE_MAX, 0, comms[r], streams[r]));
+      OAR_ASSERT_OK(ccl->reduce(send[r], recv[r], count, dtype, OAR_REDUCE_MAX, 0, comms[r], streams[r]));
     }
-    SIM_ASSERT_OK(ccl->group_end());
+    OAR_ASSERT_OK(ccl->group_end());
     sync();
     {
       const auto got = read(0, count);
       for (size_t i = 0; i < count; ++i)
         ASSERT_EQ(LoadValue(dtype, got, i), std::max(Value(0, i, dtype), Value(1, i, dtype)));
     }
-    SIM_ASSERT_OK(ccl->group_start());
+    OAR_ASSERT_OK(ccl->group_start());
     for (int r = 0; r < nranks; ++r)
-      SIM_ASSERT_OK(ccl->all_gather(send[r], recv[r], count, dtype, comms[r], streams[r]));
-    SIM_ASSERT_OK(ccl->group_end());
+      OAR_ASSERT_OK(ccl->all_gather(send[r], recv[r], count, dtype, comms[r], streams[r]));
+    OAR_ASSERT_OK(ccl->group_end());
     sync();
     for (int r = 0; r < nranks; ++r) {
       const auto got = read(r, count * nranks);
       for (size_t i = 0; i < count * nranks; ++i)
         ASSERT_EQ(LoadValue(dtype, got, i), Value(static_cast<int>(i / count), i % count, dtype));
     }
-    SIM_ASSERT_OK(ccl->group_start());
+    OAR_ASSERT_OK(ccl->group_start());
     for (int r = 0; r < nranks; ++r) {
-      SIM_ASSERT_OK(ccl->reduce_scatter(send[r], recv[r], count, dtype, OAR_REDUCE_SUM, comms[r], streams[r]));
+      OAR_ASSERT_OK(ccl->reduce_scatter(send[r], recv[r], count, dtype, OAR_REDUCE_SUM, comms[r], streams[r]));
     }
-    SIM_ASSERT_OK(ccl->group_end());
+    OAR_ASSERT_OK(ccl->group_end());
     sync();
     for (int r = 0; r < nranks; ++r) {
       const auto got = read(r, count);
@@ -614,10 +614,10 @@ TEST_P(SimDevice, CollectivesMatchHostComputedResults) {
         ASSERT_EQ(LoadValue(dtype, got, i), Value(0, r * count + i, dtype) + Value(1, r * count + i, dtype));
       }
     }
-    SIM_ASSERT_OK(ccl->group_start());
+    OAR_ASSERT_OK(ccl->group_start());
     for (int r = 0; r < nranks; ++r)
-      SIM_ASSERT_OK(ccl->all_to_all(send[r], recv[r], count, dtype, comms[r], streams[r]));
-    SIM_ASSERT_OK(ccl->group_end());
+      OAR_ASSERT_OK(ccl->all_to_all(send[r], recv[r], count, dtype, comms[r], streams[r]));
+    OAR_ASSERT_OK(ccl->group_end());
     sync();
     for (int r = 0; r < nranks; ++r) {
       const auto got = read(r, count * nranks);
@@ -628,41 +628,41 @@ TEST_P(SimDevice, CollectivesMatchHostComputedResults) {
       }
     }
     // send/recv both ways in one group (each rank sends before it receives: no deadlock).
-    SIM_ASSERT_OK(ccl->group_start());
+    OAR_ASSERT_OK(ccl->group_start());
     for (int r = 0; r < nranks; ++r) {
-      SIM_ASSERT_OK(ccl->recv(recv[r], count, dtype, 1 - r, comms[r], streams[r]));
-      SIM_ASSERT_OK(ccl->send(send[r], count, dtype, 1 - r, comms[r], streams[r]));
+      OAR_ASSERT_OK(ccl->recv(recv[r], count, dtype, 1 - r, comms[r], streams[r]));
+      OAR_ASSERT_OK(ccl->send(send[r], count, dtype, 1 - r, comms[r], streams[r]));
     }
-    SIM_ASSERT_OK(ccl->group_end());
+    OAR_ASSERT_OK(ccl->group_end());
     sync();
     for (int r = 0; r < nranks; ++r) {
       const auto got = read(r, count);
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(LoadValue(dtype, got, i), Value(1 - r, i, dtype));
     }
     // In place: send == recv.
-    SIM_ASSERT_OK(ccl->group_start());
+    OAR_ASSERT_OK(ccl->group_start());
     for (int r = 0; r < nranks; ++r) {
-      SIM_ASSERT_OK(ccl->all_reduce(send[r], send[r], count, dtype, OAR_REDUCE_SUM, comms[r], streams[r]));
+      OAR_ASSERT_OK(ccl->all_reduce(send[r], send[r], count, dtype, OAR_REDUCE_SUM, comms[r], streams[r]));
     }
-    SIM_ASSERT_OK(ccl->group_end());
+    OAR_ASSERT_OK(ccl->group_end());
     sync();
     for (int r = 0; r < nranks; ++r) {
       std::vector<char> got(count * es);
-      SIM_ASSERT_OK(D()->memcpy_d2h(r, got.data(), send[r], got.size()));
+      OAR_ASSERT_OK(D()->memcpy_d2h(r, got.data(), send[r], got.size()));
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(LoadValue(dtype, got, i), Value(0, i, dtype) + Value(1, i, dtype));
     }
     for (int r = 0; r < nranks; ++r) {
-      SIM_EXPECT_OK(D()->free(r, send[r]));
-      SIM_EXPECT_OK(D()->free(r, recv[r]));
+      OAR_EXPECT_OK(D()->free(r, send[r]));
+      OAR_EXPECT_OK(D()->free(r, recv[r]));
     }
   }
   void* f64 = Malloc(0, 64);
   EXPECT_EQ(Take(ccl->all_reduce(f64, f64, 4, OAR_DTYPE_FLOAT64, OAR_REDUCE_SUM, comms[0], streams[0])).code,
             OAR_STATUS_UNIMPLEMENTED);
-  SIM_EXPECT_OK(D()->free(0, f64));
+  OAR_EXPECT_OK(D()->free(0, f64));
   for (int r = 0; r < nranks; ++r) {
-    SIM_EXPECT_OK(ccl->comm_destroy(comms[r]));
-    SIM_EXPECT_OK(D()->stream_destroy(r, streams[r]));
+    OAR_EXPECT_OK(ccl->comm_destroy(comms[r]));
+    OAR_EXPECT_OK(D()->stream_destroy(r, streams[r]));
   }
   EXPECT_EQ(Take(ccl->comm_destroy(comms[0])).code, OAR_STATUS_INVALID_ARGUMENT);
 }
@@ -671,7 +671,7 @@ TEST_P(SimDevice, CollectivesMatchHostComputedResults) {
 TEST_P(SimDevice, CommInitFromOneThreadPerRank) {
   const oar_ccl_api_t* ccl = P().api->ccl;
   oar_ccl_unique_id_t id;
-  SIM_ASSERT_OK(ccl->get_unique_id(&id));
+  OAR_ASSERT_OK(ccl->get_unique_id(&id));
   oar_ccl_comm_t comms[2] = {};
   Result results[2];
   std::thread t([&] { results[1] = Take(ccl->comm_init_rank(1, 2, &id, 1, nullptr, &comms[1])); });
@@ -690,13 +690,13 @@ TEST_P(SimDevice, CommInitFromOneThreadPerRank) {
   t2.join();
   for (int r = 0; r < 2; ++r) {
     ASSERT_TRUE(results[r].ok()) << results[r].message;
-    SIM_ASSERT_OK(D()->stream_synchronize(r, streams[r]));
+    OAR_ASSERT_OK(D()->stream_synchronize(r, streams[r]));
     EXPECT_EQ(Read(r, buf[r], 4), (std::vector<float>{11, 22, 33, 44}));
   }
   for (int r = 0; r < 2; ++r) {
-    SIM_EXPECT_OK(ccl->comm_destroy(comms[r]));
-    SIM_EXPECT_OK(D()->stream_destroy(r, streams[r]));
-    SIM_EXPECT_OK(D()->free(r, buf[r]));
+    OAR_EXPECT_OK(ccl->comm_destroy(comms[r]));
+    OAR_EXPECT_OK(D()->stream_destroy(r, streams[r]));
+    OAR_EXPECT_OK(D()->free(r, buf[r]));
   }
 }
 

@@ -44,7 +44,7 @@ struct Scenario {
   Result Add(int32_t device, oar_stream_t stream, void* a, void* b, void* out, int64_t n) {
     const auto k = p.Find("add", kAddF32);
     Desc da(a, OAR_DTYPE_FLOAT32, {n}), db(b, OAR_DTYPE_FLOAT32, {n}), dout(out, OAR_DTYPE_FLOAT32, {n});
-    Call call("add", device, stream, {&da, &db}, {&dout}, {}, k.data);
+    Call call("add", device, stream, {&da, &db}, {&dout}, {}, k.kernel_data);
     return Take(k.fn(&call.c));
   }
   void Write(int32_t device, void* dst, const std::vector<float>& v) {
