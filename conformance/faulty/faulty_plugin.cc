@@ -9,6 +9,7 @@
 //   FP16_GARBAGE      every kernel with a float16 output returns garbage                  -> L1 float16 cases
 //   CRASH_ON_OP       neg raises SIGSEGV                                                  -> L1 neg CRASHED
 //   LEAK              every kernel launch leaks 64 KiB of device memory                   -> L1 memory growth
+//   ALLREDUCE_AVG_AS_SUM  all_reduce AVG returns the sum (never divides by the ranks)    -> L3 all_reduce avg
 // Built with the SDK's add_oar_plugin into lib/oar/faulty (never installed, never on the default path).
 #include <chrono>
 #include <cmath>
@@ -20,6 +21,7 @@
 #include "oar/plugin/cpp/dtype.hpp"
 #include "oar/plugin/cpp/kernel.hpp"
 #include "oar/plugin/cpp/status.hpp"
+#include "plugins/common/sim/ccl.h"
 #include "plugins/common/sim/device_api.h"
 #include "plugins/common/sim/kernels.h"
 #include "plugins/common/sim/simulator.h"
@@ -185,9 +187,26 @@ const oar_device_api_t kDeviceApi = [] {
   return d;
 }();
 
+#if defined(OAR_FAULT_ALLREDUCE_AVG_AS_SUM)
+oar_status_t* AllReduceAvgAsSum(const void* send, void* recv, size_t count, int32_t dtype, int32_t reduce_op,
+                                oar_ccl_comm_t comm, oar_stream_t stream) {
+  if (reduce_op == OAR_REDUCE_AVG) reduce_op = OAR_REDUCE_SUM;  // BUG: the sum is never divided by nranks
+  return sim::CclApi()->all_reduce(send, recv, count, dtype, reduce_op, comm, stream);
+}
+
+const oar_ccl_api_t kCclApi = [] {
+  oar_ccl_api_t c = *sim::CclApi();
+  c.all_reduce = AllReduceAvgAsSum;
+  return c;
+}();
+#endif
+
 const oar_plugin_api_t kApi = [] {
   oar_plugin_api_t api = sim::MakePluginApi(OAR_FAULTY_NAME, OAR_VERSION_STRING, Initialize, &kKernelApi, nullptr);
   api.device = &kDeviceApi;
+#if defined(OAR_FAULT_ALLREDUCE_AVG_AS_SUM)
+  api.ccl = &kCclApi;
+#endif
   return api;
 }();
 

@@ -1,8 +1,8 @@
 // Each deliberately faulty plugin, certified with `oar conformance`: the suite must catch its one bug
 // at the right level, naming the right case, fail the run, and still report the cases around it.
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "conformance/runner/run_runner_testing.h"
 
@@ -19,9 +19,9 @@ struct Caught {
 };
 
 void ExpectCaught(const Caught& c) {
-  const RunOutput r = RunRunner(std::string("--plugin ") + OAR_FAULTY_DIR + "/liboar_plugin_faulty_" + c.fault + ".so " +
-                                    c.args + " --jobs 2",
-                                "faulty_" + c.fault);
+  const RunOutput r = RunRunner(
+      std::string("--plugin ") + OAR_FAULTY_DIR + "/liboar_plugin_faulty_" + c.fault + ".so " + c.args + " --jobs 2",
+      "faulty_" + c.fault);
   EXPECT_EQ(r.exit_code, 1) << "the run must fail";
   EXPECT_EQ(r.summary.value("verdict", ""), "FAIL") << r.summary;
   ASSERT_TRUE(r.results.count(c.case_id)) << c.case_id << " has no result";
@@ -41,6 +41,11 @@ void ExpectCaught(const Caught& c) {
 TEST(FaultyPlugins, MatmulIgnoringStridesFailsTheTransposedCase) {
   ExpectCaught({"strided_matmul", "--level L1 --filter 'L1.op.matmul.*'", "L1.op.matmul.float32.transposed", "FAILED",
                 "differs from the fp64 reference", "L1.op.matmul.float32.square"});
+}
+
+TEST(FaultyPlugins, AllReduceAverageWithoutTheDivisionFailsL3) {
+  ExpectCaught({"allreduce_avg_as_sum", "--level L3 --filter 'L0.handshake.*:L3.*'", "L3.ccl.all_reduce.avg.float32",
+                "FAILED", "(computed on the host)", "L3.ccl.all_reduce.sum.float32"});
 }
 
 TEST(FaultyPlugins, EarlyAsyncD2hFailsTheL0OrderingCase) {
