@@ -335,7 +335,11 @@ int Run(const Options& o, const std::vector<std::string>& self) {
   std::vector<std::string> globs;  // ':'-separated, as GoogleTest's --gtest_filter
   for (size_t start = 0; start <= o.filter.size() && !o.filter.empty();) {
     const size_t end = std::min(o.filter.find(':', start), o.filter.size());
-    if (end > start) globs.push_back(o.filter.substr(start, end - start));
+    OAR_CHECK_ARG(end > start,
+                  "conformance: --filter '{}' has an empty glob at character {} (expected "
+                  "GLOB or GLOB1:GLOB2:...)",
+                  o.filter, start);
+    globs.push_back(o.filter.substr(start, end - start));
     start = end + 1;
   }
   for (const Case& c : AllCases()) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -90,6 +91,15 @@ TEST(Runner, LevelsTheFilterLeavesOutAreFilteredOutNotPassed) {
   const RunOutput r = RunRunner("--device cpu:0 --level L3 --filter 'L0.handshake.*'", "l3");
   EXPECT_EQ(r.summary["levels"]["L1"], "FILTERED_OUT");  // has cases, the filter selected none
   EXPECT_EQ(r.summary["levels"]["L3"], "FILTERED_OUT");
+}
+
+TEST(Runner, AFilterWithAnEmptyGlobIsAnError) {
+  const RunOutput r = RunRunner("--device cpu:0 --level L0 --filter 'L0.handshake.*::L0.memory.*'", "emptyglob");
+  EXPECT_NE(r.exit_code, 0);
+  std::ifstream log(std::filesystem::temp_directory_path() /
+                    ("oar_conformance_test_" + std::to_string(::getpid()) + "_emptyglob.log"));
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("has an empty glob at character 15"), std::string::npos) << text;
 }
 
 TEST(Runner, L3OnASingleDeviceTypeWithoutCclSkipsEverythingAndCannotPass) {

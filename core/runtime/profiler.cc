@@ -92,8 +92,9 @@ std::string FormatProfile(const std::vector<Profiler::Row>& rows) {
   std::string out = fmt::format("{:<12} {:<22} {:>9} {:>12} {:>14} {:>9} {:>9}\n", "device", "op", "calls", "host ms",
                                 "device ms", "fallback", "private");
   auto flush_total = [&](const std::string& type, const Row& t) {
+    const std::string device = t.device_records == 0 ? "-" : Ms(t.device_ns) + (t.simulated ? " sim" : "");
     out += fmt::format("{:<12} {:<22} {:>9} {:>12} {:>14} {:>9} {:>9}\n", type, "(total)", t.calls, Ms(t.host_ns),
-                       Ms(t.device_ns) + (t.simulated ? " sim" : ""), t.fallbacks, t.private_format);
+                       device, t.fallbacks, t.private_format);
   };
   Row total;
   std::string current;
@@ -109,6 +110,7 @@ std::string FormatProfile(const std::vector<Profiler::Row>& rows) {
     total.calls += r.calls;
     total.host_ns += r.host_ns;
     total.device_ns += r.device_ns;
+    total.device_records += r.device_records;
     total.simulated = total.simulated || r.simulated;
     total.fallbacks += r.fallbacks;
     total.private_format += r.private_format;
