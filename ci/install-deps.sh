@@ -14,7 +14,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ pkg-config binutils coreutils
-  libboost-dev libfmt-dev nlohmann-json3-dev libcli11-dev libdlpack-dev
+  libboost-dev libboost-context-dev libfmt-dev nlohmann-json3-dev libcli11-dev libdlpack-dev
   libdnnl-dev ocl-icd-opencl-dev opencl-headers libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )

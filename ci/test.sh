@@ -22,7 +22,7 @@ echo "== optional backend, separate step: HIP (AMD/Hygon) — installs hipcc + l
 echo "   builds the hip plugin from the shared CUDA/HIP kernel sources and runs its no-hardware tests"
 ci/install-deps.sh --hip
 cmake -S . -B build-hip -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -g1" \
-  -DOAR_BUILD_CORE=OFF -DOAR_WITH_HIP=ON -DOAR_WITH_CUDA=OFF -DOAR_WITH_LEVEL_ZERO=OFF > /dev/null
+  -DOAR_BUILD_CORE=OFF -DOAR_WITH_HIP=ON -DOAR_WITH_CUDA=OFF -DOAR_WITH_LEVEL_ZERO=OFF -DOAR_WITH_GPU_EMU=OFF > /dev/null
 cmake --build build-hip -j "$(nproc)" --target oar_plugin_hip oar_hip_plugin_test oar_gpu_kernels_host_test
 ctest --test-dir build-hip -R "Gpu|gpu|hip" --output-on-failure
 

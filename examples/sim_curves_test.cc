@@ -1,12 +1,16 @@
 // The example models train on the simulated accelerators like on cpu: the loss of every step within 1 %
 // (relative) of the cpu curve, and the same held-out metric at the end. ascend_sim runs in its default
 // `exact` precision mode, and its 4-D elementwise ops go through NC1HWC0 (private-format kernels).
+// Where the build has the gpu_emu test plugin, the same holds for the shared GPU kernels (the cuda and hip
+// plugins' code) on gpu_emu:0, with no fallback at all.
+#include <gtest/gtest.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <tuple>
-
-#include <gtest/gtest.h>
+#include <vector>
 
 #include "core/runtime/runtime.h"
 #include "examples/models.h"
@@ -19,6 +23,14 @@ struct Case {
   int64_t steps;
   double metric_band;  // allowed |device - cpu| of the final metric
 };
+
+#if defined(OAR_GPU_EMU_PLUGIN)
+// The runtime discovers gpu_emu only where OAR_PLUGIN_PATH names it; set before the runtime starts.
+[[maybe_unused]] const bool kGpuEmuOnPath = setenv("OAR_PLUGIN_PATH", OAR_GPU_EMU_PLUGIN, 1) == 0;
+std::vector<std::string> Devices() { return {"kunlun_sim:0", "ascend_sim:0", "gpu_emu:0"}; }
+#else
+std::vector<std::string> Devices() { return {"kunlun_sim:0", "ascend_sim:0"}; }
+#endif
 
 class SimCurves : public ::testing::TestWithParam<std::tuple<Case, std::string>> {};
 
@@ -37,9 +49,12 @@ TEST_P(SimCurves, LossWithinOnePercentOfCpuAtEveryStep) {
   // What may run on cpu instead: the dtypes each simulator declares unsupported — float64 on both (data
   // preparation casts, the float64 sums of gradient-norm clipping), and on kunlun_sim int64 arithmetic
   // and comparisons (label masks of cross-entropy, position arithmetic of the KV cache).
-  const std::set<std::string> allowed = Device(device).type() == "kunlun_sim"
+  // gpu_emu has a kernel for every op and dtype: nothing may fall back.
+  const std::string type = Device(device).type();
+  const std::set<std::string> allowed = type == "kunlun_sim"
                                             ? std::set<std::string>{"cast", "sum", "add", "le", "ne", "where"}
-                                            : std::set<std::string>{"cast", "sum"};
+                                        : type == "gpu_emu" ? std::set<std::string>{}
+                                                            : std::set<std::string>{"cast", "sum"};
   for (const auto& [op, n] : runtime::Runtime::Get().FindType(Device(device).type())->FallbackCounts()) {
     EXPECT_TRUE(allowed.count(op)) << c.model << " on " << device << ": op '" << op << "' fell back " << n << " times";
   }
@@ -48,7 +63,7 @@ TEST_P(SimCurves, LossWithinOnePercentOfCpuAtEveryStep) {
 INSTANTIATE_TEST_SUITE_P(Models, SimCurves,
                          ::testing::Combine(::testing::Values(Case{"mlp", 150, 0.02}, Case{"cnn", 40, 0.02},
                                                               Case{"llama", 30, 0.01}),
-                                            ::testing::Values("kunlun_sim:0", "ascend_sim:0")),
+                                            ::testing::ValuesIn(Devices())),
                          [](const auto& info) {
                            std::string name = std::get<0>(info.param).model + "_" + std::get<1>(info.param);
                            for (char& ch : name) {

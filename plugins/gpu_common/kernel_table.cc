@@ -1,6 +1,6 @@
 // Registration and host side of the GPU kernels: validate the call against docs/ops.md, translate the
-// descriptors, enqueue on the call's stream. Everything not registered here falls back to cpu in the
-// core (avg_pool2d, avg_pool2d_grad, adaptive_avg_pool2d and its gradient).
+// descriptors, enqueue on the call's stream. Every op of the cpu plugin's kernel set has a device
+// kernel here for the dtypes of docs/ops.md.
 #include "plugins/gpu_common/kernel_table.h"
 
 #include <climits>
@@ -48,7 +48,8 @@ enum class Family {
   kScatterAdd,
   kTopk,
   kConv,
-  kMaxPool
+  kMaxPool,
+  kAvgPool
 };
 
 /// What a registered kernel does: passed back as the call's kernel_data.
@@ -131,6 +132,10 @@ const OpSpec kOps[] = {
     {"conv2d_grad_input", Family::kConv, Code(ConvKind::kGradInput)},
     {"conv2d_grad_weight", Family::kConv, Code(ConvKind::kGradWeight)},
     {"max_pool2d", Family::kMaxPool, 0},
+    {"avg_pool2d", Family::kAvgPool, Code(PoolKind::kAvg)},
+    {"avg_pool2d_grad", Family::kAvgPool, Code(PoolKind::kAvgGrad)},
+    {"adaptive_avg_pool2d", Family::kAvgPool, Code(PoolKind::kAdaptiveAvg)},
+    {"adaptive_avg_pool2d_grad", Family::kAvgPool, Code(PoolKind::kAdaptiveAvgGrad)},
 };
 
 const OpSpec* FindOp(std::string_view name) {
@@ -570,6 +575,59 @@ void RunMaxPool(const KernelCall& c, gpuStream_t s) {
   CheckLaunch(c, LaunchMaxPool(g, x, y, indices, s));
 }
 
+bool IsContiguous(const TensorArg& t) {
+  int64_t expected[kMaxRank];
+  ContiguousStrides(t.rank, t.shape, expected);
+  for (int d = 0; d < t.rank; ++d) {
+    if (t.shape[d] > 1 && t.strides[d] != expected[d]) return false;
+  }
+  return true;
+}
+
+/// avg_pool2d / avg_pool2d_grad (windows from kernel, stride, padding) and the adaptive pair (windows
+/// from the shapes). `in` is x or grad_y, `out` is y or grad_x.
+void RunAvgPool(const KernelCall& c, const OpSpec& op, gpuStream_t s) {
+  RequireCounts(c, 1, 1);
+  const TensorArg in = Arg(c, c.raw()->inputs[0]), out = Arg(c, c.raw()->outputs[0]);
+  if (in.rank != 4 || out.rank != 4) Invalid(c, "the input and the output must be NCHW (rank 4)");
+  const auto kind = static_cast<PoolKind>(op.code);
+  const bool grad = kind == PoolKind::kAvgGrad || kind == PoolKind::kAdaptiveAvgGrad;
+  const TensorArg& x = grad ? out : in;  // the pooled tensor's shape
+  const TensorArg& y = grad ? in : out;  // the pooled result's shape
+  ConvGeometry g{};
+  g.n = x.shape[0], g.c = x.shape[1], g.h = x.shape[2], g.w = x.shape[3];
+  g.dil_h = g.dil_w = g.stride_h = g.stride_w = g.groups = 1;
+  bool count_include_pad = false;
+  if (kind == PoolKind::kAvg || kind == PoolKind::kAvgGrad) {
+    std::tie(g.kh, g.kw) = Pair(c, "kernel");
+    std::tie(g.stride_h, g.stride_w) = Pair(c, "stride");
+    std::tie(g.pad_h, g.pad_w) = Pair(c, "padding");
+    if (c.FindAttr("count_include_pad") == nullptr) Invalid(c, "attribute 'count_include_pad' is missing");
+    count_include_pad = c.GetBool("count_include_pad", false);
+    if (g.kh < 1 || g.kw < 1 || g.stride_h < 1 || g.stride_w < 1 || g.pad_h < 0 || g.pad_w < 0) {
+      Invalid(c, "kernel and stride must be >= 1 and padding >= 0");
+    }
+    g.ho = ConvExtent(g.h, g.pad_h, 1, g.kh, g.stride_h);
+    g.wo = ConvExtent(g.w, g.pad_w, 1, g.kw, g.stride_w);
+  } else if (kind == PoolKind::kAdaptiveAvg) {
+    std::tie(g.ho, g.wo) = Pair(c, "output_size");
+    if (g.ho < 0 || g.wo < 0) Invalid(c, "output_size must be >= 0");
+  } else {
+    g.ho = y.shape[2], g.wo = y.shape[3];
+  }
+  if (y.shape[0] != g.n || y.shape[1] != g.c || y.shape[2] != g.ho || y.shape[3] != g.wo) {
+    Invalid(c, "expected the " + std::string(grad ? "output gradient" : "output") + " [" + std::to_string(g.n) + ", " +
+                   std::to_string(g.c) + ", " + std::to_string(g.ho) + ", " + std::to_string(g.wo) + "]");
+  }
+  if (out.numel() == 0) return;
+  if (!IsContiguous(out)) Invalid(c, "the output must be contiguous");
+  if (kind == PoolKind::kAvg && (!EveryWindowTouchesInput(g.ho, g.h, g.kh, g.stride_h, g.pad_h, 1) ||
+                                 !EveryWindowTouchesInput(g.wo, g.w, g.kw, g.stride_w, g.pad_w, 1))) {
+    Invalid(c, "a window covers only padding: nothing to pool");
+  }
+  CheckLaunch(c, LaunchPool(kind, g, count_include_pad, in, out, s));
+}
+
 /// Constant pad: fill the output with the value, then copy x into the interior view.
 void RunPad(const KernelCall& c, gpuStream_t s) {
   RequireCounts(c, 1, 1);
@@ -628,6 +686,8 @@ oar_status_t* RunKernel(const oar_kernel_call_t* call) {
         return RunConv(c, *op, s);
       case Family::kMaxPool:
         return RunMaxPool(c, s);
+      case Family::kAvgPool:
+        return RunAvgPool(c, *op, s);
       default:
         return RunElementwise(c, *op, s);
     }
@@ -703,6 +763,9 @@ void RegisterAll(oar_kernel_registrar_t* r) {
     Register(r, "layer_norm", {t, t, t, t, stats, stats});
     for (const char* op : {"conv2d", "conv2d_grad_input", "conv2d_grad_weight"}) Register(r, op, {t, t, t});
     Register(r, "max_pool2d", {t, t, I64});
+    for (const char* op : {"avg_pool2d", "avg_pool2d_grad", "adaptive_avg_pool2d", "adaptive_avg_pool2d_grad"}) {
+      Register(r, op, {t, t});
+    }
   }
   // concat: the input dtypes then the output dtype, for 1 to 15 inputs.
   for (int32_t t : kAll) {

@@ -111,7 +111,7 @@ template <typename Kernel, typename... Args>
 int Launch1D(int64_t n, StreamHandle stream, Kernel kernel, Args... args) {
   const LaunchConfig c = ElementwiseConfig(n);
   if (c.blocks == 0) return 0;
-  kernel<<<c.blocks, c.threads, 0, Native(stream)>>>(args..., n);
+  OAR_GPU_LAUNCH(c.blocks, c.threads, Native(stream), kernel)(args..., n);
   return LastError();
 }
 
@@ -681,6 +681,102 @@ __global__ void MaxPoolKernel(ConvGeometry g, const T* x, Strides4 xs, T* y, int
   }
 }
 
+// Average pooling. The gradients run one thread per input element and gather the windows that cover it
+// (no atomics): each element sums its contributions in (output row, output column) order, as the cpu
+// kernel adds them, in the compute type, rounded once.
+
+/// The divisor of window (ho, wo) (docs/ops.md): the window clipped to the padded input when padding
+/// counts, else only its positions inside the input.
+__device__ int64_t AvgDivisor(const ConvGeometry& g, int64_t ho, int64_t wo, bool count_include_pad) {
+  const int64_t h0 = ho * g.stride_h - g.pad_h, w0 = wo * g.stride_w - g.pad_w;
+  const int64_t h1 = h0 + g.kh, w1 = w0 + g.kw;
+  if (count_include_pad) {
+    const int64_t hp = g.h + g.pad_h, wp = g.w + g.pad_w;
+    return ((h1 < hp ? h1 : hp) - h0) * ((w1 < wp ? w1 : wp) - w0);
+  }
+  return ((h1 < g.h ? h1 : g.h) - (h0 > 0 ? h0 : 0)) * ((w1 < g.w ? w1 : g.w) - (w0 > 0 ? w0 : 0));
+}
+
+template <typename T>
+__global__ void AvgPoolKernel(ConvGeometry g, bool count_include_pad, const T* x, Strides4 xs, T* y, int64_t n) {
+  using C = Compute<T>;
+  OAR_GRID_STRIDE_LOOP(e, n) {
+    const int64_t wo = e % g.wo, ho = (e / g.wo) % g.ho, plane = e / (g.wo * g.ho);
+    const int64_t base = (plane / g.c) * xs.s[0] + (plane % g.c) * xs.s[1];
+    const int64_t h0 = ho * g.stride_h - g.pad_h, w0 = wo * g.stride_w - g.pad_w;
+    C sum = C(0);
+    for (int64_t h = h0 > 0 ? h0 : 0; h < h0 + g.kh && h < g.h; ++h) {
+      for (int64_t w = w0 > 0 ? w0 : 0; w < w0 + g.kw && w < g.w; ++w) sum += Load(x[base + h * xs.s[2] + w * xs.s[3]]);
+    }
+    y[e] = Store<T>(sum / C(AvgDivisor(g, ho, wo, count_include_pad)));
+  }
+}
+
+/// First output position (along one axis) whose window [o * stride - pad, + k) contains input i.
+__device__ int64_t FirstCovering(int64_t i, int64_t k, int64_t stride, int64_t pad) {
+  const int64_t lo = i + pad - k + 1;  // o * stride >= lo
+  return lo <= 0 ? 0 : (lo + stride - 1) / stride;
+}
+
+template <typename T>
+__global__ void AvgPoolGradKernel(ConvGeometry g, bool count_include_pad, const T* gy, Strides4 gs, T* gx, int64_t n) {
+  using C = Compute<T>;
+  OAR_GRID_STRIDE_LOOP(e, n) {
+    const int64_t w = e % g.w, h = (e / g.w) % g.h, plane = e / (g.w * g.h);
+    const int64_t base = (plane / g.c) * gs.s[0] + (plane % g.c) * gs.s[1];
+    const int64_t last_h = (h + g.pad_h) / g.stride_h, last_w = (w + g.pad_w) / g.stride_w;
+    C acc = C(0);
+    for (int64_t ho = FirstCovering(h, g.kh, g.stride_h, g.pad_h); ho <= last_h && ho < g.ho; ++ho) {
+      for (int64_t wo = FirstCovering(w, g.kw, g.stride_w, g.pad_w); wo <= last_w && wo < g.wo; ++wo) {
+        acc += Load(gy[base + ho * gs.s[2] + wo * gs.s[3]]) / C(AvgDivisor(g, ho, wo, count_include_pad));
+      }
+    }
+    gx[e] = Store<T>(acc);
+  }
+}
+
+/// Adaptive window of output i out of `out` over `in` positions: [floor(i in / out), ceil((i + 1) in / out)).
+__device__ int64_t AdaptiveStart(int64_t i, int64_t in, int64_t out) { return i * in / out; }
+__device__ int64_t AdaptiveEnd(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+
+/// g.h, g.w: input extents; g.ho, g.wo: output extents; g.c: channels.
+template <typename T>
+__global__ void AdaptiveAvgPoolKernel(ConvGeometry g, const T* x, Strides4 xs, T* y, int64_t n) {
+  using C = Compute<T>;
+  OAR_GRID_STRIDE_LOOP(e, n) {
+    const int64_t wo = e % g.wo, ho = (e / g.wo) % g.ho, plane = e / (g.wo * g.ho);
+    const int64_t base = (plane / g.c) * xs.s[0] + (plane % g.c) * xs.s[1];
+    const int64_t h0 = AdaptiveStart(ho, g.h, g.ho), h1 = AdaptiveEnd(ho, g.h, g.ho);
+    const int64_t w0 = AdaptiveStart(wo, g.w, g.wo), w1 = AdaptiveEnd(wo, g.w, g.wo);
+    C sum = C(0);
+    for (int64_t h = h0; h < h1; ++h) {
+      for (int64_t w = w0; w < w1; ++w) sum += Load(x[base + h * xs.s[2] + w * xs.s[3]]);
+    }
+    y[e] = Store<T>(sum / C((h1 - h0) * (w1 - w0)));  // an empty input: 0 / 0, the mean of nothing
+  }
+}
+
+template <typename T>
+__global__ void AdaptiveAvgPoolGradKernel(ConvGeometry g, const T* gy, Strides4 gs, T* gx, int64_t n) {
+  using C = Compute<T>;
+  OAR_GRID_STRIDE_LOOP(e, n) {
+    const int64_t w = e % g.w, h = (e / g.w) % g.h, plane = e / (g.w * g.h);
+    const int64_t base = (plane / g.c) * gs.s[0] + (plane % g.c) * gs.s[1];
+    C acc = C(0);
+    // Outputs whose window holds h: [floor(h Ho / H), ceil((h + 1) Ho / H)); each is checked again.
+    for (int64_t ho = h * g.ho / g.h; ho < g.ho && ho * g.h < (h + 1) * g.ho; ++ho) {
+      const int64_t h0 = AdaptiveStart(ho, g.h, g.ho), h1 = AdaptiveEnd(ho, g.h, g.ho);
+      if (h < h0 || h >= h1) continue;
+      for (int64_t wo = w * g.wo / g.w; wo < g.wo && wo * g.w < (w + 1) * g.wo; ++wo) {
+        const int64_t w0 = AdaptiveStart(wo, g.w, g.wo), w1 = AdaptiveEnd(wo, g.w, g.wo);
+        if (w < w0 || w >= w1) continue;
+        acc += Load(gy[base + ho * gs.s[2] + wo * gs.s[3]]) / C((h1 - h0) * (w1 - w0));
+      }
+    }
+    gx[e] = Store<T>(acc);
+  }
+}
+
 }  // namespace
 
 // ===================================================================================================
@@ -780,9 +876,11 @@ int LaunchReduce(ReduceOp op, const TensorArg& x, uint32_t axes_mask, const Tens
       const T* in = static_cast<const T*>(x.data);
       T* result = static_cast<T*>(out.data);
       if (extrema) {
-        ReduceKernel<T, AccOf<T, true>><<<grid, block, 0, Native(stream)>>>(op, in, result, outer, inner, num_out, r);
+        OAR_GPU_LAUNCH(grid, block, Native(stream), ReduceKernel<T, AccOf<T, true>>)
+        (op, in, result, outer, inner, num_out, r);
       } else {
-        ReduceKernel<T, AccOf<T, false>><<<grid, block, 0, Native(stream)>>>(op, in, result, outer, inner, num_out, r);
+        OAR_GPU_LAUNCH(grid, block, Native(stream), ReduceKernel<T, AccOf<T, false>>)
+        (op, in, result, outer, inner, num_out, r);
       }
       err = LastError();
     }
@@ -800,8 +898,8 @@ int LaunchArgReduce(bool is_max, const TensorArg& x, int axis, const TensorArg& 
   VisitDType(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
-      ArgReduceKernel<T><<<RowBlocks(num_out), ReductionThreads(len), 0, Native(stream)>>>(
-          is_max, static_cast<const T*>(x.data), static_cast<int64_t*>(out.data), rows, len, stride, num_out);
+      OAR_GPU_LAUNCH(RowBlocks(num_out), ReductionThreads(len), Native(stream), ArgReduceKernel<T>)
+      (is_max, static_cast<const T*>(x.data), static_cast<int64_t*>(out.data), rows, len, stride, num_out);
       err = LastError();
     }
   });
@@ -822,8 +920,8 @@ int LaunchSoftmax(bool log, const TensorArg& x, int axis, const TensorArg& out, 
   VisitDType(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kIsFloat<T>) {
-      SoftmaxKernel<T><<<RowBlocks(num_rows), ReductionThreads(len), 0, Native(stream)>>>(
-          log, static_cast<const T*>(x.data), static_cast<T*>(out.data), rows, len, x_stride, out_stride, num_rows);
+      OAR_GPU_LAUNCH(RowBlocks(num_rows), ReductionThreads(len), Native(stream), SoftmaxKernel<T>)
+      (log, static_cast<const T*>(x.data), static_cast<T*>(out.data), rows, len, x_stride, out_stride, num_rows);
       err = LastError();
     }
   });
@@ -861,10 +959,10 @@ int LaunchLayerNorm(const TensorArg& x, const TensorArg& weight, const TensorArg
     using T = decltype(tag);
     if constexpr (kIsFloat<T>) {
       using C = Compute<T>;
-      LayerNormKernel<T><<<RowBlocks(num_rows), ReductionThreads(n), 0, Native(stream)>>>(
-          static_cast<const T*>(x.data), static_cast<const T*>(weight.data), static_cast<const T*>(bias.data),
-          static_cast<T*>(y.data), static_cast<C*>(mean.data), static_cast<C*>(rstd.data), rows, inner, num_rows, n,
-          static_cast<C>(eps));
+      OAR_GPU_LAUNCH(RowBlocks(num_rows), ReductionThreads(n), Native(stream), LayerNormKernel<T>)
+      (static_cast<const T*>(x.data), static_cast<const T*>(weight.data), static_cast<const T*>(bias.data),
+       static_cast<T*>(y.data), static_cast<C*>(mean.data), static_cast<C*>(rstd.data), rows, inner, num_rows, n,
+       static_cast<C>(eps));
       err = LastError();
     }
   });
@@ -896,9 +994,9 @@ int LaunchGemm(const TensorArg& a, const TensorArg& b, const TensorArg& out, Str
   VisitDType(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kIsFloat<T>) {
-      GemmKernel<T><<<grid, block, 0, Native(stream)>>>(
-          static_cast<const T*>(a.data), static_cast<const T*>(b.data), static_cast<T*>(out.data), m, n, k,
-          a.strides[r - 2], a.strides[r - 1], b.strides[r - 2], b.strides[r - 1], batch, num_batches);
+      OAR_GPU_LAUNCH(grid, block, Native(stream), GemmKernel<T>)
+      (static_cast<const T*>(a.data), static_cast<const T*>(b.data), static_cast<T*>(out.data), m, n, k,
+       a.strides[r - 2], a.strides[r - 1], b.strides[r - 2], b.strides[r - 1], batch, num_batches);
       err = LastError();
     }
   });
@@ -1023,6 +1121,35 @@ int LaunchMaxPool(const ConvGeometry& g, const TensorArg& x, const TensorArg& y,
     if constexpr (kIsFloat<T>) {
       err = Launch1D(y.numel(), stream, MaxPoolKernel<T>, g, static_cast<const T*>(x.data), xs, static_cast<T*>(y.data),
                      static_cast<int64_t*>(indices.data));
+    }
+  });
+  return err;
+}
+
+int LaunchPool(PoolKind kind, const ConvGeometry& g, bool count_include_pad, const TensorArg& in, const TensorArg& out,
+               StreamHandle stream) {
+  Strides4 is{};
+  for (int d = 0; d < 4; ++d) is.s[d] = in.strides[d];
+  int err = static_cast<int>(gpuErrorInvalidValue);
+  VisitDType(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloat<T>) {
+      const T* src = static_cast<const T*>(in.data);
+      T* dst = static_cast<T*>(out.data);
+      switch (kind) {
+        case PoolKind::kAvg:
+          err = Launch1D(out.numel(), stream, AvgPoolKernel<T>, g, count_include_pad, src, is, dst);
+          break;
+        case PoolKind::kAvgGrad:
+          err = Launch1D(out.numel(), stream, AvgPoolGradKernel<T>, g, count_include_pad, src, is, dst);
+          break;
+        case PoolKind::kAdaptiveAvg:
+          err = Launch1D(out.numel(), stream, AdaptiveAvgPoolKernel<T>, g, src, is, dst);
+          break;
+        case PoolKind::kAdaptiveAvgGrad:
+          err = Launch1D(out.numel(), stream, AdaptiveAvgPoolGradKernel<T>, g, src, is, dst);
+          break;
+      }
     }
   });
   return err;

@@ -95,6 +95,17 @@ int LaunchConv(ConvKind kind, const ConvGeometry& g, const TensorArg& a, const T
 int LaunchMaxPool(const ConvGeometry& g, const TensorArg& x, const TensorArg& y, const TensorArg& indices,
                   StreamHandle stream);
 
+enum class PoolKind : int32_t { kAvg, kAvgGrad, kAdaptiveAvg, kAdaptiveAvgGrad };
+/// The average poolings of docs/ops.md, out contiguous, in float32 for 16-bit floats (float64 for F64):
+///  - kAvg: y (out) from x (in) with the windows of `g` (dilation 1), each divided by its divisor;
+///  - kAvgGrad: grad_x (out, shape [n, c, h, w]) from grad_y (in, [n, c, ho, wo]);
+///  - kAdaptiveAvg / kAdaptiveAvgGrad: the same with the adaptive windows of g.h x g.w over g.ho x g.wo
+///    (kernel, stride and padding unused).
+/// The gradients gather, per input element, the windows that cover it: no atomics, deterministic.
+/// Windows of only padding must have been refused by the caller (forward) or pass nothing back (gradient).
+int LaunchPool(PoolKind kind, const ConvGeometry& g, bool count_include_pad, const TensorArg& in, const TensorArg& out,
+               StreamHandle stream);
+
 }  // namespace oar::gpu
 
 #endif  // OAR_PLUGINS_GPU_COMMON_KERNELS_H_

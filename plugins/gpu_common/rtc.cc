@@ -1,5 +1,7 @@
 #include "plugins/gpu_common/rtc.h"
 
+#if !defined(OAR_GPU_EMU)  // the emulator has no runtime compiler: no compiler table
+
 #include <memory>
 #include <mutex>
 #include <string>
@@ -263,3 +265,11 @@ const oar_compiler_api_t kCompilerApi = [] {
 const oar_compiler_api_t* CompilerApi() { return &kCompilerApi; }
 
 }  // namespace oar::gpu
+
+#else
+
+namespace oar::gpu {
+const oar_compiler_api_t* CompilerApi() { return nullptr; }
+}  // namespace oar::gpu
+
+#endif

@@ -208,6 +208,9 @@ void ReadAttributes(int32_t device, Attributes& a) {
 #if defined(OAR_GPU_CUDA)
   a.vendor = "NVIDIA";
   a.arch = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
+#elif defined(OAR_GPU_EMU)
+  a.vendor = OAR_GPU_VENDOR_NAME;
+  a.arch = "host";
 #else
   a.arch = prop.gcnArchName;
   // Hygon DCUs run this plugin through their HIP runtime; say who made the device.
@@ -521,8 +524,8 @@ oar_status_t* StreamAddCallback(int32_t device, oar_stream_t stream, oar_host_fn
     UseDevice(device);
     const gpuStream_t s = NativeStream(device, stream);
     if (fn == nullptr) Fail(OAR_STATUS_INVALID_ARGUMENT, "stream_add_callback: fn must not be NULL");
-#if defined(OAR_GPU_CUDA)
-    OAR_GPU_CHECK(device, cudaLaunchHostFunc, s, fn, user_data);
+#if !defined(OAR_GPU_HIP)
+    OAR_GPU_CHECK(device, gpuLaunchHostFunc, s, fn, user_data);
 #else
     auto* box = new CallbackBox{fn, user_data};
     const hipError_t e = hipStreamAddCallback(s, HipCallback, box, 0);

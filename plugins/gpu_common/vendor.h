@@ -1,14 +1,23 @@
 // The vendor shim: one name for each runtime entity the shared GPU code uses, mapped to the CUDA runtime
-// (OAR_GPU_CUDA) or to HIP (OAR_GPU_HIP). Everything in plugins/gpu_common is written against these
+// (OAR_GPU_CUDA), to HIP (OAR_GPU_HIP) or to the host-CPU GPU emulator that tests the same sources
+// without a GPU (OAR_GPU_EMU, plugins/gpu_emu). Everything in plugins/gpu_common is written against these
 // `gpu*` names and compiled once per vendor; nothing else in the tree may include a vendor header.
 //
 // The host sources (.cc) see only the runtime API header and are compiled by the host C++ compiler;
-// the kernel source (kernels.cu) sees the full runtime and is compiled by nvcc or hipcc.
+// the kernel source (kernels.cu) sees the full runtime and is compiled by nvcc or hipcc (for the
+// emulator: by the host compiler with OAR_GPU_EMU_KERNELS, which adds the emulator's kernel language).
+//
+// Kernels are launched with OAR_GPU_LAUNCH(grid, block, stream, kernel)(args...), which is
+// kernel<<<grid, block, 0, stream>>>(args...) on the real vendors.
 #ifndef OAR_PLUGINS_GPU_COMMON_VENDOR_H_
 #define OAR_PLUGINS_GPU_COMMON_VENDOR_H_
 
-#if defined(OAR_GPU_CUDA) == defined(OAR_GPU_HIP)
-#error "define exactly one of OAR_GPU_CUDA and OAR_GPU_HIP"
+#if defined(OAR_GPU_CUDA) + defined(OAR_GPU_HIP) + defined(OAR_GPU_EMU) != 1
+#error "define exactly one of OAR_GPU_CUDA, OAR_GPU_HIP and OAR_GPU_EMU"
+#endif
+
+#if defined(OAR_GPU_CUDA) || defined(OAR_GPU_HIP)
+#define OAR_GPU_LAUNCH(grid, block, stream, ...) __VA_ARGS__<<<(grid), (block), 0, (stream)>>>
 #endif
 
 #if defined(OAR_GPU_CUDA)
@@ -70,6 +79,7 @@ inline constexpr auto gpuDevAttrMemoryBusWidth = cudaDevAttrGlobalMemoryBusWidth
 #define gpuEventSynchronize cudaEventSynchronize
 #define gpuEventElapsedTime cudaEventElapsedTime
 #define gpuEventCreate cudaEventCreate
+#define gpuLaunchHostFunc cudaLaunchHostFunc
 
 #elif defined(OAR_GPU_HIP)
 #if !defined(__HIP_PLATFORM_AMD__)
@@ -133,6 +143,68 @@ inline constexpr auto gpuDevAttrMemoryBusWidth = hipDeviceAttributeMemoryBusWidt
 #define gpuEventSynchronize hipEventSynchronize
 #define gpuEventElapsedTime hipEventElapsedTime
 #define gpuEventCreate hipEventCreate
+
+#elif defined(OAR_GPU_EMU)
+#include "plugins/gpu_emu/emu_runtime.h"
+#if defined(OAR_GPU_EMU_KERNELS)
+#include "plugins/gpu_emu/emu_kernel.h"
+#define OAR_GPU_LAUNCH(grid, block, stream, ...) \
+  ::oar::gpu::emu::MakeLauncher((grid), (block), (stream), __VA_ARGS__, #__VA_ARGS__)
+#endif
+
+#define OAR_GPU_NAME "gpu_emu"
+#define OAR_GPU_VENDOR_NAME "Oar (host-CPU emulator)"
+#define OAR_GPU_API_PREFIX "emu"
+
+using gpuError_t = emuError_t;
+using gpuStream_t = emuStream_t;
+using gpuEvent_t = emuEvent_t;
+using gpuDeviceProp_t = emuDeviceProp;
+inline constexpr gpuError_t gpuSuccess = emuSuccess;
+inline constexpr gpuError_t gpuErrorNotReady = emuErrorNotReady;
+inline constexpr gpuError_t gpuErrorMemoryAllocation = emuErrorMemoryAllocation;
+inline constexpr gpuError_t gpuErrorInvalidValue = emuErrorInvalidValue;
+inline constexpr gpuError_t gpuErrorNoDevice = emuErrorNoDevice;
+inline constexpr gpuError_t gpuErrorInsufficientDriver = emuErrorInsufficientDriver;
+inline constexpr gpuError_t gpuErrorInitializationError = emuErrorInitializationError;
+inline constexpr unsigned gpuStreamNonBlocking = emuStreamNonBlocking;
+inline constexpr unsigned gpuEventDisableTiming = emuEventDisableTiming;
+inline constexpr unsigned gpuHostAllocDefault = emuHostAllocDefault;
+inline constexpr auto gpuMemcpyDefault = emuMemcpyDefault;
+inline constexpr auto gpuDevAttrMemoryClockRate = emuDevAttrMemoryClockRate;
+inline constexpr auto gpuDevAttrMemoryBusWidth = emuDevAttrGlobalMemoryBusWidth;
+
+#define gpuGetErrorString emuGetErrorString
+#define gpuGetErrorName emuGetErrorName
+#define gpuGetLastError emuGetLastError
+#define gpuGetDeviceCount emuGetDeviceCount
+#define gpuGetDeviceProperties emuGetDeviceProperties
+#define gpuDeviceGetAttribute emuDeviceGetAttribute
+#define gpuSetDevice emuSetDevice
+#define gpuDeviceSynchronize emuDeviceSynchronize
+#define gpuDeviceCanAccessPeer emuDeviceCanAccessPeer
+#define gpuDeviceEnablePeerAccess emuDeviceEnablePeerAccess
+#define gpuMemGetInfo emuMemGetInfo
+#define gpuMalloc emuMalloc
+#define gpuFree emuFree
+#define gpuHostAlloc emuHostAlloc
+#define gpuFreeHost emuFreeHost
+#define gpuMemcpyAsync emuMemcpyAsync
+#define gpuMemcpyPeerAsync emuMemcpyPeerAsync
+#define gpuMemsetAsync emuMemsetAsync
+#define gpuStreamCreateWithFlags emuStreamCreateWithFlags
+#define gpuStreamDestroy emuStreamDestroy
+#define gpuStreamSynchronize emuStreamSynchronize
+#define gpuStreamQuery emuStreamQuery
+#define gpuStreamWaitEvent emuStreamWaitEvent
+#define gpuEventCreateWithFlags emuEventCreateWithFlags
+#define gpuEventDestroy emuEventDestroy
+#define gpuEventRecord emuEventRecord
+#define gpuEventQuery emuEventQuery
+#define gpuEventSynchronize emuEventSynchronize
+#define gpuEventElapsedTime emuEventElapsedTime
+#define gpuEventCreate emuEventCreate
+#define gpuLaunchHostFunc emuLaunchHostFunc
 #endif
 
 #endif  // OAR_PLUGINS_GPU_COMMON_VENDOR_H_
