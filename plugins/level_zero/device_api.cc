@@ -10,6 +10,7 @@
 
 #include "oar/plugin/cpp/status.hpp"
 #include "plugins/level_zero/runtime.h"
+#include "plugins/level_zero/ze_loader.h"
 #include "plugins/level_zero/ze_status.h"
 
 namespace oar::level_zero {
@@ -35,7 +36,7 @@ void AppendCopy(Stream& s, void* dst, const void* src, size_t size, std::shared_
   s.Append(
       "zeCommandListAppendMemoryCopy",
       [&](ze_command_list_handle_t list) {
-        return zeCommandListAppendMemoryCopy(list, dst, src, size, nullptr, 0, nullptr);
+        return Ze().zeCommandListAppendMemoryCopy(list, dst, src, size, nullptr, 0, nullptr);
       },
       std::move(keep));
 }
@@ -81,7 +82,7 @@ void Memset(Stream& s, void* dst, uint8_t value, size_t size) {
   if (size == 0) return;
   CheckBuffers(s.device(), dst, dst, size);
   s.Append("zeCommandListAppendMemoryFill", [&](ze_command_list_handle_t list) {
-    return zeCommandListAppendMemoryFill(list, dst, &value, 1, size, nullptr, 0, nullptr);
+    return Ze().zeCommandListAppendMemoryFill(list, dst, &value, 1, size, nullptr, 0, nullptr);
   });
 }
 
@@ -254,7 +255,7 @@ oar_status_t* EventQuery(int32_t device, oar_event_t event, bool* complete) {
       *complete = true;
       return;
     }
-    const ze_result_t r = zeEventQueryStatus(current->handle);
+    const ze_result_t r = Ze().zeEventQueryStatus(current->handle);
     *complete = r == ZE_RESULT_SUCCESS;
     if (r != ZE_RESULT_NOT_READY) Check(r, "zeEventQueryStatus", d.where());
   });
@@ -268,7 +269,7 @@ oar_status_t* EventSynchronize(int32_t device, oar_event_t event) {
       std::lock_guard<std::mutex> lock(e.mu);
       current = e.current;
     }
-    if (current) Check(zeEventHostSynchronize(current->handle, UINT64_MAX), "zeEventHostSynchronize", d.where());
+    if (current) Check(Ze().zeEventHostSynchronize(current->handle, UINT64_MAX), "zeEventHostSynchronize", d.where());
   });
 }
 

@@ -5,8 +5,9 @@
 // ops.cc; everything else falls back to cpu in the core. No compiler sub-ABI: compiling OpenCL C at run
 // time would need clang and llvm-spirv at run time.
 //
-// Without a driver the plugin still loads and initialises; device_count reports 0 devices and
-// UNAVAILABLE with zeInit's result in Level Zero's words.
+// The Level Zero loader is opened at run time, not linked (ze_loader.h). Without it (no libze1), or
+// without a driver, the plugin still loads and initialises; device_count reports 0 devices and
+// UNAVAILABLE with the reason: the loader that could not be opened, or zeInit's result in Level Zero's words.
 #include "oar/plugin/cpp/kernel.hpp"
 #include "oar/plugin/cpp/status.hpp"
 #include "plugins/level_zero/device_api.h"

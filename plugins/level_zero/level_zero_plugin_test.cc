@@ -1,12 +1,15 @@
 // The level_zero plugin as the host sees it: loaded with dlopen and driven only through its ABI tables.
 // Without an Intel GPU and driver the device tests report SKIPPED with the plugin's own reason; loading,
-// the handshake, the no-driver behaviour, the registered keys and `supports` are tested everywhere.
+// the handshake, the no-driver and no-loader behaviour, the registered keys and `supports` are tested
+// everywhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -108,6 +111,59 @@ TEST(LevelZeroPlugin, WithoutDevicesEverySlotRefusesByName) {
   oar_memory_stats_t stats{};
   stats.struct_size = OAR_MEMORY_STATS_STRUCT_SIZE;
   EXPECT_EQ(Take(Dev()->memory_stats(0, &stats)).code, OAR_STATUS_INVALID_ARGUMENT);
+}
+
+// ---- without the Level Zero loader (libze1 not installed) -------------------------------------------------
+
+/// Loads the plugin with OAR_LEVEL_ZERO_LOADER=`loader`, writes on stderr what it answered
+/// ("load: ok; device_count: 0, code 14: <message>") and exits with 0. The statement of a "threadsafe" death
+/// test: its child process re-executes this program and runs only the calling test, so the plugin, and the
+/// environment variable with it, are read there for the first time whatever this process did before.
+[[noreturn]] void ReportDeviceCountWithLoader(const char* loader) {
+  setenv("OAR_LEVEL_ZERO_LOADER", loader, 1);
+  const oar::sdk::testing::LoadedPlugin p = oar::sdk::testing::LoadPlugin(OAR_LEVEL_ZERO_PLUGIN);
+  std::string report = "load: " + (p.ok() ? std::string("ok") : p.error);
+  if (p.api != nullptr) {
+    int32_t count = -1;
+    const Result r = Take(p.api->device->device_count(&count));
+    report += "; device_count: " + std::to_string(count) + ", code " + std::to_string(r.code) + ": " + r.message;
+  }
+  std::fprintf(stderr, "%s\n", report.c_str());
+  std::exit(0);
+}
+
+/// A regular expression (POSIX extended, as EXPECT_EXIT reads it) that matches `text` literally.
+std::string Literally(std::string_view text) {
+  std::string re;
+  for (const char c : text) {
+    if (std::strchr(".[]()*+?{}|^$\\", c) != nullptr) re += '\\';
+    re += c;
+  }
+  return re;
+}
+
+/// The start of the report of a plugin that loaded, initialised and answered 0 devices, UNAVAILABLE.
+std::string LoadedWithNoDevice() {
+  return "load: ok; device_count: 0, code " + std::to_string(OAR_STATUS_UNAVAILABLE) + ": ";
+}
+
+TEST(LevelZeroPluginWithoutLoader, LoadsWithNoDeviceAndSaysWhichLoaderIsMissing) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string missing = "/nonexistent/libze_loader.so.1";
+  // e.g. "cannot load the Level Zero loader /nonexistent/libze_loader.so.1 (from OAR_LEVEL_ZERO_LOADER):
+  // /nonexistent/libze_loader.so.1: cannot open shared object file: ... (install libze1, ...)"
+  EXPECT_EXIT(ReportDeviceCountWithLoader(missing.c_str()), ::testing::ExitedWithCode(0),
+              LoadedWithNoDevice() + "cannot load the Level Zero loader " + Literally(missing) +
+                  " \\(from OAR_LEVEL_ZERO_LOADER\\): .+\\(install libze1");
+}
+
+TEST(LevelZeroPluginWithoutLoader, ALoaderWithoutAFunctionIsRefusedNamingIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // libm opens everywhere and has no ze* function: the first one resolved, zeInit, is named.
+  EXPECT_EXIT(ReportDeviceCountWithLoader("libm.so.6"), ::testing::ExitedWithCode(0),
+              LoadedWithNoDevice() +
+                  "the Level Zero loader libm\\.so\\.6 \\(from OAR_LEVEL_ZERO_LOADER\\) has no "
+                  "zeInit, which the plugin calls \\(.+\\).*install libze1");
 }
 
 /// What register_kernels registered (LoadPlugin called it once, as the runtime does).

@@ -9,6 +9,7 @@
 #include "oar/plugin/cpp/status.hpp"
 #include "plugins/level_zero/kernels/layout.h"
 #include "plugins/level_zero/spirv_blob.h"
+#include "plugins/level_zero/ze_loader.h"
 #include "plugins/level_zero/ze_status.h"
 
 namespace oar::level_zero {
@@ -32,12 +33,12 @@ EventRef EventPool::Acquire() {
                               kEventsPerPool};
     ze_device_handle_t dev = device_.handle();
     ze_event_pool_handle_t pool = nullptr;
-    Check(zeEventPoolCreate(device_.context(), &desc, 1, &dev, &pool), "zeEventPoolCreate", device_.where());
+    Check(Ze().zeEventPoolCreate(device_.context(), &desc, 1, &dev, &pool), "zeEventPoolCreate", device_.where());
     pools_.push_back(pool);
     for (uint32_t i = 0; i < kEventsPerPool; ++i) {
       ze_event_desc_t ed{ZE_STRUCTURE_TYPE_EVENT_DESC, nullptr, i, ZE_EVENT_SCOPE_FLAG_HOST, ZE_EVENT_SCOPE_FLAG_HOST};
       ze_event_handle_t e = nullptr;
-      Check(zeEventCreate(pool, &ed, &e), "zeEventCreate", device_.where());
+      Check(Ze().zeEventCreate(pool, &ed, &e), "zeEventCreate", device_.where());
       free_.push_back(e);
     }
   }
@@ -45,11 +46,11 @@ EventRef EventPool::Acquire() {
   free_.pop_back();
   // Returned only once nothing on the device refers to it any more (see Stream::Release): reset it then.
   return EventRef(new PooledEvent{e}, [this](PooledEvent* p) {
-    if (zeEventHostReset(p->handle) == ZE_RESULT_SUCCESS) {
+    if (Ze().zeEventHostReset(p->handle) == ZE_RESULT_SUCCESS) {
       std::lock_guard<std::mutex> lock(mu_);
       free_.push_back(p->handle);
     } else {
-      zeEventDestroy(p->handle);  // never hand out an event in an unknown state
+      Ze().zeEventDestroy(p->handle);  // never hand out an event in an unknown state
     }
     delete p;
   });
@@ -61,8 +62,8 @@ Stream::Stream(Device& device) : device_(device) {
   ze_command_queue_desc_t desc{
       ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC, nullptr, device.compute_ordinal(), 0, 0, ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
       ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
-  Check(zeCommandListCreateImmediate(device.context(), device.handle(), &desc, &list_), "zeCommandListCreateImmediate",
-        device.where());
+  Check(Ze().zeCommandListCreateImmediate(device.context(), device.handle(), &desc, &list_),
+        "zeCommandListCreateImmediate", device.where());
 }
 
 Stream::~Stream() {
@@ -76,20 +77,21 @@ Stream::~Stream() {
   }
   cb_cv_.notify_all();
   if (cb_thread_.joinable()) cb_thread_.join();
-  zeCommandListDestroy(list_);
+  Ze().zeCommandListDestroy(list_);
 }
 
 void Stream::AppendLocked(const char* call, ze_result_t appended, std::shared_ptr<void> keep) {
   Check(appended, call, device_.where());
   if (keep) keep_.emplace_back(next_seq_++, std::move(keep));
   last_marker_.reset();
-  Check(zeCommandListAppendBarrier(list_, nullptr, 0, nullptr), "zeCommandListAppendBarrier", device_.where());
+  Check(Ze().zeCommandListAppendBarrier(list_, nullptr, 0, nullptr), "zeCommandListAppendBarrier", device_.where());
 }
 
 std::pair<EventRef, uint64_t> Stream::MarkerLocked() {
   if (!last_marker_) {
     EventRef marker = device_.events().Acquire();
-    Check(zeCommandListAppendBarrier(list_, marker->handle, 0, nullptr), "zeCommandListAppendBarrier", device_.where());
+    Check(Ze().zeCommandListAppendBarrier(list_, marker->handle, 0, nullptr), "zeCommandListAppendBarrier",
+          device_.where());
     keep_.emplace_back(next_seq_++, marker);
     last_marker_ = marker;
   }
@@ -108,7 +110,7 @@ void Stream::Synchronize() {
     std::lock_guard<std::mutex> lock(mu_);
     marker = MarkerLocked();
   }
-  Check(zeEventHostSynchronize(marker.first->handle, kForever), "zeEventHostSynchronize", device_.where());
+  Check(Ze().zeEventHostSynchronize(marker.first->handle, kForever), "zeEventHostSynchronize", device_.where());
   Release(marker.second);
 }
 
@@ -118,7 +120,7 @@ bool Stream::Query() {
     std::lock_guard<std::mutex> lock(mu_);
     marker = MarkerLocked();
   }
-  const ze_result_t r = zeEventQueryStatus(marker.first->handle);
+  const ze_result_t r = Ze().zeEventQueryStatus(marker.first->handle);
   if (r == ZE_RESULT_NOT_READY) return false;
   Check(r, "zeEventQueryStatus", device_.where());
   Release(marker.second);
@@ -133,17 +135,17 @@ EventRef Stream::Record() {
 void Stream::WaitEvent(const EventRef& event) {
   std::lock_guard<std::mutex> lock(mu_);
   ze_event_handle_t h = event->handle;
-  AppendLocked("zeCommandListAppendWaitOnEvents", zeCommandListAppendWaitOnEvents(list_, 1, &h), event);
+  AppendLocked("zeCommandListAppendWaitOnEvents", Ze().zeCommandListAppendWaitOnEvents(list_, 1, &h), event);
 }
 
 void Stream::AddCallback(oar_host_fn_t fn, void* user_data) {
   Callback cb{device_.events().Acquire(), device_.events().Acquire(), fn, user_data};
   {
     std::lock_guard<std::mutex> lock(mu_);
-    AppendLocked("zeCommandListAppendSignalEvent", zeCommandListAppendSignalEvent(list_, cb.reached->handle),
+    AppendLocked("zeCommandListAppendSignalEvent", Ze().zeCommandListAppendSignalEvent(list_, cb.reached->handle),
                  cb.reached);
     ze_event_handle_t done = cb.done->handle;
-    AppendLocked("zeCommandListAppendWaitOnEvents", zeCommandListAppendWaitOnEvents(list_, 1, &done), cb.done);
+    AppendLocked("zeCommandListAppendWaitOnEvents", Ze().zeCommandListAppendWaitOnEvents(list_, 1, &done), cb.done);
   }
   std::lock_guard<std::mutex> lock(cb_mu_);
   callbacks_.push_back(std::move(cb));
@@ -161,12 +163,12 @@ void Stream::CallbackLoop() {
       cb = std::move(callbacks_.front());
       callbacks_.pop_front();
     }
-    const ze_result_t r = zeEventHostSynchronize(cb.reached->handle, kForever);
+    const ze_result_t r = Ze().zeEventHostSynchronize(cb.reached->handle, kForever);
     if (r != ZE_RESULT_SUCCESS) {
       sdk::Log(OAR_LOG_ERROR, "level_zero", Describe(r, "zeEventHostSynchronize (host callback)", device_.where()));
     }
     cb.fn(cb.user_data);  // runs even after a device error, so the host never leaks what it waits for
-    const ze_result_t s = zeEventHostSignal(cb.done->handle);
+    const ze_result_t s = Ze().zeEventHostSignal(cb.done->handle);
     if (s != ZE_RESULT_SUCCESS) {
       sdk::Log(OAR_LOG_ERROR, "level_zero", Describe(s, "zeEventHostSignal (host callback)", device_.where()));
     }
@@ -180,7 +182,7 @@ Device::Device(int32_t ordinal, ze_driver_handle_t driver, ze_device_handle_t de
   where_ = "level_zero:" + std::to_string(ordinal);
   ze_device_properties_t props{};
   props.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES;
-  Check(zeDeviceGetProperties(device, &props), "zeDeviceGetProperties", where_);
+  Check(Ze().zeDeviceGetProperties(device, &props), "zeDeviceGetProperties", where_);
   name_ = props.name;
   where_ += " (" + name_ + ")";
   char vendor[32];
@@ -189,7 +191,7 @@ Device::Device(int32_t ordinal, ze_driver_handle_t driver, ze_device_handle_t de
 
   ze_device_compute_properties_t compute{};
   compute.stype = ZE_STRUCTURE_TYPE_DEVICE_COMPUTE_PROPERTIES;
-  Check(zeDeviceGetComputeProperties(device, &compute), "zeDeviceGetComputeProperties", where_);
+  Check(Ze().zeDeviceGetComputeProperties(device, &compute), "zeDeviceGetComputeProperties", where_);
   max_groups_[0] = compute.maxGroupCountX;
   max_groups_[1] = compute.maxGroupCountY;
   max_groups_[2] = compute.maxGroupCountZ;
@@ -200,19 +202,19 @@ Device::Device(int32_t ordinal, ze_driver_handle_t driver, ze_device_handle_t de
   }
 
   uint32_t count = 0;
-  Check(zeDeviceGetMemoryProperties(device, &count, nullptr), "zeDeviceGetMemoryProperties", where_);
+  Check(Ze().zeDeviceGetMemoryProperties(device, &count, nullptr), "zeDeviceGetMemoryProperties", where_);
   std::vector<ze_device_memory_properties_t> memory(count);
   for (auto& m : memory) m = {ZE_STRUCTURE_TYPE_DEVICE_MEMORY_PROPERTIES, nullptr};
-  Check(zeDeviceGetMemoryProperties(device, &count, memory.data()), "zeDeviceGetMemoryProperties", where_);
+  Check(Ze().zeDeviceGetMemoryProperties(device, &count, memory.data()), "zeDeviceGetMemoryProperties", where_);
   for (const auto& m : memory) total_memory_ += m.totalSize;
 
   count = 0;
-  Check(zeDeviceGetCommandQueueGroupProperties(device, &count, nullptr), "zeDeviceGetCommandQueueGroupProperties",
+  Check(Ze().zeDeviceGetCommandQueueGroupProperties(device, &count, nullptr), "zeDeviceGetCommandQueueGroupProperties",
         where_);
   std::vector<ze_command_queue_group_properties_t> groups(count);
   for (auto& g : groups) g = {ZE_STRUCTURE_TYPE_COMMAND_QUEUE_GROUP_PROPERTIES, nullptr};
-  Check(zeDeviceGetCommandQueueGroupProperties(device, &count, groups.data()), "zeDeviceGetCommandQueueGroupProperties",
-        where_);
+  Check(Ze().zeDeviceGetCommandQueueGroupProperties(device, &count, groups.data()),
+        "zeDeviceGetCommandQueueGroupProperties", where_);
   const auto compute_group = std::find_if(groups.begin(), groups.end(), [](const auto& g) {
     return (g.flags & ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE) != 0;
   });
@@ -222,7 +224,7 @@ Device::Device(int32_t ordinal, ze_driver_handle_t driver, ze_device_handle_t de
   compute_ordinal_ = static_cast<uint32_t>(compute_group - groups.begin());
 
   ze_context_desc_t cdesc{ZE_STRUCTURE_TYPE_CONTEXT_DESC, nullptr, 0};
-  Check(zeContextCreate(driver, &cdesc, &context_), "zeContextCreate", where_);
+  Check(Ze().zeContextCreate(driver, &cdesc, &context_), "zeContextCreate", where_);
 
   // Attributes: the strings and arrays live in members, valid until shutdown as the ABI requires.
   const int64_t eus = static_cast<int64_t>(props.numSlices) * props.numSubslicesPerSlice * props.numEUsPerSubslice;
@@ -245,7 +247,7 @@ Device::Device(int32_t ordinal, ze_driver_handle_t driver, ze_device_handle_t de
 void Device::BuildModule() {
   ze_device_module_properties_t module_props{};
   module_props.stype = ZE_STRUCTURE_TYPE_DEVICE_MODULE_PROPERTIES;
-  Check(zeDeviceGetModuleProperties(device_, &module_props), "zeDeviceGetModuleProperties", where_);
+  Check(Ze().zeDeviceGetModuleProperties(device_, &module_props), "zeDeviceGetModuleProperties", where_);
   uint32_t version = 0;  // word 1 of the module: 0x00MMmm00
   std::memcpy(&version, kKernelsSpirv + 4, sizeof(version));
   const uint32_t major = (version >> 16) & 0xff, minor = (version >> 8) & 0xff;
@@ -260,16 +262,16 @@ void Device::BuildModule() {
   ze_module_desc_t desc{
       ZE_STRUCTURE_TYPE_MODULE_DESC, nullptr, ZE_MODULE_FORMAT_IL_SPIRV, kKernelsSpirvSize, kKernelsSpirv, "", nullptr};
   ze_module_build_log_handle_t log = nullptr;
-  const ze_result_t r = zeModuleCreate(context_, device_, &desc, &module_, &log);
+  const ze_result_t r = Ze().zeModuleCreate(context_, device_, &desc, &module_, &log);
   std::string text;
   if (log != nullptr) {
     size_t size = 0;
-    if (zeModuleBuildLogGetString(log, &size, nullptr) == ZE_RESULT_SUCCESS && size > 0) {
+    if (Ze().zeModuleBuildLogGetString(log, &size, nullptr) == ZE_RESULT_SUCCESS && size > 0) {
       text.resize(size);
-      if (zeModuleBuildLogGetString(log, &size, text.data()) != ZE_RESULT_SUCCESS) text.clear();
+      if (Ze().zeModuleBuildLogGetString(log, &size, text.data()) != ZE_RESULT_SUCCESS) text.clear();
       text.resize(std::strlen(text.c_str()));
     }
-    zeModuleBuildLogDestroy(log);
+    Ze().zeModuleBuildLogDestroy(log);
   }
   if (r != ZE_RESULT_SUCCESS) {
     module_ = nullptr;
@@ -282,7 +284,7 @@ void* Device::Malloc(size_t size) {
   ze_device_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, nullptr, 0, 0};
   void* ptr = nullptr;
   const size_t bytes = std::max<size_t>(size, 1);  // size 0 still gets a unique pointer
-  const ze_result_t r = zeMemAllocDevice(context_, &desc, bytes, kAlignment, device_, &ptr);
+  const ze_result_t r = Ze().zeMemAllocDevice(context_, &desc, bytes, kAlignment, device_, &ptr);
   if (r != ZE_RESULT_SUCCESS) {
     std::lock_guard<std::mutex> lock(mem_mu_);
     throw StatusError(StatusCodeOf(r), Describe(r, "zeMemAllocDevice", where_) + " (requested " + std::to_string(size) +
@@ -308,30 +310,30 @@ void Device::Free(void* ptr) {
     allocations_.erase(it);
     in_use_ -= size;
   }
-  Check(zeMemFree(context_, ptr), "zeMemFree", where_);
+  Check(Ze().zeMemFree(context_, ptr), "zeMemFree", where_);
 }
 
 void* Device::HostMalloc(size_t size) {
   ze_host_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC, nullptr, 0};
   void* ptr = nullptr;
-  Check(zeMemAllocHost(context_, &desc, std::max<size_t>(size, 1), 64, &ptr), "zeMemAllocHost", where_);
+  Check(Ze().zeMemAllocHost(context_, &desc, std::max<size_t>(size, 1), 64, &ptr), "zeMemAllocHost", where_);
   return ptr;
 }
 
 void Device::HostFree(void* ptr) {
   if (ptr == nullptr) return;
   Synchronize();  // an async copy may still read or write it
-  Check(zeMemFree(context_, ptr), "zeMemFree (host)", where_);
+  Check(Ze().zeMemFree(context_, ptr), "zeMemFree (host)", where_);
 }
 
 std::shared_ptr<void> Device::Staging(size_t size) {
-  return std::shared_ptr<void>(HostMalloc(size), [ctx = context_](void* p) { zeMemFree(ctx, p); });
+  return std::shared_ptr<void>(HostMalloc(size), [ctx = context_](void* p) { Ze().zeMemFree(ctx, p); });
 }
 
 bool Device::IsUsm(const void* ptr) const {
   ze_memory_allocation_properties_t props{ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES, nullptr};
   ze_device_handle_t owner = nullptr;
-  Check(zeMemGetAllocProperties(context_, ptr, &props, &owner), "zeMemGetAllocProperties", where_);
+  Check(Ze().zeMemGetAllocProperties(context_, ptr, &props, &owner), "zeMemGetAllocProperties", where_);
   return props.type != ZE_MEMORY_TYPE_UNKNOWN;
 }
 
@@ -410,7 +412,7 @@ Device::Kernel& Device::GetKernel(const std::string& name) {
   if (!k) {
     auto created = std::make_unique<Kernel>();
     ze_kernel_desc_t desc{ZE_STRUCTURE_TYPE_KERNEL_DESC, nullptr, 0, name.c_str()};
-    Check(zeKernelCreate(module_, &desc, &created->handle), ("zeKernelCreate(" + name + ")").c_str(), where_);
+    Check(Ze().zeKernelCreate(module_, &desc, &created->handle), ("zeKernelCreate(" + name + ")").c_str(), where_);
     k = std::move(created);
   }
   return *k;
@@ -420,15 +422,15 @@ void Device::Launch(Stream& stream, const std::string& name, std::span<const Ker
   Kernel& k = GetKernel(name);
   std::lock_guard<std::mutex> lock(k.mu);
   const std::string what = where_ + ", kernel " + name;
-  Check(zeKernelSetGroupSize(k.handle, grid.local[0], grid.local[1], grid.local[2]), "zeKernelSetGroupSize", what);
+  Check(Ze().zeKernelSetGroupSize(k.handle, grid.local[0], grid.local[1], grid.local[2]), "zeKernelSetGroupSize", what);
   for (size_t i = 0; i < args.size(); ++i) {
     const void* value = args[i].kind == KernelArg::kPointer ? static_cast<const void*>(&args[i].value) : args[i].value;
-    Check(zeKernelSetArgumentValue(k.handle, static_cast<uint32_t>(i), args[i].size, value), "zeKernelSetArgumentValue",
-          what + ", argument " + std::to_string(i));
+    Check(Ze().zeKernelSetArgumentValue(k.handle, static_cast<uint32_t>(i), args[i].size, value),
+          "zeKernelSetArgumentValue", what + ", argument " + std::to_string(i));
   }
   const ze_group_count_t groups{grid.groups[0], grid.groups[1], grid.groups[2]};
   stream.Append("zeCommandListAppendLaunchKernel", [&](ze_command_list_handle_t list) {
-    return zeCommandListAppendLaunchKernel(list, k.handle, &groups, nullptr, 0, nullptr);
+    return Ze().zeCommandListAppendLaunchKernel(list, k.handle, &groups, nullptr, 0, nullptr);
   });
 }
 
@@ -442,7 +444,12 @@ Runtime& Runtime::Get() {
 }
 
 Runtime::Runtime() {
-  const ze_result_t init = zeInit(ZE_INIT_FLAG_GPU_ONLY);
+  const ZeLoader& loader = Loader();
+  if (!loader.ok()) {  // no libze1: the plugin still loads, with 0 devices and this reason
+    reason_ = loader.error;
+    return;
+  }
+  const ze_result_t init = Ze().zeInit(ZE_INIT_FLAG_GPU_ONLY);
   if (init != ZE_RESULT_SUCCESS) {
     reason_ = Describe(init, "zeInit", "") +
               " (the Level Zero loader found no GPU driver, or no driver found a device: Intel's GPU "
@@ -451,22 +458,22 @@ Runtime::Runtime() {
     return;
   }
   uint32_t num_drivers = 0;
-  ze_result_t r = zeDriverGet(&num_drivers, nullptr);
+  ze_result_t r = Ze().zeDriverGet(&num_drivers, nullptr);
   std::vector<ze_driver_handle_t> drivers(num_drivers);
-  if (r == ZE_RESULT_SUCCESS && num_drivers > 0) r = zeDriverGet(&num_drivers, drivers.data());
+  if (r == ZE_RESULT_SUCCESS && num_drivers > 0) r = Ze().zeDriverGet(&num_drivers, drivers.data());
   if (r != ZE_RESULT_SUCCESS) {
     reason_ = Describe(r, "zeDriverGet", "");
     return;
   }
   for (ze_driver_handle_t driver : drivers) {
     uint32_t n = 0;
-    if (zeDeviceGet(driver, &n, nullptr) != ZE_RESULT_SUCCESS) continue;
+    if (Ze().zeDeviceGet(driver, &n, nullptr) != ZE_RESULT_SUCCESS) continue;
     std::vector<ze_device_handle_t> devices(n);
-    if (zeDeviceGet(driver, &n, devices.data()) != ZE_RESULT_SUCCESS) continue;
+    if (Ze().zeDeviceGet(driver, &n, devices.data()) != ZE_RESULT_SUCCESS) continue;
     for (ze_device_handle_t d : devices) {
       ze_device_properties_t props{};
       props.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES;
-      if (zeDeviceGetProperties(d, &props) != ZE_RESULT_SUCCESS || props.type != ZE_DEVICE_TYPE_GPU) continue;
+      if (Ze().zeDeviceGetProperties(d, &props) != ZE_RESULT_SUCCESS || props.type != ZE_DEVICE_TYPE_GPU) continue;
       try {
         devices_.push_back(std::make_unique<Device>(static_cast<int32_t>(devices_.size()), driver, d));
       } catch (const StatusError& e) {  // a GPU we cannot drive is skipped and said why

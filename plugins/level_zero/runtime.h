@@ -199,11 +199,13 @@ class Device {
   std::map<std::string, std::unique_ptr<Kernel>> kernels_;
 };
 
-/// The driver: zeInit once, then every GPU of every Level Zero driver as devices 0 .. count-1.
+/// The driver: opens the Level Zero loader (ze_loader.h), zeInit once, then every GPU of every Level Zero
+/// driver as devices 0 .. count-1.
 class Runtime {
  public:
   static Runtime& Get();
-  /// Number of devices; with none, the reason in Level Zero's words (empty when there are devices).
+  /// Number of devices; with none, the reason: why the loader could not be opened, or the failed call in
+  /// Level Zero's words (empty when there are devices).
   int32_t count() const { return static_cast<int32_t>(devices_.size()); }
   const std::string& unavailable_reason() const { return reason_; }
   /// Device `ordinal`, or INVALID_ARGUMENT naming it.
