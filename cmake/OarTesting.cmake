@@ -1,19 +1,23 @@
 # Test helpers shared by every folder.
 
-# oar_add_gtest(NAME SOURCES ... LIBS ... [NO_DISCOVER]): one GoogleTest program whose tests CTest lists one
-# by one (NO_DISCOVER: the caller adds the ctest entries, e.g. to run the whole program in several
-# environments).
+# oar_add_gtest(NAME SOURCES ... LIBS ... [PREFIX p] [NO_DISCOVER]): one GoogleTest program whose tests
+# CTest lists one by one, as "p.Suite.Test" with a PREFIX (NO_DISCOVER: the caller adds the ctest
+# entries, e.g. to run the whole program in several environments).
 # A test that calls GTEST_SKIP() is reported by CTest as skipped, never as passed.
 function(oar_add_gtest name)
   if(NOT OAR_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(T "NO_DISCOVER" "" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(T "NO_DISCOVER" "PREFIX" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main oar_warnings)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   if(NOT T_NO_DISCOVER)  # NO_DISCOVER: the caller adds the program's ctest entries itself
-    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
+    set(prefix)
+    if(T_PREFIX)
+      set(prefix TEST_PREFIX "${T_PREFIX}.")
+    endif()
+    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST ${prefix}
                          PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]" TIMEOUT 300)
   endif()
 endfunction()

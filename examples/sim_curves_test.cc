@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <ostream>
 #include <set>
 #include <string>
 #include <tuple>
@@ -23,6 +24,7 @@ struct Case {
   int64_t steps;
   double metric_band;  // allowed |device - cpu| of the final metric
 };
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " x" << c.steps; }  // readable test names
 
 #if defined(OAR_GPU_EMU_PLUGIN)
 // The runtime discovers gpu_emu only where OAR_PLUGIN_PATH names it; set before the runtime starts.

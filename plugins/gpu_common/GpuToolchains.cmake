@@ -84,7 +84,8 @@ set(OAR_GPU_KERNEL_HEADERS
 # program, built for one vendor's plugin.
 function(oar_add_gpu_plugin_test vendor api)
   set(name oar_${vendor}_plugin_test)
-  oar_add_gtest(${name} SOURCES ${OAR_GPU_COMMON_DIR}/gpu_plugin_test.cc LIBS oar::plugin_sdk ${CMAKE_DL_LIBS})
+  oar_add_gtest(${name} SOURCES ${OAR_GPU_COMMON_DIR}/gpu_plugin_test.cc LIBS oar::plugin_sdk ${CMAKE_DL_LIBS}
+                PREFIX ${vendor})
   if(TARGET ${name})
     add_dependencies(${name} oar_plugin_${vendor})
     target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})

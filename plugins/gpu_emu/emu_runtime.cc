@@ -96,6 +96,10 @@ struct EmuStream {
   explicit EmuStream(Device* d);
   ~EmuStream();
   void Enqueue(std::function<void()> task);
+  /// Marks `event` complete up to `generation` when the stream gets there: in the same step that counts
+  /// the stream's earlier work done, so no observer sees the event complete and the stream busy, or the
+  /// reverse.
+  void EnqueueEventRecord(std::shared_ptr<EventState> event, uint64_t generation);
   void Wait();  // until everything enqueued so far has run
   bool Idle();
 
@@ -106,7 +110,12 @@ struct EmuStream {
   void Work();
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
+  struct Task {
+    std::function<void()> run;
+    std::shared_ptr<EventState> event;  // or an event record
+    uint64_t generation = 0;
+  };
+  std::deque<Task> tasks_;
   uint64_t enqueued_ = 0, done_ = 0;
   bool stop_ = false;
   std::thread worker_;
@@ -172,7 +181,16 @@ EmuStream::~EmuStream() {
 void EmuStream::Enqueue(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    tasks_.push_back(std::move(task));
+    tasks_.push_back(Task{std::move(task), nullptr, 0});
+    ++enqueued_;
+  }
+  cv_.notify_all();
+}
+
+void EmuStream::EnqueueEventRecord(std::shared_ptr<EventState> event, uint64_t generation) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tasks_.push_back(Task{nullptr, std::move(event), generation});
     ++enqueued_;
   }
   cv_.notify_all();
@@ -195,14 +213,23 @@ void EmuStream::Work() {
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
     if (tasks_.empty()) return;  // stopping, and everything enqueued has run
-    std::function<void()> task = std::move(tasks_.front());
+    Task task = std::move(tasks_.front());
     tasks_.pop_front();
-    lock.unlock();
     // After a fault the device runs nothing more (the real context is unusable too); host functions
     // and event records still complete so that waiting hosts are released and see the error.
-    task();
-    lock.lock();
+    if (task.run) {
+      lock.unlock();
+      task.run();
+      lock.lock();
+    }
     ++done_;
+    if (task.event) {  // lock order: stream, then event (nothing takes them the other way round)
+      {
+        std::lock_guard<std::mutex> event_lock(task.event->mutex);
+        task.event->completed = std::max(task.event->completed, task.generation);
+      }
+      task.event->cv.notify_all();
+    }
     cv_.notify_all();
   }
 }
@@ -720,13 +747,7 @@ emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
     std::lock_guard<std::mutex> lock(e->mutex);
     generation = ++e->recorded;
   }
-  s->Enqueue([e, generation] {
-    {
-      std::lock_guard<std::mutex> lock(e->mutex);
-      e->completed = std::max(e->completed, generation);
-    }
-    e->cv.notify_all();
-  });
+  s->EnqueueEventRecord(std::move(e), generation);
   return emuSuccess;
 }
 
