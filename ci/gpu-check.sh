@@ -8,6 +8,13 @@
 #   STEPS_MLP / STEPS_CNN / STEPS_LLAMA training steps per model (defaults keep the run short)
 #   METRIC_TOLERANCE=0.05              largest relative difference of a final metric, cuda vs cpu
 #   SKIP_BUILD=1                       reuse an existing build
+#   SKIP_BENCH=1                       leave out the benchmarks
+#   VENDOR=gpu_emu                     rehearse the whole script without a GPU: the same steps on the
+#                                      host-CPU emulator of the shared cuda/hip sources (no nvcc needed;
+#                                      the cuda-only steps — device code check, cuBLAS benchmarks — are left out)
+#
+# Only what the steps run is built (oar, the cpu plugin, the vendor plugin and its tests, the benchmarks),
+# to keep the build inside a short GPU lease.
 #
 # Every step runs even when an earlier one failed (except after a failed build); $OUT/summary.txt lists
 # each with OK/FAILED, and the exit status is 1 when any failed.
@@ -22,6 +29,18 @@ STEPS_MLP=${STEPS_MLP:-300}
 STEPS_CNN=${STEPS_CNN:-60}
 STEPS_LLAMA=${STEPS_LLAMA:-60}
 METRIC_TOLERANCE=${METRIC_TOLERANCE:-0.05}
+VENDOR=${VENDOR:-cuda}
+case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
+DEVICE="$VENDOR:0"
+case "$VENDOR" in
+  cuda) vendor_flags=(-DOAR_WITH_CUDA=ON -DOAR_CUDA_ARCHITECTURES="$CUDA_ARCHS" -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS")
+        targets=(oar_gpu_bench) ;;
+  gpu_emu) vendor_flags=(-DOAR_WITH_CUDA=OFF -DOAR_WITH_GPU_EMU=ON)
+           targets=()
+           export OAR_PLUGIN_PATH="$BUILD/lib/oar/emu" ;;
+  *) echo "gpu-check: VENDOR must be cuda or gpu_emu, not '$VENDOR'" >&2; exit 2 ;;
+esac
+targets+=(oar oar_plugin_cpu "oar_plugin_$VENDOR" "oar_${VENDOR}_plugin_test" oar_gpu_kernels_host_test oar_bench)
 mkdir -p "$OUT"
 summary="$OUT/summary.txt"
 : > "$summary"
@@ -49,37 +68,40 @@ step() {
 note "gpu-check on $(hostname) at $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
-  step configure 300 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOAR_WITH_CUDA=ON \
-    -DOAR_WITH_HIP=OFF -DOAR_CUDA_ARCHITECTURES="$CUDA_ARCHS" -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" || exit 1
-  step build 1500 cmake --build "$BUILD" -j "$JOBS" || { note "build failed: nothing else can run"; exit 1; }
+  step configure 300 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOAR_WITH_HIP=OFF \
+    -DOAR_WITH_LEVEL_ZERO=OFF "${vendor_flags[@]}" || exit 1
+  step build 1500 cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" || {
+    note "build failed: nothing else can run"; exit 1; }
 fi
 
 step devices 60 "$BUILD/bin/oar" devices
-grep -q "cuda:0" "$OUT/devices.log" || { note "FAILED  devices: cuda:0 not listed"; status=1; }
-step cuda_plugin_test 600 "$BUILD/tests/oar_cuda_plugin_test" --gtest_output="xml:$OUT/cuda_plugin_test.xml"
-if grep -q '^\[  SKIPPED \] GpuDevice' "$OUT/cuda_plugin_test.log" 2>/dev/null; then
-  note "FAILED  cuda_plugin_test: device tests were skipped on a GPU machine ($(grep -m1 'no cuda device' "$OUT/cuda_plugin_test.log"))"
+grep -q "$DEVICE" "$OUT/devices.log" || { note "FAILED  devices: $DEVICE not listed"; status=1; }
+step plugin_test 600 "$BUILD/tests/oar_${VENDOR}_plugin_test" --gtest_output="xml:$OUT/plugin_test.xml"
+if grep -q '^\[  SKIPPED \] GpuDevice' "$OUT/plugin_test.log" 2>/dev/null; then
+  note "FAILED  plugin_test: device tests were skipped on a GPU machine ($(grep -m1 "no $VENDOR device" "$OUT/plugin_test.log"))"
   status=1
 fi
 step gpu_kernels_host_test 120 "$BUILD/tests/oar_gpu_kernels_host_test"
-step check_device_code 60 plugins/gpu_common/check_device_code.sh cuda "$BUILD/lib/oar/plugins/liboar_plugin_cuda.so" "${CUDA_ARCHS//;/,}"
-step conformance 1800 "$BUILD/bin/oar" conformance --device cuda:0 --level L2 --jobs "$JOBS" --report-dir "$OUT/conformance"
+if [[ "$VENDOR" == cuda ]]; then
+  step check_device_code 60 plugins/gpu_common/check_device_code.sh cuda "$BUILD/lib/oar/plugins/liboar_plugin_cuda.so" "${CUDA_ARCHS//;/,}"
+fi
+step conformance 1800 "$BUILD/bin/oar" conformance --device "$DEVICE" --level L2 --jobs "$JOBS" --report-dir "$OUT/conformance"
 
 # Train each example on both devices with the same seed; the final metrics must agree.
 for model in mlp cnn llama; do
   var="STEPS_${model^^}"
   steps=${!var}
-  for device in cpu:0 cuda:0; do
+  for device in cpu:0 "$DEVICE"; do
     step "train_${model}_${device%%:*}" 1800 "$BUILD/bin/oar" train "$model" --device "$device" --steps "$steps" --seed 1
   done
   cpu=$(awk '/^final/ {print $3}' "$OUT/train_${model}_cpu.log" 2>/dev/null)
-  gpu=$(awk '/^final/ {print $3}' "$OUT/train_${model}_cuda.log" 2>/dev/null)
+  gpu=$(awk '/^final/ {print $3}' "$OUT/train_${model}_${VENDOR}.log" 2>/dev/null)
   if [[ -n "$cpu" && -n "$gpu" ]]; then
     if awk -v a="$cpu" -v b="$gpu" -v t="$METRIC_TOLERANCE" \
          'BEGIN { d = a - b; if (d < 0) d = -d; s = a < 0 ? -a : a; exit !(d <= t * (s > 1e-12 ? s : 1)) }'; then
-      note "OK      metric $model: cpu $cpu, cuda $gpu (tolerance $METRIC_TOLERANCE relative)"
+      note "OK      metric $model: cpu $cpu, $VENDOR $gpu (tolerance $METRIC_TOLERANCE relative)"
     else
-      note "FAILED  metric $model: cpu $cpu, cuda $gpu differ by more than $METRIC_TOLERANCE relative"
+      note "FAILED  metric $model: cpu $cpu, $VENDOR $gpu differ by more than $METRIC_TOLERANCE relative"
       status=1
     fi
   else
@@ -88,9 +110,11 @@ for model in mlp cnn llama; do
   fi
 done
 
-step gpu_bench 900 "$BUILD/bin/oar_gpu_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
-  --benchmark_out="$OUT/gpu_bench.json" --benchmark_out_format=json
-step oar_bench 900 "$BUILD/bin/oar_bench" "--benchmark_filter=^(dispatch|matmul)/"
+if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
+  [[ "$VENDOR" == cuda ]] && step gpu_bench 900 "$BUILD/bin/oar_gpu_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+    --benchmark_out="$OUT/gpu_bench.json" --benchmark_out_format=json
+  step oar_bench 900 "$BUILD/bin/oar_bench" "--benchmark_filter=^(dispatch|matmul)/"
+fi
 
 note "done: $(grep -c '^OK' "$summary") ok, $(grep -c '^FAILED' "$summary") failed"
 exit $status
