@@ -7,7 +7,8 @@
 #   BUILD=dir JOBS=n CUDA_ARCHS=90     build folder (default build-gpu), parallel jobs (16), SASS targets
 #   STEPS_MLP / STEPS_CNN / STEPS_LLAMA training steps per model (defaults keep the run short)
 #   METRIC_TOLERANCE=0.05              largest relative difference of a final metric, cuda vs cpu
-#   SKIP_BUILD=1                       reuse an existing build
+#   SKIP_BUILD=1                       reuse an existing build, or a bundle made by ci/gpu-bundle.sh
+#                                      (BUILD=gpu-bundle): its lib/deps goes on LD_LIBRARY_PATH
 #   SKIP_BENCH=1                       leave out the benchmarks
 #   VENDOR=gpu_emu                     rehearse the whole script without a GPU: the same steps on the
 #                                      host-CPU emulator of the shared cuda/hip sources (no nvcc needed;
@@ -41,6 +42,15 @@ case "$VENDOR" in
   *) echo "gpu-check: VENDOR must be cuda or gpu_emu, not '$VENDOR'" >&2; exit 2 ;;
 esac
 targets+=(oar oar_plugin_cpu "oar_plugin_$VENDOR" "oar_${VENDOR}_plugin_test" oar_gpu_kernels_host_test oar_bench)
+# The plugin test loads this plugin, wherever the build or bundle lies now.
+export OAR_TEST_PLUGIN="$BUILD/lib/oar/plugins/liboar_plugin_$VENDOR.so"
+[[ "$VENDOR" == gpu_emu ]] && OAR_TEST_PLUGIN="$BUILD/lib/oar/emu/liboar_plugin_gpu_emu.so"
+if [[ -d "$BUILD/lib/deps" ]]; then  # a bundle: the libraries it carries, then the toolkit's wherever it is
+  cuda_dirs=$(find /usr/local/cuda*/lib* /usr/local/cuda*/targets/*/lib /opt /usr/lib/python3*/site-packages/nvidia \
+                -maxdepth 4 \( -name 'libcublas.so.*' -o -name 'libnccl.so.*' -o -name 'libnvrtc.so.*' \) 2>/dev/null |
+              xargs -r -n1 dirname | sort -u | paste -sd: -)
+  export LD_LIBRARY_PATH="$BUILD/lib/deps${cuda_dirs:+:$cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 mkdir -p "$OUT"
 summary="$OUT/summary.txt"
 : > "$summary"
@@ -74,6 +84,11 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
     note "build failed: nothing else can run"; exit 1; }
 fi
 
+# Every program and plugin finds its libraries (a bundle on a foreign machine is where this fails first).
+for f in "$BUILD/bin/oar" "$OAR_TEST_PLUGIN" "$BUILD/lib/oar/plugins/liboar_plugin_cpu.so"; do
+  missing=$(ldd "$f" 2>&1 | grep "not found" | awk '{print $1}' | paste -sd' ' -)
+  [[ -z "$missing" ]] || { note "FAILED  libraries: $(basename "$f") needs $missing (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"; status=1; }
+done
 step devices 60 "$BUILD/bin/oar" devices
 grep -q "$DEVICE" "$OUT/devices.log" || { note "FAILED  devices: $DEVICE not listed"; status=1; }
 step plugin_test 600 "$BUILD/tests/oar_${VENDOR}_plugin_test" --gtest_output="xml:$OUT/plugin_test.xml"
@@ -113,7 +128,7 @@ done
 if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
   [[ "$VENDOR" == cuda ]] && step gpu_bench 900 "$BUILD/bin/oar_gpu_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
     --benchmark_out="$OUT/gpu_bench.json" --benchmark_out_format=json
-  step oar_bench 900 "$BUILD/bin/oar_bench" "--benchmark_filter=^(dispatch|matmul)/"
+  [[ -x "$BUILD/bin/oar_bench" ]] && step oar_bench 900 "$BUILD/bin/oar_bench" "--benchmark_filter=^(dispatch|matmul)/"
 fi
 
 note "done: $(grep -c '^OK' "$summary") ok, $(grep -c '^FAILED' "$summary") failed"

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <limits>
@@ -28,8 +29,15 @@ constexpr int32_t F32 = OAR_DTYPE_FLOAT32, F16 = OAR_DTYPE_FLOAT16, BF16 = OAR_D
 using oar::sdk::testing::Result;
 using oar::sdk::testing::Take;
 
-/// The plugin, loaded once through its ABI.
-const oar::sdk::testing::LoadedPlugin& P() { return oar::sdk::testing::LoadOnce(OAR_GPU_PLUGIN_PATH); }
+/// The plugin, loaded once through its ABI: the one this program was built with, or OAR_TEST_PLUGIN when
+/// the program runs away from its build tree (ci/gpu-bundle.sh carries it to a GPU machine).
+const oar::sdk::testing::LoadedPlugin& P() {
+  static const std::string path = [] {
+    const char* override_path = std::getenv("OAR_TEST_PLUGIN");
+    return std::string(override_path != nullptr && *override_path != '\0' ? override_path : OAR_GPU_PLUGIN_PATH);
+  }();
+  return oar::sdk::testing::LoadOnce(path);
+}
 
 const oar_plugin_api_t* Api() { return P().api; }
 
