@@ -289,7 +289,6 @@ struct GpuThread {
   ctx::fiber fiber;  // this thread, while suspended at a barrier
   ctx::fiber sink;   // the scheduler, while this thread runs
   bool on_fiber = false;
-  bool at_barrier = false;
 };
 
 GpuThread* g_thread = nullptr;  // the running GPU thread (under ExecutionMutex())
@@ -302,14 +301,12 @@ ctx::fiber StartFiber(GpuThread& t, const std::function<void()>& body) {
   return ctx::fiber(std::allocator_arg, PooledStack(), [&t, &body](ctx::fiber&& sink) {
     t.sink = std::move(sink);
     body();
-    t.at_barrier = false;
     return std::move(t.sink);
   });
 }
 
 void Resume(GpuThread& t) {
   g_thread = &t;
-  t.at_barrier = false;
   t.fiber = std::move(t.fiber).resume();
   g_thread = nullptr;
 }
@@ -327,7 +324,7 @@ std::string RunBlock(const std::function<void()>& body, dim3 grid, dim3 block, d
   for (unsigned i = 0; i < n; ++i) {
     GpuThread& t = threads[i];
     t.indices = {dim3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y)), block_idx, block, grid};
-    t.on_fiber = t.at_barrier = false;
+    t.on_fiber = false;
   }
   const bool reverse = Cfg().reverse_schedule;
   auto nth = [&](unsigned k) -> GpuThread& { return threads[reverse ? n - 1 - k : k]; };
@@ -379,7 +376,6 @@ void SyncThreads() {
     g_barrier_fault = "divergent";
     return;
   }
-  t->at_barrier = true;
   t->sink = std::move(t->sink).resume();
 }
 
