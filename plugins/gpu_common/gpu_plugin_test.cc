@@ -758,3 +758,42 @@ TEST(GpuDevice, AveragePoolingAndItsGradientsMatchPlainLoops) {
 }
 
 }  // namespace
+
+namespace {
+
+// Calls the contract refuses get INVALID_ARGUMENT naming what is wrong, and nothing is launched.
+TEST(GpuDevice, PoolingRefusesBadCallsByName) {
+  SKIP_WITHOUT_DEVICE();
+  Buffer x(4 * 4 * 4), y(4 * 5 * 5);
+  const std::vector<int64_t> xs = {1, 1, 4, 4}, xst = {16, 16, 4, 1};
+  const std::vector<int64_t> k2 = {2, 2}, s2 = {2, 2}, p0 = {0, 0}, p3 = {3, 3};
+  const std::vector<int64_t> good = {1, 1, 2, 2}, good_st = {4, 4, 2, 1}, wrong = {1, 1, 3, 3}, wrong_st = {9, 9, 3, 1},
+                             strided_st = {8, 8, 4, 2};
+  auto attrs = [&](const std::vector<int64_t>& padding, bool with_flag) {
+    std::vector<oar_attr_t> a = {IntsAttr("kernel", k2), IntsAttr("stride", s2), IntsAttr("padding", padding)};
+    if (with_flag) a.push_back(IntAttr("count_include_pad", 1));
+    return a;
+  };
+  auto refused = [&](const Result& r, const char* what) {
+    EXPECT_EQ(r.code, OAR_STATUS_INVALID_ARGUMENT) << r.message;
+    EXPECT_NE(r.message.find(what), std::string::npos) << r.message;
+  };
+  refused(
+      RunKernel("avg_pool2d", {Desc(F32, xs, xst, x.get())}, {Desc(F32, wrong, wrong_st, y.get())}, attrs(p0, true)),
+      "expected the output [1, 1, 2, 2]");
+  refused(RunKernel("avg_pool2d", {Desc(F32, xs, xst, x.get())}, {Desc(F32, good, good_st, y.get())}, attrs(p0, false)),
+          "'count_include_pad' is missing");
+  refused(
+      RunKernel("avg_pool2d", {Desc(F32, xs, xst, x.get())}, {Desc(F32, good, strided_st, y.get())}, attrs(p0, true)),
+      "must be contiguous");
+  // Padding 3 with a 2x2 window, stride 2: output 5x5, whose first and last windows hold only padding.
+  const std::vector<int64_t> padded = {1, 1, 5, 5}, padded_st = {25, 25, 5, 1};
+  refused(RunKernel("avg_pool2d", {Desc(F32, xs, xst, x.get())}, {Desc(F32, padded, padded_st, y.get())}, attrs(p3, true)),
+          "covers only padding");
+  const std::vector<int64_t> size = {2, 2};
+  refused(RunKernel("adaptive_avg_pool2d", {Desc(F32, xs, xst, x.get())}, {Desc(F32, wrong, wrong_st, y.get())},
+                    {IntsAttr("output_size", size)}),
+          "expected the output [1, 1, 2, 2]");
+}
+
+}  // namespace

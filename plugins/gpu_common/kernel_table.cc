@@ -487,6 +487,16 @@ void RunTopk(const KernelCall& c, gpuStream_t s) {
   CheckLaunch(c, LaunchTopk(x, k, axis, c.GetBool("largest", true), values, indices, s));
 }
 
+/// The kernels below write their outputs at contiguous positions.
+bool IsContiguous(const TensorArg& t) {
+  int64_t expected[kMaxRank];
+  ContiguousStrides(t.rank, t.shape, expected);
+  for (int d = 0; d < t.rank; ++d) {
+    if (t.shape[d] > 1 && t.strides[d] != expected[d]) return false;
+  }
+  return true;
+}
+
 /// Output extent of a window sweep: (in + 2 pad - dil (k - 1) - 1) / stride + 1, 0 when none fits.
 int64_t ConvExtent(int64_t in, int64_t pad, int64_t dil, int64_t k, int64_t stride) {
   const int64_t num = in + 2 * pad - dil * (k - 1) - 1;
@@ -530,6 +540,7 @@ void RunConv(const KernelCall& c, const OpSpec& op, gpuStream_t s) {
                    std::to_string(g.o) + ", " + std::to_string(g.ho) + ", " + std::to_string(g.wo) + "])");
   }
   if (out.numel() == 0) return;
+  if (!IsContiguous(out)) Invalid(c, "the output must be contiguous");
   CheckLaunch(c, LaunchConv(kind, g, a, b, out, s));
 }
 
@@ -568,20 +579,12 @@ void RunMaxPool(const KernelCall& c, gpuStream_t s) {
     Invalid(c, "the output shape disagrees with the pooling formula");
   }
   if (y.numel() == 0) return;
+  if (!IsContiguous(y) || !IsContiguous(indices)) Invalid(c, "y and indices must be contiguous");
   if (!EveryWindowTouchesInput(g.ho, g.h, g.kh, g.stride_h, g.pad_h, g.dil_h) ||
       !EveryWindowTouchesInput(g.wo, g.w, g.kw, g.stride_w, g.pad_w, g.dil_w)) {
     Invalid(c, "a window covers only padding: nothing to pool");
   }
   CheckLaunch(c, LaunchMaxPool(g, x, y, indices, s));
-}
-
-bool IsContiguous(const TensorArg& t) {
-  int64_t expected[kMaxRank];
-  ContiguousStrides(t.rank, t.shape, expected);
-  for (int d = 0; d < t.rank; ++d) {
-    if (t.shape[d] > 1 && t.strides[d] != expected[d]) return false;
-  }
-  return true;
 }
 
 /// avg_pool2d / avg_pool2d_grad (windows from kernel, stride, padding) and the adaptive pair (windows

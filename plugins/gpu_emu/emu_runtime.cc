@@ -32,7 +32,11 @@ int64_t EnvInt(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
   if (v == nullptr || *v == '\0') return fallback;
   char* end = nullptr;
   const long long parsed = std::strtoll(v, &end, 10);
-  if (*end != '\0' || parsed < lo || parsed > hi) return fallback;  // a bad value is ignored, not guessed at
+  if (*end != '\0' || parsed < lo || parsed > hi) {  // said, not silently replaced
+    std::fprintf(stderr, "gpu_emu: %s='%s' is not an integer in [%lld, %lld]; using %lld\n", name, v,
+                 static_cast<long long>(lo), static_cast<long long>(hi), static_cast<long long>(fallback));
+    return fallback;
+  }
   return parsed;
 }
 
