@@ -75,7 +75,7 @@ step() {
 }
 
 { nvidia-smi || echo "nvidia-smi not available"; } > "$OUT/nvidia-smi.txt" 2>&1
-note "gpu-check on $(hostname) at $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+note "gpu-check on $(uname -n) at $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   step configure 300 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOAR_WITH_HIP=OFF \
