@@ -30,6 +30,7 @@
 #define OAR_GPU_NAME "cuda"
 #define OAR_GPU_VENDOR_NAME "NVIDIA"
 #define OAR_GPU_API_PREFIX "cuda"
+#define OAR_GPU_FN(name) cuda##name
 
 using gpuError_t = cudaError_t;
 using gpuStream_t = cudaStream_t;
@@ -49,36 +50,8 @@ inline constexpr auto gpuMemcpyDefault = cudaMemcpyDefault;
 inline constexpr auto gpuDevAttrMemoryClockRate = cudaDevAttrMemoryClockRate;
 inline constexpr auto gpuDevAttrMemoryBusWidth = cudaDevAttrGlobalMemoryBusWidth;
 
-#define gpuGetErrorString cudaGetErrorString
-#define gpuGetErrorName cudaGetErrorName
-#define gpuGetLastError cudaGetLastError
-#define gpuGetDeviceCount cudaGetDeviceCount
-#define gpuGetDeviceProperties cudaGetDeviceProperties
-#define gpuDeviceGetAttribute cudaDeviceGetAttribute
-#define gpuSetDevice cudaSetDevice
-#define gpuDeviceSynchronize cudaDeviceSynchronize
-#define gpuDeviceCanAccessPeer cudaDeviceCanAccessPeer
-#define gpuDeviceEnablePeerAccess cudaDeviceEnablePeerAccess
-#define gpuMemGetInfo cudaMemGetInfo
-#define gpuMalloc cudaMalloc
-#define gpuFree cudaFree
 #define gpuHostAlloc cudaHostAlloc
 #define gpuFreeHost cudaFreeHost
-#define gpuMemcpyAsync cudaMemcpyAsync
-#define gpuMemcpyPeerAsync cudaMemcpyPeerAsync
-#define gpuMemsetAsync cudaMemsetAsync
-#define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
-#define gpuStreamDestroy cudaStreamDestroy
-#define gpuStreamSynchronize cudaStreamSynchronize
-#define gpuStreamQuery cudaStreamQuery
-#define gpuStreamWaitEvent cudaStreamWaitEvent
-#define gpuEventCreateWithFlags cudaEventCreateWithFlags
-#define gpuEventDestroy cudaEventDestroy
-#define gpuEventRecord cudaEventRecord
-#define gpuEventQuery cudaEventQuery
-#define gpuEventSynchronize cudaEventSynchronize
-#define gpuEventElapsedTime cudaEventElapsedTime
-#define gpuEventCreate cudaEventCreate
 #define gpuLaunchHostFunc cudaLaunchHostFunc
 
 #elif defined(OAR_GPU_HIP)
@@ -94,6 +67,7 @@ inline constexpr auto gpuDevAttrMemoryBusWidth = cudaDevAttrGlobalMemoryBusWidth
 #define OAR_GPU_NAME "hip"
 #define OAR_GPU_VENDOR_NAME "AMD"
 #define OAR_GPU_API_PREFIX "hip"
+#define OAR_GPU_FN(name) hip##name
 
 using gpuError_t = hipError_t;
 using gpuStream_t = hipStream_t;
@@ -113,36 +87,8 @@ inline constexpr auto gpuMemcpyDefault = hipMemcpyDefault;
 inline constexpr auto gpuDevAttrMemoryClockRate = hipDeviceAttributeMemoryClockRate;
 inline constexpr auto gpuDevAttrMemoryBusWidth = hipDeviceAttributeMemoryBusWidth;
 
-#define gpuGetErrorString hipGetErrorString
-#define gpuGetErrorName hipGetErrorName
-#define gpuGetLastError hipGetLastError
-#define gpuGetDeviceCount hipGetDeviceCount
-#define gpuGetDeviceProperties hipGetDeviceProperties
-#define gpuDeviceGetAttribute hipDeviceGetAttribute
-#define gpuSetDevice hipSetDevice
-#define gpuDeviceSynchronize hipDeviceSynchronize
-#define gpuDeviceCanAccessPeer hipDeviceCanAccessPeer
-#define gpuDeviceEnablePeerAccess hipDeviceEnablePeerAccess
-#define gpuMemGetInfo hipMemGetInfo
-#define gpuMalloc hipMalloc
-#define gpuFree hipFree
 #define gpuHostAlloc hipHostMalloc
 #define gpuFreeHost hipHostFree
-#define gpuMemcpyAsync hipMemcpyAsync
-#define gpuMemcpyPeerAsync hipMemcpyPeerAsync
-#define gpuMemsetAsync hipMemsetAsync
-#define gpuStreamCreateWithFlags hipStreamCreateWithFlags
-#define gpuStreamDestroy hipStreamDestroy
-#define gpuStreamSynchronize hipStreamSynchronize
-#define gpuStreamQuery hipStreamQuery
-#define gpuStreamWaitEvent hipStreamWaitEvent
-#define gpuEventCreateWithFlags hipEventCreateWithFlags
-#define gpuEventDestroy hipEventDestroy
-#define gpuEventRecord hipEventRecord
-#define gpuEventQuery hipEventQuery
-#define gpuEventSynchronize hipEventSynchronize
-#define gpuEventElapsedTime hipEventElapsedTime
-#define gpuEventCreate hipEventCreate
 
 #elif defined(OAR_GPU_EMU)
 #include "plugins/gpu_emu/emu_runtime.h"
@@ -155,6 +101,7 @@ inline constexpr auto gpuDevAttrMemoryBusWidth = hipDeviceAttributeMemoryBusWidt
 #define OAR_GPU_NAME "gpu_emu"
 #define OAR_GPU_VENDOR_NAME "Oar (host-CPU emulator)"
 #define OAR_GPU_API_PREFIX "emu"
+#define OAR_GPU_FN(name) emu##name
 
 using gpuError_t = emuError_t;
 using gpuStream_t = emuStream_t;
@@ -174,37 +121,40 @@ inline constexpr auto gpuMemcpyDefault = emuMemcpyDefault;
 inline constexpr auto gpuDevAttrMemoryClockRate = emuDevAttrMemoryClockRate;
 inline constexpr auto gpuDevAttrMemoryBusWidth = emuDevAttrGlobalMemoryBusWidth;
 
-#define gpuGetErrorString emuGetErrorString
-#define gpuGetErrorName emuGetErrorName
-#define gpuGetLastError emuGetLastError
-#define gpuGetDeviceCount emuGetDeviceCount
-#define gpuGetDeviceProperties emuGetDeviceProperties
-#define gpuDeviceGetAttribute emuDeviceGetAttribute
-#define gpuSetDevice emuSetDevice
-#define gpuDeviceSynchronize emuDeviceSynchronize
-#define gpuDeviceCanAccessPeer emuDeviceCanAccessPeer
-#define gpuDeviceEnablePeerAccess emuDeviceEnablePeerAccess
-#define gpuMemGetInfo emuMemGetInfo
-#define gpuMalloc emuMalloc
-#define gpuFree emuFree
 #define gpuHostAlloc emuHostAlloc
 #define gpuFreeHost emuFreeHost
-#define gpuMemcpyAsync emuMemcpyAsync
-#define gpuMemcpyPeerAsync emuMemcpyPeerAsync
-#define gpuMemsetAsync emuMemsetAsync
-#define gpuStreamCreateWithFlags emuStreamCreateWithFlags
-#define gpuStreamDestroy emuStreamDestroy
-#define gpuStreamSynchronize emuStreamSynchronize
-#define gpuStreamQuery emuStreamQuery
-#define gpuStreamWaitEvent emuStreamWaitEvent
-#define gpuEventCreateWithFlags emuEventCreateWithFlags
-#define gpuEventDestroy emuEventDestroy
-#define gpuEventRecord emuEventRecord
-#define gpuEventQuery emuEventQuery
-#define gpuEventSynchronize emuEventSynchronize
-#define gpuEventElapsedTime emuEventElapsedTime
-#define gpuEventCreate emuEventCreate
 #define gpuLaunchHostFunc emuLaunchHostFunc
 #endif
+
+// The runtime functions every vendor names alike after its prefix (cudaMalloc, hipMalloc, emuMalloc);
+// the ones named differently are mapped in the vendor's block above.
+#define gpuGetErrorString OAR_GPU_FN(GetErrorString)
+#define gpuGetErrorName OAR_GPU_FN(GetErrorName)
+#define gpuGetLastError OAR_GPU_FN(GetLastError)
+#define gpuGetDeviceCount OAR_GPU_FN(GetDeviceCount)
+#define gpuGetDeviceProperties OAR_GPU_FN(GetDeviceProperties)
+#define gpuDeviceGetAttribute OAR_GPU_FN(DeviceGetAttribute)
+#define gpuSetDevice OAR_GPU_FN(SetDevice)
+#define gpuDeviceSynchronize OAR_GPU_FN(DeviceSynchronize)
+#define gpuDeviceCanAccessPeer OAR_GPU_FN(DeviceCanAccessPeer)
+#define gpuDeviceEnablePeerAccess OAR_GPU_FN(DeviceEnablePeerAccess)
+#define gpuMemGetInfo OAR_GPU_FN(MemGetInfo)
+#define gpuMalloc OAR_GPU_FN(Malloc)
+#define gpuFree OAR_GPU_FN(Free)
+#define gpuMemcpyAsync OAR_GPU_FN(MemcpyAsync)
+#define gpuMemcpyPeerAsync OAR_GPU_FN(MemcpyPeerAsync)
+#define gpuMemsetAsync OAR_GPU_FN(MemsetAsync)
+#define gpuStreamCreateWithFlags OAR_GPU_FN(StreamCreateWithFlags)
+#define gpuStreamDestroy OAR_GPU_FN(StreamDestroy)
+#define gpuStreamSynchronize OAR_GPU_FN(StreamSynchronize)
+#define gpuStreamQuery OAR_GPU_FN(StreamQuery)
+#define gpuStreamWaitEvent OAR_GPU_FN(StreamWaitEvent)
+#define gpuEventCreateWithFlags OAR_GPU_FN(EventCreateWithFlags)
+#define gpuEventDestroy OAR_GPU_FN(EventDestroy)
+#define gpuEventRecord OAR_GPU_FN(EventRecord)
+#define gpuEventQuery OAR_GPU_FN(EventQuery)
+#define gpuEventSynchronize OAR_GPU_FN(EventSynchronize)
+#define gpuEventElapsedTime OAR_GPU_FN(EventElapsedTime)
+#define gpuEventCreate OAR_GPU_FN(EventCreate)
 
 #endif  // OAR_PLUGINS_GPU_COMMON_VENDOR_H_
