@@ -139,6 +139,109 @@ std::vector<TensorMeta> InferCopy(const OpSchema& s, std::span<const TensorMeta>
   return {in[0]};
 }
 
+// Views. Extents may be symbolic (negative, the graph IR's encoding) and pass through unchanged: these rules
+// move extents around but never do arithmetic on an extent they did not check is static.
+std::vector<TensorMeta> InferView(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
+  const Dims& x = in[0].shape;
+  const int rank = x.size();
+  Dims out;
+  switch (s.op) {
+    case Op::kView: {
+      out = Dims(std::get<std::vector<int64_t>>(attrs[s.AttrIndex("shape")]));
+      int infer_at = -1;
+      int64_t known = 1;
+      bool static_in = true;
+      for (int64_t d : x) static_in = static_in && d >= 0;
+      for (int i = 0; i < out.size(); ++i) {
+        if (out[i] == -1) {
+          OAR_CHECK_ARG(infer_at < 0, "view: shape {} has more than one -1", out.ToString());
+          infer_at = i;
+        } else {
+          OAR_CHECK_ARG(out[i] >= 0, "view: shape {} has a negative extent", out.ToString());
+          known *= out[i];
+        }
+      }
+      if (static_in) {
+        const int64_t numel = x.Product();
+        if (infer_at >= 0) {
+          OAR_CHECK_ARG(known > 0 && numel % known == 0, "view: cannot view {} elements (shape {}) as {}", numel,
+                        x.ToString(), out.ToString());
+          out[infer_at] = numel / known;
+        }
+        OAR_CHECK_ARG(out.Product() == numel, "view: shape {} has {} elements but the input {} has {}", out.ToString(),
+                      out.Product(), x.ToString(), numel);
+      }
+      break;  // a -1 left with a non-static input stays unknown (-1)
+    }
+    case Op::kPermute: {
+      const auto& dims = std::get<std::vector<int64_t>>(attrs[s.AttrIndex("dims")]);
+      OAR_CHECK_ARG(static_cast<int>(dims.size()) == rank, "permute: got {} dims for a tensor of rank {}", dims.size(),
+                    rank);
+      bool seen[Dims::kMaxRank] = {};
+      for (int64_t d : dims) {
+        const int a = NormalizeAxis(d, rank, "permute");
+        OAR_CHECK_ARG(!seen[a], "permute: dimension {} appears twice", a);
+        seen[a] = true;
+        out.push_back(x[a]);
+      }
+      break;
+    }
+    case Op::kSlice: {
+      out = x;
+      const int d = NormalizeAxis(std::get<int64_t>(attrs[s.AttrIndex("dim")]), rank, "slice");
+      int64_t start = std::get<int64_t>(attrs[s.AttrIndex("start")]);
+      int64_t end = std::get<int64_t>(attrs[s.AttrIndex("end")]);
+      const int64_t step = std::get<int64_t>(attrs[s.AttrIndex("step")]);
+      OAR_CHECK_ARG(step > 0, "slice: step must be positive, got {}", step);
+      const int64_t n = x[d];
+      if (n < 0) {
+        out[d] = -1;  // a slice of an unknown extent is unknown
+        break;
+      }
+      if (start < 0) start += n;
+      if (end < 0) end += n;
+      start = std::clamp<int64_t>(start, 0, n);
+      end = std::clamp<int64_t>(end, start, n);
+      out[d] = (end - start + step - 1) / step;
+      break;
+    }
+    case Op::kExpand: {
+      const Dims target(std::get<std::vector<int64_t>>(attrs[s.AttrIndex("shape")]));
+      OAR_CHECK_ARG(target.size() >= rank, "expand: cannot expand shape {} to fewer dimensions {}", x.ToString(),
+                    target.ToString());
+      const int lead = target.size() - rank;
+      for (int i = 0; i < target.size(); ++i) {
+        const int64_t have = i < lead ? 1 : x[i - lead];
+        const int64_t want = target[i] == -1 && i >= lead ? have : target[i];
+        OAR_CHECK_ARG(have == want || have == 1 || want < -1 || have < 0,
+                      "expand: dimension {} has extent {} and cannot become {} (shape {} -> {})", i, have, want,
+                      x.ToString(), target.ToString());
+        out.push_back(have == 1 || have < 0 ? want : have);
+      }
+      break;
+    }
+    case Op::kSqueeze: {
+      out = x;
+      const int d = NormalizeAxis(std::get<int64_t>(attrs[s.AttrIndex("dim")]), rank, "squeeze");
+      if (rank > 0 && x[d] == 1) out.erase(d);
+      break;
+    }
+    case Op::kUnsqueeze: {
+      out = x;
+      const int64_t dim = std::get<int64_t>(attrs[s.AttrIndex("dim")]);
+      OAR_CHECK(dim >= -(rank + 1) && dim <= rank, kOutOfRange,
+                "unsqueeze: dim {} is out of range for a tensor of rank {} (expected {} <= dim <= {})", dim, rank,
+                -(rank + 1), rank);
+      out.insert(static_cast<int>(dim < 0 ? dim + rank + 1 : dim), 1);
+      break;
+    }
+    case Op::kClone: out = x; break;
+    case Op::kSliceScatter: out = Dims(std::get<std::vector<int64_t>>(attrs[s.AttrIndex("shape")])); break;
+    default: Throw(ErrorCode::kInternal, "{}: not a view", s.name);
+  }
+  return {{in[0].dtype, out}};
+}
+
 AttrSpec Axes() {
   return {"axes", OAR_ATTR_INTS, std::vector<int64_t>{}, "axes to reduce (negative counts from the end); empty = all"};
 }
@@ -282,9 +385,9 @@ std::vector<TensorMeta> OpSchema::Infer(std::span<const TensorMeta> in, const At
       OAR_CHECK(infer != nullptr, kInternal, "{}: no shape inference", name);
       return infer(*this, in, attrs);
     case OpKind::kView:
-    case OpKind::kComposite: break;
+    case OpKind::kComposite: return InferView(*this, in, attrs);
   }
-  Throw(ErrorCode::kInternal, "{}: views and composites have no generic shape inference", name);
+  Throw(ErrorCode::kInternal, "{}: no shape inference for op kind {}", name, static_cast<int>(kind));
 }
 
 int OpSchema::AttrIndex(std::string_view attr) const {

@@ -1,0 +1,209 @@
+// The `op` dialect: one IR op per op schema (core/ops), generated when the context is built. Operands,
+// results, attributes (names, kinds, defaults) and result-type inference all come from the schema, so an op
+// added to the schema table is an IR op with nothing more to write.
+//
+// Symbolic extents through the schemas' shape rules. The rules are written against int64 `Dims`. View rules
+// take the IR's encoding of unknown extents (negative values) directly. For the other rules each symbol is
+// replaced by a distinct large "probe" extent, the rule runs, and results are mapped back: an extent equal
+// to a symbol's probe is that symbol, any other extent derived from a probe (too large to be a real extent)
+// is dynamic `?`, and small values are static. When two different unknown extents meet (broadcasting `?`
+// against `?`), the rule is run again with one probe for all of them, and only extents that came from a
+// single symbol keep it. A rule that refuses a program says so in terms of the IR's extents.
+#include <algorithm>
+#include <memory>
+
+#include "core/base/error.h"
+#include "core/ir/context.h"
+#include "core/ir/dialect.h"
+#include "core/ops/schema.h"
+
+namespace oar::ir {
+namespace {
+
+constexpr int64_t kProbeBase = int64_t{1} << 32;
+constexpr int64_t kProbeStep = int64_t{1} << 16;
+constexpr int64_t kDerivedFloor = int64_t{1} << 31;  // no real extent is this large in one dimension
+
+AttrKind KindOf(const ops::AttrSpec& spec) {
+  if (spec.name == "dtype" && spec.type == OAR_ATTR_INT) return AttrKind::kDType;
+  switch (spec.type) {
+    case OAR_ATTR_INT: return AttrKind::kInt;
+    case OAR_ATTR_FLOAT: return AttrKind::kFloat;
+    case OAR_ATTR_BOOL: return AttrKind::kBool;
+    case OAR_ATTR_INTS: return AttrKind::kArray;
+    default: Throw(ErrorCode::kInternal, "op schema attribute '{}' has an unsupported type {}", spec.name, spec.type);
+  }
+}
+
+Attribute ToAttribute(IrContext& ctx, AttrKind kind, const ops::AttrValue& v) {
+  switch (kind) {
+    case AttrKind::kDType: return ctx.DTypeAttr(static_cast<DType>(std::get<int64_t>(v)));
+    case AttrKind::kInt: return ctx.IntAttr(std::get<int64_t>(v));
+    case AttrKind::kFloat: return ctx.FloatAttr(std::get<double>(v));
+    case AttrKind::kBool: return ctx.BoolAttr(std::get<bool>(v));
+    case AttrKind::kArray: return ctx.IntArrayAttr(std::get<std::vector<int64_t>>(v));
+    default: Throw(ErrorCode::kInternal, "unsupported attribute kind {}", AttrKindName(kind));
+  }
+}
+
+}  // namespace
+
+/// The schema's attribute values for an op's attributes (schema order).
+ops::AttrValues SchemaAttrValues(const ops::OpSchema& s, const std::vector<NamedAttribute>& attrs) {
+  ops::AttrValues values;
+  values.reserve(s.attrs.size());
+  for (const ops::AttrSpec& spec : s.attrs) {
+    Attribute a;
+    for (const NamedAttribute& n : attrs) {
+      if (n.name == spec.name) a = n.value;
+    }
+    OAR_CHECK(static_cast<bool>(a), kInternal, "{}: attribute '{}' is missing", s.name, spec.name);
+    switch (a.kind()) {
+      case AttrKind::kDType: values.emplace_back(int64_t{static_cast<int32_t>(a.AsDType())}); break;
+      case AttrKind::kInt: values.emplace_back(a.AsInt()); break;
+      case AttrKind::kFloat: values.emplace_back(a.AsFloat()); break;
+      case AttrKind::kBool: values.emplace_back(a.AsBool()); break;
+      case AttrKind::kArray: values.emplace_back(a.AsInts(spec.name)); break;
+      default: Throw(ErrorCode::kInternal, "{}: attribute '{}' has kind {}", s.name, spec.name, AttrKindName(a.kind()));
+    }
+  }
+  return values;
+}
+
+namespace {
+
+std::string ExtentName(const IrContext& ctx, int64_t d) {
+  if (SymDim::IsStatic(d)) return std::to_string(d);
+  if (SymDim::IsDynamic(d)) return "?";
+  return ctx.SymbolName(d);
+}
+
+std::vector<Type> InferFromSchema(IrContext& ctx, const OpInfo& info, const OpSignature& sig) {
+  const ops::OpSchema& s = *info.schema;
+  std::vector<ops::TensorMeta> metas;
+  bool all_static = true;
+  for (size_t i = 0; i < sig.operand_types.size(); ++i) {
+    const Type t = sig.operand_types[i];
+    OAR_CHECK_ARG(t.IsTensor(), "{}: operand {} ('{}') must be a tensor", info.name, i, s.InputName(i));
+    metas.push_back({t.dtype(), t.dims()});
+    all_static = all_static && t.HasStaticShape();
+  }
+  const ops::AttrValues attrs = SchemaAttrValues(s, sig.attributes);
+  auto to_types = [&](const std::vector<ops::TensorMeta>& out, auto map_dim) {
+    std::vector<Type> types;
+    for (const ops::TensorMeta& m : out) {
+      Dims dims = m.shape;
+      for (int64_t& d : dims) d = map_dim(d);
+      types.push_back(ctx.TensorType(m.dtype, dims));
+    }
+    return types;
+  };
+  if (all_static || s.kind == ops::OpKind::kView || s.kind == ops::OpKind::kComposite) {
+    return to_types(s.Infer(metas, attrs), [](int64_t d) { return d; });  // views keep symbols
+  }
+
+  // Distinct probes: symbol k -> base + 2k*step, the j-th dynamic extent -> base + (2j+1)*step.
+  std::vector<std::pair<int64_t, int64_t>> probe_of;  // probe -> IR extent
+  std::vector<ops::TensorMeta> probed = metas;
+  int64_t dynamic_count = 0;
+  for (ops::TensorMeta& m : probed) {
+    for (int64_t& d : m.shape) {
+      if (SymDim::IsStatic(d)) continue;
+      const int64_t p = SymDim::IsSymbol(d) ? kProbeBase + 2 * SymDim::SymbolId(d) * kProbeStep
+                                            : kProbeBase + (2 * dynamic_count++ + 1) * kProbeStep;
+      probe_of.emplace_back(p, d);
+      d = p;
+    }
+  }
+  auto named = [&](const Error& e) {
+    std::string msg = e.what();
+    for (const auto& [p, d] : probe_of) {
+      const std::string num = std::to_string(p);
+      for (size_t at = msg.find(num); at != std::string::npos; at = msg.find(num, at)) msg.replace(at, num.size(), ExtentName(ctx, d));
+    }
+    return Error(e.code(), msg);
+  };
+  try {
+    const std::vector<ops::TensorMeta> out = s.Infer(probed, attrs);
+    return to_types(out, [&](int64_t d) {
+      for (const auto& [p, ir] : probe_of) {
+        if (d == p) return SymDim::IsSymbol(ir) ? ir : SymDim::kDynamic;
+      }
+      return d >= kDerivedFloor || d < 0 ? SymDim::kDynamic : d;
+    });
+  } catch (const Error& first) {
+    // One probe for every unknown extent: unknowns that meet are assumed equal (checked at run time).
+    std::vector<ops::TensorMeta> same = metas;
+    int64_t only = 0;  // the single symbol all unknowns share, else kDynamic
+    bool first_unknown = true;
+    for (ops::TensorMeta& m : same) {
+      for (int64_t& d : m.shape) {
+        if (SymDim::IsStatic(d)) continue;
+        only = first_unknown ? d : (only == d ? only : SymDim::kDynamic);
+        first_unknown = false;
+        d = kProbeBase;
+      }
+    }
+    std::vector<ops::TensorMeta> out;
+    try {
+      out = s.Infer(same, attrs);
+    } catch (const Error&) {
+      throw named(first);
+    }
+    return to_types(out, [&](int64_t d) {
+      if (d == kProbeBase) return SymDim::IsSymbol(only) ? only : SymDim::kDynamic;
+      return d >= kDerivedFloor || d < 0 ? SymDim::kDynamic : d;
+    });
+  }
+}
+
+uint32_t TraitsOf(const ops::OpSchema& s) {
+  uint32_t t = kPure;
+  switch (s.kind) {
+    case ops::OpKind::kUnary:
+    case ops::OpKind::kPredicate:
+    case ops::OpKind::kBinary:
+    case ops::OpKind::kCompare:
+    case ops::OpKind::kWhere:
+    case ops::OpKind::kCast: t |= kElementwise; break;
+    case ops::OpKind::kReduce:
+    case ops::OpKind::kArgReduce: t |= kReduction; break;
+    case ops::OpKind::kView: t |= kView; break;
+    case ops::OpKind::kFill: t |= kConstantLike; break;
+    default: break;
+  }
+  using ops::Op;
+  switch (s.op) {
+    case Op::kAdd: case Op::kMul: case Op::kMaximum: case Op::kMinimum: case Op::kEq: case Op::kNe:
+    case Op::kLogicalAnd: case Op::kLogicalOr: t |= kCommutative; break;
+    default: break;
+  }
+  if (s.kind == ops::OpKind::kUnary || s.kind == ops::OpKind::kPredicate || s.kind == ops::OpKind::kCast ||
+      s.kind == ops::OpKind::kAxiswise) {
+    t |= kSameShape;
+  }
+  return t;
+}
+
+}  // namespace
+
+void RegisterOpDialect(IrContext& ctx) {
+  auto d = std::make_unique<Dialect>(ctx, "op");
+  for (const ops::OpSchema& s : ops::AllSchemas()) {
+    OpInfo info;
+    info.name = std::string(s.name);
+    info.traits = TraitsOf(s);
+    info.num_operands = s.variadic ? -1 : static_cast<int>(s.inputs.size());
+    info.num_results = static_cast<int>(s.outputs.size());
+    info.infer = InferFromSchema;
+    info.schema = &s;
+    for (const ops::AttrSpec& spec : s.attrs) {
+      const AttrKind kind = KindOf(spec);
+      info.attrs.push_back({spec.name, kind, ToAttribute(ctx, kind, spec.default_value), AttrKind::kInt});
+    }
+    d->AddOp(std::move(info));
+  }
+  ctx.AddDialect(std::move(d));
+}
+
+}  // namespace oar::ir
