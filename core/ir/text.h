@@ -12,7 +12,7 @@
 // Types: tensor<[extents], dtype> with extents static (8), dynamic (?) or symbolic (an identifier);
 // scalars (f32, i64, i1, ...); vec<T, ...>. Attributes: true/false, integers, floats (always with a '.',
 // an exponent, inf or nan), "strings", [arrays], dtypes (f32), device<"cpu:0">, shape<[B, 8]>, type<T>.
-// Attributes are printed sorted by name. A block with arguments starts with ^bb(%a: T, ...):
+// Attributes are printed sorted by name; those equal to the op's declared default are left out. A block with arguments starts with ^bb(%a: T, ...):
 // and `//` starts a comment that runs to the end of the line.
 #ifndef OAR_CORE_IR_TEXT_H_
 #define OAR_CORE_IR_TEXT_H_

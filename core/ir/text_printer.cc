@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "core/ir/dialect.h"
 #include "core/ir/text.h"
 
 namespace oar::ir {
@@ -65,10 +66,16 @@ class Printer {
       }
       out_ += ')';
     }
-    if (!op.attributes().empty()) {
+    std::vector<const NamedAttribute*> shown;
+    for (const NamedAttribute& a : op.attributes()) {
+      const AttrDef* def = op.info().FindAttr(a.name);
+      if (def == nullptr || def->default_value != a.value) shown.push_back(&a);
+    }
+    if (!shown.empty()) {
       out_ += " {";
       bool first = true;
-      for (const NamedAttribute& a : op.attributes()) {
+      for (const NamedAttribute* pa : shown) {
+        const NamedAttribute& a = *pa;
         out_ += first ? "" : ", ";
         first = false;
         out_ += a.name;
