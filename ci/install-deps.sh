@@ -17,6 +17,7 @@ packages=(
   libboost-dev libboost-context-dev libfmt-dev nlohmann-json3-dev libcli11-dev libdlpack-dev
   libdnnl-dev ocl-icd-opencl-dev opencl-headers libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  llvm-15-tools python3
 )
 for option in "$@"; do
   case "$option" in

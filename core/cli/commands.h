@@ -12,6 +12,9 @@ void AddDevicesCommand(CLI::App& app);
 /// `oar conformance ...`: the conformance runner (see conformance/runner/runner.h); sets `exit_code`.
 void AddConformanceCommand(CLI::App& app, int& exit_code);
 
+/// `oar ir verify|print|opt`: the PIR tools (core/ir, core/passes).
+void AddIrCommands(CLI::App& app);
+
 /// `oar train|eval|generate`: the example models (examples/models.h); built with OAR_BUILD_EXAMPLES.
 void AddTrainCommands(CLI::App& app);
 

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   oar::cli::AddDevicesCommand(app);
   int exit_code = 0;
   oar::cli::AddConformanceCommand(app, exit_code);
+  oar::cli::AddIrCommands(app);
 #ifdef OAR_HAVE_EXAMPLES
   oar::cli::AddTrainCommands(app);
 #endif
