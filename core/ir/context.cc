@@ -42,6 +42,7 @@ IrContext::IrContext() : impl_(std::make_unique<Impl>()) {
   RegisterBuiltinDialect(*this);
   RegisterControlFlowDialect(*this);
   RegisterOpDialect(*this);
+  RegisterKernelDialect(*this);
 }
 
 IrContext::~IrContext() = default;

@@ -95,6 +95,7 @@ class Dialect {
 void RegisterBuiltinDialect(IrContext& ctx);  // builtin.*: module, data, parameter, constant, output, combine, split
 void RegisterControlFlowDialect(IrContext& ctx);  // cf.*: if, while, condition, yield
 void RegisterOpDialect(IrContext& ctx);       // op.*: one op per op schema
+void RegisterKernelDialect(IrContext& ctx);   // kernel.*: op.* bound to a device and format; transfer, format_cast
 
 /// `attrs` completed with the defaults of `info` and checked against its declarations (unknown names, wrong
 /// kinds, missing required ones); sorted by name. Throws oar::Error naming the op.

@@ -185,24 +185,65 @@ uint32_t TraitsOf(const ops::OpSchema& s) {
   return t;
 }
 
+OpInfo InfoFromSchema(IrContext& ctx, const ops::OpSchema& s) {
+  OpInfo info;
+  info.name = std::string(s.name);
+  info.traits = TraitsOf(s);
+  info.num_operands = s.variadic ? -1 : static_cast<int>(s.inputs.size());
+  info.num_results = static_cast<int>(s.outputs.size());
+  info.infer = InferFromSchema;
+  info.schema = &s;
+  for (const ops::AttrSpec& spec : s.attrs) {
+    const AttrKind kind = KindOf(spec);
+    info.attrs.push_back({spec.name, kind, ToAttribute(ctx, kind, spec.default_value), AttrKind::kInt});
+  }
+  return info;
+}
+
+void VerifyDeviceAttr(const Operation& op) {
+  OAR_CHECK_ARG(!op.attr("device").AsString().empty(), "{}: 'device' must name a device", op.name());
+}
+
 }  // namespace
 
 void RegisterOpDialect(IrContext& ctx) {
   auto d = std::make_unique<Dialect>(ctx, "op");
+  for (const ops::OpSchema& s : ops::AllSchemas()) d->AddOp(InfoFromSchema(ctx, s));
+  ctx.AddDialect(std::move(d));
+}
+
+void RegisterKernelDialect(IrContext& ctx) {
+  auto d = std::make_unique<Dialect>(ctx, "kernel");
+  const Attribute required;
+  const Attribute plain = ctx.StringAttr("plain");
+  // kernel.<op>: the op bound to a device and a storage format; the kernel key is its operand and result
+  // dtypes. Same operands, results, attributes and inference as op.<op>.
   for (const ops::OpSchema& s : ops::AllSchemas()) {
-    OpInfo info;
-    info.name = std::string(s.name);
-    info.traits = TraitsOf(s);
-    info.num_operands = s.variadic ? -1 : static_cast<int>(s.inputs.size());
-    info.num_results = static_cast<int>(s.outputs.size());
-    info.infer = InferFromSchema;
-    info.schema = &s;
-    for (const ops::AttrSpec& spec : s.attrs) {
-      const AttrKind kind = KindOf(spec);
-      info.attrs.push_back({spec.name, kind, ToAttribute(ctx, kind, spec.default_value), AttrKind::kInt});
-    }
+    OpInfo info = InfoFromSchema(ctx, s);
+    info.attrs.push_back({"device", AttrKind::kDevice, required});
+    info.attrs.push_back({"format", AttrKind::kString, plain});
+    info.verify = VerifyDeviceAttr;
     d->AddOp(std::move(info));
   }
+  // Explicit data movement inserted by kernel selection.
+  auto same_type = [](IrContext&, const OpInfo&, const OpSignature& sig) {
+    return std::vector<Type>(sig.operand_types.begin(), sig.operand_types.end());
+  };
+  d->AddOp({.name = "transfer",
+            .traits = kPure | kSameShape,
+            .num_operands = 1,
+            .num_results = 1,
+            .attrs = {{"from", AttrKind::kDevice, required}, {"to", AttrKind::kDevice, required}},
+            .infer = same_type});
+  d->AddOp({.name = "format_cast",
+            .traits = kPure | kSameShape,
+            .num_operands = 1,
+            .num_results = 1,
+            .attrs = {{"device", AttrKind::kDevice, required},
+                      {"from", AttrKind::kString, plain},
+                      {"to", AttrKind::kString, plain}},
+            .infer = same_type,
+            .verify = VerifyDeviceAttr});
   ctx.AddDialect(std::move(d));
 }
 

@@ -1,5 +1,6 @@
 #include "core/passes/pass.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -15,7 +16,7 @@ namespace {
 
 struct Entry {
   std::string description;
-  std::function<std::unique_ptr<Pass>()> make;
+  PassFactory make;
 };
 
 std::map<std::string, Entry, std::less<>>& RawRegistry() {
@@ -51,7 +52,17 @@ std::string KnownPasses() {
 
 }  // namespace
 
-void RegisterPass(std::string_view name, std::string_view description, std::function<std::unique_ptr<Pass>()> make) {
+void CheckPassOptions(std::string_view pass, const PassOptions& options, std::initializer_list<std::string_view> known) {
+  for (const auto& [key, value] : options) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::string list;
+    for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    Throw(ErrorCode::kInvalidArgument, "pass '{}' has no option '{}' (options: {})", pass, key.substr(0, 64),
+          list.empty() ? "none" : list);
+  }
+}
+
+void RegisterPass(std::string_view name, std::string_view description, PassFactory make) {
   std::lock_guard lock(RegistryMutex());
   OAR_CHECK(RawRegistry().emplace(std::string(name), Entry{std::string(description), std::move(make)}).second,
             kAlreadyExists, "pass '{}' is registered twice", name);
@@ -65,16 +76,16 @@ std::vector<PassInfo> RegisteredPasses() {
   return out;
 }
 
-std::unique_ptr<Pass> CreatePass(std::string_view name) {
+std::unique_ptr<Pass> CreatePass(std::string_view name, const PassOptions& options) {
   EnsureBuiltins();
-  std::function<std::unique_ptr<Pass>()> make;
+  PassFactory make;
   {
     std::lock_guard lock(RegistryMutex());
     auto it = Registry().find(name);
     if (it != Registry().end()) make = it->second.make;
   }
   if (!make) Throw(ErrorCode::kNotFound, "unknown pass '{}' (registered passes: {})", name.substr(0, 64), KnownPasses());
-  return make();
+  return make(options);
 }
 
 PassManager::PassManager() {
@@ -116,18 +127,42 @@ void PassManager::ConfigureFromEnvironment() {
 }
 
 void PassManager::AddPipeline(std::string_view pipeline) {
-  size_t start = 0;
   if (Trim(pipeline).empty()) return;
+  const std::string_view shown = pipeline.substr(0, 128);
+  size_t start = 0;
   while (start <= pipeline.size()) {
-    const size_t comma = std::min(pipeline.find(',', start), pipeline.size());
-    const std::string name = Trim(pipeline.substr(start, comma - start));
-    OAR_CHECK_ARG(!name.empty(), "pass pipeline '{}': empty pass name at position {}", pipeline.substr(0, 128), start);
-    try {
-      AddPass(CreatePass(name));
-    } catch (const Error& e) {
-      Throw(ErrorCode::kInvalidArgument, "pass pipeline '{}', position {}: {}", pipeline.substr(0, 128), start, e.what());
+    // One entry: name, or name{key=value,...}; commas inside braces belong to the options.
+    size_t end = start;
+    while (end < pipeline.size() && pipeline[end] != ',' && pipeline[end] != '{') ++end;
+    const std::string name = Trim(pipeline.substr(start, end - start));
+    OAR_CHECK_ARG(!name.empty(), "pass pipeline '{}': empty pass name at position {}", shown, start);
+    PassOptions options;
+    if (end < pipeline.size() && pipeline[end] == '{') {
+      const size_t close = pipeline.find('}', end);
+      OAR_CHECK_ARG(close != std::string_view::npos, "pass pipeline '{}': the options of '{}' at position {} have no "
+                    "closing '}}'", shown, name, end);
+      std::string_view body = pipeline.substr(end + 1, close - end - 1);
+      size_t at = 0;
+      while (at <= body.size() && !Trim(body).empty()) {
+        const size_t c = std::min(body.find(',', at), body.size());
+        const std::string_view item = body.substr(at, c - at);
+        const size_t eq = item.find('=');
+        OAR_CHECK_ARG(eq != std::string_view::npos && !Trim(item.substr(0, eq)).empty(),
+                      "pass pipeline '{}': option '{}' of '{}' is not key=value", shown, Trim(item).substr(0, 64), name);
+        options[Trim(item.substr(0, eq))] = Trim(item.substr(eq + 1));
+        at = c + 1;
+      }
+      end = close + 1;
+      while (end < pipeline.size() && (pipeline[end] == ' ' || pipeline[end] == '\t')) ++end;
+      OAR_CHECK_ARG(end == pipeline.size() || pipeline[end] == ',', "pass pipeline '{}': expected ',' after the options "
+                    "of '{}' at position {}", shown, name, end);
     }
-    start = comma + 1;
+    try {
+      AddPass(CreatePass(name, options));
+    } catch (const Error& e) {
+      Throw(ErrorCode::kInvalidArgument, "pass pipeline '{}', position {}: {}", shown, start, e.what());
+    }
+    start = end + 1;
   }
 }
 

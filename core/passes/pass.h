@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -30,8 +31,14 @@ class Pass {
   virtual void Run(ir::Program& program) = 0;
 };
 
-/// Register a pass under its name (done once per pass, at static initialisation of core/passes).
-void RegisterPass(std::string_view name, std::string_view description, std::function<std::unique_ptr<Pass>()> make);
+/// Options of one pass in a pipeline: `kernel-select{device=kunlun_sim:0}`.
+using PassOptions = std::map<std::string, std::string, std::less<>>;
+using PassFactory = std::function<std::unique_ptr<Pass>(const PassOptions&)>;
+
+/// Register a pass under its name. The factory throws kInvalidArgument for options it does not know.
+void RegisterPass(std::string_view name, std::string_view description, PassFactory make);
+/// For factories: throw kInvalidArgument naming `pass` and every option not in `known`.
+void CheckPassOptions(std::string_view pass, const PassOptions& options, std::initializer_list<std::string_view> known);
 struct PassInfo {
   std::string name;
   std::string description;
@@ -39,7 +46,7 @@ struct PassInfo {
 /// Every registered pass, by name.
 std::vector<PassInfo> RegisteredPasses();
 /// A new instance of pass `name`; throws kNotFound listing the registered passes.
-std::unique_ptr<Pass> CreatePass(std::string_view name);
+std::unique_ptr<Pass> CreatePass(std::string_view name, const PassOptions& options = {});
 
 struct PassTiming {
   std::string pass;
@@ -63,8 +70,8 @@ class PassManager {
   Options& options() { return options_; }
 
   void AddPass(std::unique_ptr<Pass> pass) { passes_.push_back(std::move(pass)); }
-  /// Append the passes of "a,b,c" (spaces allowed; an empty pipeline adds nothing). Throws kInvalidArgument
-  /// naming the unknown pass and its position, listing the registered ones.
+  /// Append the passes of "a,b{opt=v,opt2=w},c" (spaces allowed; an empty pipeline adds nothing). Throws
+  /// kInvalidArgument naming the unknown pass or option and its position, listing the registered passes.
   void AddPipeline(std::string_view pipeline);
   size_t size() const { return passes_.size(); }
 

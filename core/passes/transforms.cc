@@ -218,6 +218,20 @@ void AddCanonicalizationPatterns(PatternList& patterns) {
     patterns.push_back(r.Build());
   }
   {
+    // Copies and format casts that undo each other (kernel selection leaves them between fallback ops).
+    drr::Rule r("copy_round_trip");
+    r.Source().Op("kernel.transfer", {"x"}, {"there"}, {{"from", "a"}, {"to", "b"}}).Op("kernel.transfer", {"there"}, {"out"},
+                                                                                     {{"from", "b"}, {"to", "a"}});
+    r.Result().Alias("out", "x");
+    patterns.push_back(r.Build());
+    drr::Rule f("format_cast_round_trip");
+    f.Source()
+        .Op("kernel.format_cast", {"x"}, {"there"}, {{"device", "d"}, {"from", "a"}, {"to", "b"}})
+        .Op("kernel.format_cast", {"there"}, {"out"}, {{"device", "d"}, {"from", "b"}, {"to", "a"}});
+    f.Result().Alias("out", "x");
+    patterns.push_back(f.Build());
+  }
+  {
     drr::Rule r("neg_of_neg");
     r.Source().Op("op.neg", {"x"}, {"y"}).Op("op.neg", {"y"}, {"out"});
     r.Result().Alias("out", "x");
@@ -271,12 +285,22 @@ class CanonicalizePass : public Pass {
 void RegisterGenericPasses() {
   static const bool once = [] {
     RegisterPass("dce", "erase side-effect-free ops whose results are unused",
-                 [] { return std::make_unique<DcePass>(); });
+                 [](const PassOptions& o) {
+                   CheckPassOptions("dce", o, {});
+                   return std::make_unique<DcePass>();
+                 });
     RegisterPass("cse", "merge identical side-effect-free ops (same op, operands, attributes, types)",
-                 [] { return std::make_unique<CsePass>(); });
+                 [](const PassOptions& o) {
+                   CheckPassOptions("cse", o, {});
+                   return std::make_unique<CsePass>();
+                 });
     RegisterPass("canonicalize",
                  "algebraic identities (x+0, x*1), permute/view/cast chains, neg(neg(x)), squeeze(unsqueeze(x))",
-                 [] { return std::make_unique<CanonicalizePass>(); });
+                 [](const PassOptions& o) {
+                   CheckPassOptions("canonicalize", o, {});
+                   return std::make_unique<CanonicalizePass>();
+                 });
+    RegisterKernelSelectPass();
     return true;
   }();
   (void)once;

@@ -16,8 +16,10 @@ int64_t EliminateCommonSubexpressions(ir::Program& program);
 /// The canonicalisation patterns (hand-written and DRR).
 void AddCanonicalizationPatterns(PatternList& patterns);
 
-/// Register dce, cse and canonicalize with the pass registry (idempotent; called by the PassManager).
+/// Register dce, cse, canonicalize and kernel-select with the pass registry (idempotent; called by the
+/// pass registry on first use).
 void RegisterGenericPasses();
+void RegisterKernelSelectPass();
 
 }  // namespace oar::passes
 
