@@ -15,6 +15,7 @@
 #include "core/base/error.h"
 #include "core/ir/context.h"
 #include "core/ir/dialect.h"
+#include "core/ir/op_dialect.h"
 #include "core/ops/schema.h"
 
 namespace oar::ir {

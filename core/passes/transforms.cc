@@ -301,6 +301,7 @@ void RegisterGenericPasses() {
                    return std::make_unique<CanonicalizePass>();
                  });
     RegisterKernelSelectPass();
+    RegisterConstantFoldPass();
     return true;
   }();
   (void)once;

@@ -20,6 +20,7 @@ void AddCanonicalizationPatterns(PatternList& patterns);
 /// pass registry on first use).
 void RegisterGenericPasses();
 void RegisterKernelSelectPass();
+void RegisterConstantFoldPass();
 
 }  // namespace oar::passes
 
