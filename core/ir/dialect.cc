@@ -7,6 +7,8 @@
 
 namespace oar::ir {
 
+bool IsDiscardableAttr(std::string_view name) { return name.find('.') != std::string_view::npos; }
+
 const AttrDef* OpInfo::FindAttr(std::string_view n) const {
   for (const AttrDef& a : attrs) {
     if (a.name == n) return &a;
@@ -25,6 +27,7 @@ const OpInfo& Dialect::AddOp(OpInfo info) {
 
 std::vector<NamedAttribute> CompleteAttributes(IrContext& ctx, const OpInfo& info, std::vector<NamedAttribute> attrs) {
   for (NamedAttribute& a : attrs) {
+    if (IsDiscardableAttr(a.name)) continue;  // annotations of passes, not the op's own
     const AttrDef* def = info.FindAttr(a.name);
     if (def == nullptr) {
       std::string known;

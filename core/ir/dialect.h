@@ -97,6 +97,10 @@ void RegisterControlFlowDialect(IrContext& ctx);  // cf.*: if, while, condition,
 void RegisterOpDialect(IrContext& ctx);       // op.*: one op per op schema
 void RegisterKernelDialect(IrContext& ctx);   // kernel.*: op.* bound to a device and format; transfer, format_cast
 
+/// Attributes whose name contains a '.' ("oar.inplace") are discardable annotations that passes attach to
+/// any op (as in MLIR): they are kept, printed and parsed, but not declared or checked by the op.
+bool IsDiscardableAttr(std::string_view name);
+
 /// `attrs` completed with the defaults of `info` and checked against its declarations (unknown names, wrong
 /// kinds, missing required ones); sorted by name. Throws oar::Error naming the op.
 std::vector<NamedAttribute> CompleteAttributes(IrContext& ctx, const OpInfo& info, std::vector<NamedAttribute> attrs);

@@ -129,6 +129,17 @@ class Parser {
     while (pos_ < text_.size() && IsIdentChar(text_[pos_])) ++pos_;
     return text_.substr(start, pos_ - start);
   }
+  // name or dotted.name (discardable attributes)
+  std::string_view AttrName() {
+    SkipSpace();
+    const size_t start = pos_;
+    Identifier("an attribute name");
+    while (pos_ + 1 < text_.size() && text_[pos_] == '.' && IsIdentStart(text_[pos_ + 1])) {
+      ++pos_;
+      Identifier("an attribute name");
+    }
+    return text_.substr(start, pos_ - start);
+  }
   // dialect.op
   std::string_view OpName() {
     SkipSpace();
@@ -428,7 +439,7 @@ class Parser {
     if (TryChar('{')) {
       if (!TryChar('}')) {
         do {
-          const std::string_view attr_name = Identifier("an attribute name");
+          const std::string_view attr_name = AttrName();
           Expect('=', "after the attribute name");
           attrs.push_back({ctx_.Intern(attr_name), ParseAttribute()});
         } while (TryChar(','));

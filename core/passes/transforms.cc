@@ -302,6 +302,7 @@ void RegisterGenericPasses() {
                  });
     RegisterKernelSelectPass();
     RegisterConstantFoldPass();
+    RegisterInplacePass();
     return true;
   }();
   (void)once;

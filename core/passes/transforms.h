@@ -21,6 +21,7 @@ void AddCanonicalizationPatterns(PatternList& patterns);
 void RegisterGenericPasses();
 void RegisterKernelSelectPass();
 void RegisterConstantFoldPass();
+void RegisterInplacePass();
 
 }  // namespace oar::passes
 
