@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "plugins/common/elementwise.h"
+#include "oar/plugin/ops.h"
 #include "plugins/common/kernel_util.h"
 #include "plugins/common/strided.h"
 
@@ -15,7 +16,7 @@ namespace oar::host {
 namespace {
 
 struct EqOp {
-  static constexpr const char* kName = "eq";
+  static constexpr const char* kName = OAR_OP_EQ;
   template <typename C>
   static bool Apply(C a, C b) {
     return a == b;
@@ -23,7 +24,7 @@ struct EqOp {
 };
 
 struct NeOp {
-  static constexpr const char* kName = "ne";
+  static constexpr const char* kName = OAR_OP_NE;
   template <typename C>
   static bool Apply(C a, C b) {
     return a != b;
@@ -31,7 +32,7 @@ struct NeOp {
 };
 
 struct LtOp {
-  static constexpr const char* kName = "lt";
+  static constexpr const char* kName = OAR_OP_LT;
   template <typename C>
   static bool Apply(C a, C b) {
     return a < b;
@@ -39,7 +40,7 @@ struct LtOp {
 };
 
 struct LeOp {
-  static constexpr const char* kName = "le";
+  static constexpr const char* kName = OAR_OP_LE;
   template <typename C>
   static bool Apply(C a, C b) {
     return a <= b;
@@ -47,7 +48,7 @@ struct LeOp {
 };
 
 struct GtOp {
-  static constexpr const char* kName = "gt";
+  static constexpr const char* kName = OAR_OP_GT;
   template <typename C>
   static bool Apply(C a, C b) {
     return a > b;
@@ -55,7 +56,7 @@ struct GtOp {
 };
 
 struct GeOp {
-  static constexpr const char* kName = "ge";
+  static constexpr const char* kName = OAR_OP_GE;
   template <typename C>
   static bool Apply(C a, C b) {
     return a >= b;
@@ -64,12 +65,12 @@ struct GeOp {
 
 // BOOL elements are 0 or 1, so & and | are the logical operations (and vectorise without branches).
 struct LogicalAndOp {
-  static constexpr const char* kName = "logical_and";
+  static constexpr const char* kName = OAR_OP_LOGICAL_AND;
   static bool Apply(bool a, bool b) { return a & b; }
 };
 
 struct LogicalOrOp {
-  static constexpr const char* kName = "logical_or";
+  static constexpr const char* kName = OAR_OP_LOGICAL_OR;
   static bool Apply(bool a, bool b) { return a | b; }
 };
 

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "oar/plugin/ops.h"
 #include "plugins/common/kernel_util.h"
 #include "plugins/common/vec_exp.h"
 
@@ -23,7 +24,7 @@ C Wrapping(C a, C b, F f) {
 }
 
 struct AddOp {
-  static constexpr const char* kName = "add";
+  static constexpr const char* kName = OAR_OP_ADD;
   template <typename C>
   static C Apply(C a, C b) {
     if constexpr (std::is_integral_v<C>) {
@@ -35,7 +36,7 @@ struct AddOp {
 };
 
 struct SubOp {
-  static constexpr const char* kName = "sub";
+  static constexpr const char* kName = OAR_OP_SUB;
   template <typename C>
   static C Apply(C a, C b) {
     if constexpr (std::is_integral_v<C>) {
@@ -47,7 +48,7 @@ struct SubOp {
 };
 
 struct MulOp {
-  static constexpr const char* kName = "mul";
+  static constexpr const char* kName = OAR_OP_MUL;
   template <typename C>
   static C Apply(C a, C b) {
     if constexpr (std::is_integral_v<C>) {
@@ -59,7 +60,7 @@ struct MulOp {
 };
 
 struct DivOp {
-  static constexpr const char* kName = "div";
+  static constexpr const char* kName = OAR_OP_DIV;
   template <typename C>
   static C Apply(C a, C b) {
     return a / b;
@@ -68,7 +69,7 @@ struct DivOp {
 
 // maximum/minimum propagate NaN from either side, as numpy and torch do.
 struct MaximumOp {
-  static constexpr const char* kName = "maximum";
+  static constexpr const char* kName = OAR_OP_MAXIMUM;
   template <typename C>
   static C Apply(C a, C b) {
     return (a > b || IsNan(a)) ? a : b;
@@ -76,7 +77,7 @@ struct MaximumOp {
 };
 
 struct MinimumOp {
-  static constexpr const char* kName = "minimum";
+  static constexpr const char* kName = OAR_OP_MINIMUM;
   template <typename C>
   static C Apply(C a, C b) {
     return (a < b || IsNan(a)) ? a : b;
@@ -84,7 +85,7 @@ struct MinimumOp {
 };
 
 struct NegOp {
-  static constexpr const char* kName = "neg";
+  static constexpr const char* kName = OAR_OP_NEG;
   template <typename C>
   static C Apply(C x) {
     if constexpr (std::is_integral_v<C>) {
@@ -96,7 +97,7 @@ struct NegOp {
 };
 
 struct ExpOp {
-  static constexpr const char* kName = "exp";
+  static constexpr const char* kName = OAR_OP_EXP;
   template <typename C>
   static C Apply(C x) {
     return std::exp(x);
@@ -110,7 +111,7 @@ struct ExpOp {
 
 // relu keeps NaN (x < 0 is false for NaN), as torch does.
 struct ReluOp {
-  static constexpr const char* kName = "relu";
+  static constexpr const char* kName = OAR_OP_RELU;
   template <typename C>
   static C Apply(C x) {
     if constexpr (std::is_unsigned_v<C>) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "plugins/common/elementwise.h"
+#include "oar/plugin/ops.h"
 #include "plugins/common/kernel_util.h"
 #include "plugins/common/vec_exp.h"
 
@@ -20,7 +21,7 @@ namespace {
 
 // |x|; integer abs of the minimum value wraps to itself (computed in the unsigned type).
 struct AbsOp {
-  static constexpr const char* kName = "abs";
+  static constexpr const char* kName = OAR_OP_ABS;
   template <typename C>
   static C Apply(C x) {
     if constexpr (std::is_integral_v<C>) {
@@ -34,7 +35,7 @@ struct AbsOp {
 
 // -1, 0 or 1; a floating zero keeps its sign and NaN stays NaN (both are returned as they are).
 struct SignOp {
-  static constexpr const char* kName = "sign";
+  static constexpr const char* kName = OAR_OP_SIGN;
   template <typename C>
   static C Apply(C x) {
     if constexpr (std::is_integral_v<C>) {
@@ -46,7 +47,7 @@ struct SignOp {
 };
 
 struct LogOp {
-  static constexpr const char* kName = "log";
+  static constexpr const char* kName = OAR_OP_LOG;
   template <typename C>
   static C Apply(C x) {
     return std::log(x);
@@ -54,7 +55,7 @@ struct LogOp {
 };
 
 struct Log1pOp {
-  static constexpr const char* kName = "log1p";
+  static constexpr const char* kName = OAR_OP_LOG1P;
   template <typename C>
   static C Apply(C x) {
     return std::log1p(x);
@@ -62,7 +63,7 @@ struct Log1pOp {
 };
 
 struct SqrtOp {
-  static constexpr const char* kName = "sqrt";
+  static constexpr const char* kName = OAR_OP_SQRT;
   template <typename C>
   static C Apply(C x) {
     return std::sqrt(x);
@@ -71,7 +72,7 @@ struct SqrtOp {
 
 // 1 / sqrt(x): rsqrt(+0) = +inf, rsqrt(-0) = -inf, negative -> NaN.
 struct RsqrtOp {
-  static constexpr const char* kName = "rsqrt";
+  static constexpr const char* kName = OAR_OP_RSQRT;
   template <typename C>
   static C Apply(C x) {
     return C(1) / std::sqrt(x);
@@ -79,7 +80,7 @@ struct RsqrtOp {
 };
 
 struct SinOp {
-  static constexpr const char* kName = "sin";
+  static constexpr const char* kName = OAR_OP_SIN;
   template <typename C>
   static C Apply(C x) {
     return std::sin(x);
@@ -87,7 +88,7 @@ struct SinOp {
 };
 
 struct CosOp {
-  static constexpr const char* kName = "cos";
+  static constexpr const char* kName = OAR_OP_COS;
   template <typename C>
   static C Apply(C x) {
     return std::cos(x);
@@ -95,7 +96,7 @@ struct CosOp {
 };
 
 struct TanhOp {
-  static constexpr const char* kName = "tanh";
+  static constexpr const char* kName = OAR_OP_TANH;
   template <typename C>
   static C Apply(C x) {
     return std::tanh(x);
@@ -105,7 +106,7 @@ struct TanhOp {
 // 1 / (1 + e^-x) through e = e^-|x| <= 1: r = 1 / (1 + e) is sigmoid(|x|) and e * r is sigmoid(-|x|),
 // so nothing overflows for large |x| and small results keep their relative precision.
 struct SigmoidOp {
-  static constexpr const char* kName = "sigmoid";
+  static constexpr const char* kName = OAR_OP_SIGMOID;
   template <typename C>
   static C Apply(C x) {
     const C e = std::exp(-std::fabs(x));
@@ -131,7 +132,7 @@ struct SigmoidOp {
 };
 
 struct ErfOp {
-  static constexpr const char* kName = "erf";
+  static constexpr const char* kName = OAR_OP_ERF;
   template <typename C>
   static C Apply(C x) {
     return std::erf(x);
@@ -139,7 +140,7 @@ struct ErfOp {
 };
 
 struct ReciprocalOp {
-  static constexpr const char* kName = "reciprocal";
+  static constexpr const char* kName = OAR_OP_RECIPROCAL;
   template <typename C>
   static C Apply(C x) {
     return C(1) / x;
@@ -147,7 +148,7 @@ struct ReciprocalOp {
 };
 
 struct IsNanOp {
-  static constexpr const char* kName = "isnan";
+  static constexpr const char* kName = OAR_OP_ISNAN;
   template <typename C>
   static bool Apply(C x) {
     return IsNan(x);
@@ -155,7 +156,7 @@ struct IsNanOp {
 };
 
 struct IsInfOp {
-  static constexpr const char* kName = "isinf";
+  static constexpr const char* kName = OAR_OP_ISINF;
   template <typename C>
   static bool Apply(C x) {
     return std::fabs(x) == std::numeric_limits<C>::infinity();
@@ -163,12 +164,12 @@ struct IsInfOp {
 };
 
 struct LogicalNotOp {
-  static constexpr const char* kName = "logical_not";
+  static constexpr const char* kName = OAR_OP_LOGICAL_NOT;
   static bool Apply(bool x) { return !x; }
 };
 
 struct PowOp {
-  static constexpr const char* kName = "pow";
+  static constexpr const char* kName = OAR_OP_POW;
   template <typename C>
   static C Apply(C a, C b) {
     return std::pow(a, b);

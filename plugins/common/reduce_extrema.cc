@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "plugins/common/elementwise.h"
+#include "oar/plugin/ops.h"
 #include "plugins/common/kernel_util.h"
 #include "plugins/common/reduction.h"
 #include "plugins/common/strided.h"
@@ -30,7 +31,7 @@ constexpr int64_t kOutputBlock = 4096;
 
 template <typename T>
 struct MaxFold {
-  static constexpr const char* kName = "max";
+  static constexpr const char* kName = OAR_OP_MAX;
   using Acc = ComputeT<T>;
   static Acc Init() {
     if constexpr (std::is_floating_point_v<Acc>) return -std::numeric_limits<Acc>::infinity();
@@ -41,7 +42,7 @@ struct MaxFold {
 
 template <typename T>
 struct MinFold {
-  static constexpr const char* kName = "min";
+  static constexpr const char* kName = OAR_OP_MIN;
   using Acc = ComputeT<T>;
   static Acc Init() {
     if constexpr (std::is_floating_point_v<Acc>) return std::numeric_limits<Acc>::infinity();
@@ -54,7 +55,7 @@ struct MinFold {
 // the product modulo 2^bits.
 template <typename T>
 struct ProdFold {
-  static constexpr const char* kName = "prod";
+  static constexpr const char* kName = OAR_OP_PROD;
   using Acc = std::conditional_t<std::is_integral_v<T>, uint64_t, ComputeT<T>>;
   static Acc Init() { return Acc(1); }
   static Acc Combine(Acc acc, Acc v) { return acc * v; }

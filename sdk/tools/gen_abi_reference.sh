@@ -35,13 +35,15 @@ dir="$1/oar/plugin"
 [[ -f "$dir/plugin.h" ]] || { echo "gen_abi_reference.sh: no $dir/plugin.h" >&2; exit 2; }
 
 # Reading order: the umbrella's concepts first, then the optional sub-interfaces; any header not listed
-# here is appended in name order, so a new header is never silently left out.
+# here is appended in name order, so a new header is never silently left out. ops.h is not ABI layout: it
+# is generated from the op schemas (names only, self-documented) and kept in sync by sdk.op_header_in_sync.
 order="version types status plugin device kernel ccl compiler profiler"
+generated="ops"
 files=()
 for h in $order; do [[ -f "$dir/$h.h" ]] && files+=("$dir/$h.h"); done
 for f in "$dir"/*.h; do
   b=$(basename "$f" .h)
-  [[ " $order " == *" $b "* ]] || files+=("$f")
+  [[ " $order $generated " == *" $b "* ]] || files+=("$f")
 done
 
 major=$(awk '$1 == "#define" && $2 == "OAR_PLUGIN_ABI_MAJOR" { print $3 }' "$dir/version.h")
