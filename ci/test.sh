@@ -35,3 +35,10 @@ grep -q "cpu:0" "$prefix/devices.txt" || { echo "installed oar does not list cpu
 grep -q "$prefix/lib/oar/plugins/liboar_plugin_cpu.so" "$prefix/devices.txt" || {
   echo "installed oar did not load the installed cpu plugin"; exit 1; }
 echo "installed layout OK"
+
+echo "== a model developer's application against the installed core only (find_package(Oar), relocated prefix)"
+examples/standalone/out_of_tree.sh build kunlun_sim:1
+
+echo "== sanitizers, separate step (~15 min from scratch on 2 cores): asan = ASan+UBSan on the core, simulator"
+echo "   and conformance unit tests; tsan = ThreadSanitizer on the runtime, simulator and distributed tests"
+ci/sanitizers.sh asan tsan

@@ -17,7 +17,8 @@ function(oar_add_gtest name)
     if(T_PREFIX)
       set(prefix TEST_PREFIX "${T_PREFIX}.")
     endif()
+    # LABELS: the program's name, so that a subset of programs can be run (ctest -L; ci/sanitizers.sh).
     gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST ${prefix}
-                         PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]" TIMEOUT 300)
+                         PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]" TIMEOUT 300 LABELS ${name})
   endif()
 endfunction()

@@ -6,7 +6,6 @@
 #include "core/nn/module.h"
 #include "core/ops/ops.h"
 #include "core/runtime/runtime.h"
-#include "core/runtime/status.h"
 
 namespace oar::distributed {
 namespace {
@@ -31,42 +30,10 @@ Group::Group(std::vector<Device> devices) : devices_(std::move(devices)) {
                   DevicesString(devices_));
     Ctx(d);  // throws kNotFound naming the available devices
   }
-  runtime::DeviceType* type = runtime::Runtime::Get().FindType(devices_[0].type());
-  ccl_ = type->plugin().ccl();
-  OAR_CHECK(ccl_ != nullptr, kUnimplemented,
-            "device type '{}' has no collective communication (its plugin has no "
-            "CCL table)",
-            devices_[0].type());
-  oar_ccl_unique_id_t id{};
-  runtime::ThrowIfError(ccl_->get_unique_id(&id), [&] { return devices_[0].type() + " ccl get_unique_id"; });
-  comms_.assign(devices_.size(), nullptr);
-  Grouped("comm_init_rank",
-          [&](int r) { return ccl_->comm_init_rank(Ctx(devices_[r]).ordinal(), size(), &id, r, nullptr, &comms_[r]); });
+  comm_ = std::make_unique<runtime::Communicator>(devices_);
 }
 
-Group::~Group() {
-  for (size_t r = 0; r < comms_.size(); ++r) {
-    if (comms_[r] == nullptr) continue;
-    try {
-      Ctx(devices_[r]).Synchronize();  // queued collectives still use the communicator
-    } catch (const Error&) {
-      // The device failed; its error was (or will be) reported where the work was read.
-    }
-    if (oar_status_t* s = ccl_->comm_destroy(comms_[r])) runtime::TakeStatus(s);
-  }
-}
-
-void Group::Grouped(const char* what, const std::function<oar_status_t*(int)>& call) {
-  runtime::ThrowIfError(ccl_->group_start(), [&] { return devices_[0].type() + " ccl group_start"; });
-  for (int r = 0; r < size(); ++r) {
-    oar_status_t* s = call(r);
-    if (s != nullptr) {
-      if (oar_status_t* e = ccl_->group_end()) runtime::TakeStatus(e);
-      runtime::ThrowIfError(s, [&] { return fmt::format("{} ccl {} (rank {})", devices_[r].str(), what, r); });
-    }
-  }
-  runtime::ThrowIfError(ccl_->group_end(), [&] { return fmt::format("{} ccl {}", devices_[0].type(), what); });
-}
+Group::~Group() = default;
 
 void Group::Check(std::span<const Tensor> tensors, const char* what, bool same_shape) const {
   OAR_CHECK_ARG(tensors.size() == devices_.size(), "{}: expected one tensor per rank ({}), got {}", what, size(),
@@ -89,22 +56,14 @@ void Group::Check(std::span<const Tensor> tensors, const char* what, bool same_s
 void Group::AllReduce(std::span<const Tensor> tensors, ReduceOp op) {
   Check(tensors, "all_reduce", true);
   for (const Tensor& t : tensors) t.storage()->DropShadows();
-  Grouped("all_reduce", [&](int r) {
-    const Tensor& t = tensors[r];
-    return ccl_->all_reduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), static_cast<int32_t>(t.dtype()),
-                            static_cast<int32_t>(op), comms_[r], Ctx(devices_[r]).stream());
-  });
+  comm_->AllReduce(tensors, op);
 }
 
 void Group::Broadcast(std::span<const Tensor> tensors, int root) {
   Check(tensors, "broadcast", true);
   OAR_CHECK_ARG(root >= 0 && root < size(), "broadcast: root {} is not a rank of this group of {}", root, size());
   for (const Tensor& t : tensors) t.storage()->DropShadows();
-  Grouped("broadcast", [&](int r) {
-    const Tensor& t = tensors[r];
-    return ccl_->broadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), static_cast<int32_t>(t.dtype()),
-                           root, comms_[r], Ctx(devices_[r]).stream());
-  });
+  comm_->Broadcast(tensors, root);
 }
 
 std::vector<Tensor> Group::AllGather(std::span<const Tensor> inputs) {
@@ -113,10 +72,7 @@ std::vector<Tensor> Group::AllGather(std::span<const Tensor> inputs) {
   for (int64_t d : inputs[0].shape()) shape.push_back(d);
   std::vector<Tensor> out;
   for (int r = 0; r < size(); ++r) out.push_back(empty(shape, inputs[0].dtype(), devices_[r]));
-  Grouped("all_gather", [&](int r) {
-    return ccl_->all_gather(inputs[r].data_ptr(), out[r].data_ptr(), static_cast<size_t>(inputs[r].numel()),
-                            static_cast<int32_t>(inputs[r].dtype()), comms_[r], Ctx(devices_[r]).stream());
-  });
+  comm_->AllGather(inputs, out);
   return out;
 }
 
@@ -129,11 +85,7 @@ std::vector<Tensor> Group::ReduceScatter(std::span<const Tensor> inputs, ReduceO
   shape[0] /= size();
   std::vector<Tensor> out;
   for (int r = 0; r < size(); ++r) out.push_back(empty(shape, inputs[0].dtype(), devices_[r]));
-  Grouped("reduce_scatter", [&](int r) {
-    return ccl_->reduce_scatter(inputs[r].data_ptr(), out[r].data_ptr(), static_cast<size_t>(out[r].numel()),
-                                static_cast<int32_t>(inputs[r].dtype()), static_cast<int32_t>(op), comms_[r],
-                                Ctx(devices_[r]).stream());
-  });
+  comm_->ReduceScatter(inputs, out, op);
   return out;
 }
 
@@ -149,16 +101,7 @@ void Group::SendRecv(const Tensor& src, int src_rank, const Tensor& dst, int dst
                 "{} {} and {} {}",
                 DTypeName(src.dtype()), src.shape().ToString(), DTypeName(dst.dtype()), dst.shape().ToString());
   dst.storage()->DropShadows();
-  const auto count = static_cast<size_t>(src.numel());
-  const auto dtype = static_cast<int32_t>(src.dtype());
-  runtime::ThrowIfError(ccl_->group_start(), [&] { return devices_[0].type() + " ccl group_start"; });
-  oar_status_t* s = ccl_->send(src.data_ptr(), count, dtype, dst_rank, comms_[src_rank], Ctx(src.device()).stream());
-  if (s == nullptr) {
-    s = ccl_->recv(dst.data_ptr(), count, dtype, src_rank, comms_[dst_rank], Ctx(dst.device()).stream());
-  }
-  oar_status_t* end = ccl_->group_end();
-  if (s != nullptr && end != nullptr) runtime::TakeStatus(end);
-  runtime::ThrowIfError(s != nullptr ? s : end, [&] { return devices_[0].type() + " ccl send/recv"; });
+  comm_->SendRecv(src, src_rank, dst, dst_rank);
 }
 
 void AverageGradients(Group& group, std::span<nn::Module* const> replicas) {

@@ -1,16 +1,16 @@
-// Collectives across the devices of one type, every rank in this process: one host thread drives all
-// ranks through the device plugin's CCL table (oar_ccl_api_t), batching the per-rank calls between
-// group_start and group_end as NCCL does. Results are stream-ordered on each device's compute stream,
-// like any kernel: the next op on that device sees them, a host read waits for them.
+// Collectives across the devices of one type, every rank in this process, on the runtime's communicators
+// (runtime::Communicator: one host thread drives all ranks through the plugin's CCL table). This layer
+// checks the arguments and allocates the results. Results are stream-ordered on each device's compute
+// stream, like any kernel: the next op on that device sees them, a host read waits for them.
 #ifndef OAR_CORE_DISTRIBUTED_GROUP_H_
 #define OAR_CORE_DISTRIBUTED_GROUP_H_
 
-#include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "core/runtime/ccl.h"
 #include "core/tensor/tensor.h"
-#include "oar/plugin/ccl.h"
 
 namespace oar::nn {
 class Module;
@@ -18,13 +18,8 @@ class Module;
 
 namespace oar::distributed {
 
-enum class ReduceOp {
-  kSum = OAR_REDUCE_SUM,
-  kProd = OAR_REDUCE_PROD,
-  kMax = OAR_REDUCE_MAX,
-  kMin = OAR_REDUCE_MIN,
-  kAvg = OAR_REDUCE_AVG
-};
+/// kSum, kProd, kMax, kMin, kAvg.
+using ReduceOp = runtime::ReduceOp;
 
 class Group {
  public:
@@ -52,12 +47,9 @@ class Group {
 
  private:
   void Check(std::span<const Tensor> tensors, const char* what, bool same_shape) const;
-  /// Run `call(rank)` for every rank inside one CCL group.
-  void Grouped(const char* what, const std::function<oar_status_t*(int rank)>& call);
 
-  const oar_ccl_api_t* ccl_ = nullptr;
   std::vector<Device> devices_;
-  std::vector<oar_ccl_comm_t> comms_;
+  std::unique_ptr<runtime::Communicator> comm_;
 };
 
 /// Data parallelism: average the gradients of `replicas` (replica r on group.devices()[r], the same

@@ -31,40 +31,32 @@ namespace {
 
 constexpr int kMaxInputs = 16;
 
-// oar_attr_t views of one call's attributes; list payloads point into `values`.
+// The kernel's view of one call's attributes (runtime::Launch turns them into the ABI's oar_attr_t); list
+// payloads point into `values`.
 struct KernelAttrs {
-  std::array<oar_attr_t, 8> attrs;
+  std::array<runtime::KernelAttr, 8> attrs;
   int n = 0;
-  std::span<const oar_attr_t> span() const { return {attrs.data(), static_cast<size_t>(n)}; }
+  std::span<const runtime::KernelAttr> span() const { return {attrs.data(), static_cast<size_t>(n)}; }
 };
 
 KernelAttrs ToKernelAttrs(const OpSchema& s, const AttrValues& values, bool integral_value) {
   KernelAttrs out;
   for (size_t i = 0; i < s.attrs.size(); ++i) {
-    oar_attr_t& a = out.attrs[out.n++];
-    a = oar_attr_t{};
-    a.struct_size = OAR_ATTR_STRUCT_SIZE;
+    runtime::KernelAttr& a = out.attrs[out.n++];
     a.name = s.attrs[i].name.data();  // schema names are string literals: NUL-terminated
-    a.type = s.attrs[i].type;
     const AttrValue& v = values[i];
-    switch (a.type) {
-      case OAR_ATTR_INT: a.v.i = std::get<int64_t>(v); break;
-      case OAR_ATTR_BOOL: a.v.b = std::get<bool>(v); break;
+    switch (s.attrs[i].type) {
+      case OAR_ATTR_INT: a.value = std::get<int64_t>(v); break;
+      case OAR_ATTR_BOOL: a.value = std::get<bool>(v); break;
       case OAR_ATTR_FLOAT:
         if (integral_value && s.attrs[i].name == "value") {
-          a.type = OAR_ATTR_INT;
-          a.v.i = static_cast<int64_t>(std::get<double>(v));
+          a.value = static_cast<int64_t>(std::get<double>(v));
         } else {
-          a.v.f = std::get<double>(v);
+          a.value = std::get<double>(v);
         }
         break;
-      case OAR_ATTR_INTS: {
-        const auto& list = std::get<std::vector<int64_t>>(v);
-        a.v.ints.data = list.data();
-        a.v.ints.size = list.size();
-        break;
-      }
-      default: Throw(ErrorCode::kInternal, "{}: unsupported attribute type {}", s.name, a.type);
+      case OAR_ATTR_INTS: a.value = std::span<const int64_t>(std::get<std::vector<int64_t>>(v)); break;
+      default: Throw(ErrorCode::kInternal, "{}: unsupported attribute type {}", s.name, s.attrs[i].type);
     }
   }
   return out;

@@ -9,6 +9,7 @@
 #include "core/runtime/profiler.h"
 #include "core/runtime/runtime.h"
 #include "core/runtime/status.h"
+#include "oar/plugin/kernel.h"
 
 namespace oar::runtime {
 namespace {
@@ -20,6 +21,28 @@ struct KeyBuffer {
   int n = 0;
   std::span<const int32_t> span() const { return {dtypes.data(), static_cast<size_t>(n)}; }
 };
+
+oar_attr_t ToAbi(const KernelAttr& k) {
+  oar_attr_t a{};
+  a.struct_size = OAR_ATTR_STRUCT_SIZE;
+  a.name = k.name;
+  if (const auto* i = std::get_if<int64_t>(&k.value)) {
+    a.type = OAR_ATTR_INT;
+    a.v.i = *i;
+  } else if (const auto* b = std::get_if<bool>(&k.value)) {
+    a.type = OAR_ATTR_BOOL;
+    a.v.b = *b;
+  } else if (const auto* f = std::get_if<double>(&k.value)) {
+    a.type = OAR_ATTR_FLOAT;
+    a.v.f = *f;
+  } else {
+    const auto& list = std::get<std::span<const int64_t>>(k.value);
+    a.type = OAR_ATTR_INTS;
+    a.v.ints.data = list.data();
+    a.v.ints.size = list.size();
+  }
+  return a;
+}
 
 KeyBuffer MakeKey(std::span<const Tensor> inputs, std::span<const Tensor> outputs) {
   KeyBuffer key;
@@ -336,9 +359,14 @@ LaunchPath LaunchOn(DeviceContext& ctx, int op_id, std::span<const Tensor> input
 }  // namespace
 
 void Launch(Device device, int op_id, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
-            std::span<const oar_attr_t> attrs) {
+            std::span<const KernelAttr> kernel_attrs) {
   OAR_CHECK(inputs.size() <= kMaxTensors && outputs.size() <= kMaxTensors, kInvalidArgument,
             "op '{}': at most {} inputs and outputs", OpName(op_id), kMaxTensors);
+  OAR_CHECK(kernel_attrs.size() <= static_cast<size_t>(kMaxKernelAttrs), kInvalidArgument,
+            "op '{}': at most {} attributes, got {}", OpName(op_id), kMaxKernelAttrs, kernel_attrs.size());
+  std::array<oar_attr_t, kMaxKernelAttrs> abi_attrs;
+  for (size_t i = 0; i < kernel_attrs.size(); ++i) abi_attrs[i] = ToAbi(kernel_attrs[i]);
+  const std::span<const oar_attr_t> attrs(abi_attrs.data(), kernel_attrs.size());
   DeviceContext& ctx = Runtime::Get().Context(device);
   for (const Tensor& t : inputs) {
     OAR_CHECK(t.device() == device, kInvalidArgument, "op '{}' runs on {} but an input is on {}; move it with .to()",

@@ -3,17 +3,29 @@
 #ifndef OAR_CORE_RUNTIME_DISPATCH_H_
 #define OAR_CORE_RUNTIME_DISPATCH_H_
 
+#include <cstdint>
 #include <span>
+#include <variant>
 
 #include "core/tensor/tensor.h"
-#include "oar/plugin/kernel.h"
 
 namespace oar::runtime {
+
+/// One attribute of a kernel call as the layers above the runtime give it; Launch hands it to the plugin as
+/// the ABI's oar_attr_t (INT, BOOL, FLOAT or INTS by the alternative held). `name` (NUL-terminated) and a
+/// list's elements must stay alive for the call.
+struct KernelAttr {
+  const char* name = "";
+  std::variant<int64_t, bool, double, std::span<const int64_t>> value;
+};
+
+/// At most this many attributes per call.
+inline constexpr int kMaxKernelAttrs = 16;
 
 /// Run op `op_id` (see InternOp) on `device`. `outputs` are already allocated on `device`; `attrs` are the
 /// op's attributes. Every failure is an oar::Error naming the op, the dtypes and the device.
 void Launch(Device device, int op_id, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
-            std::span<const oar_attr_t> attrs);
+            std::span<const KernelAttr> attrs);
 
 }  // namespace oar::runtime
 

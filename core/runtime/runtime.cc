@@ -173,9 +173,18 @@ uint64_t DeviceType::RecordFallback(int op_id) {
 
 std::filesystem::path DefaultPluginDir() {
   boost::dll::fs::error_code ec;
-  const boost::dll::fs::path exe = boost::dll::program_location(ec);
+  // The runtime is a shared library in <prefix>/lib (build tree: build/lib): the plugins are beside it,
+  // wherever the application that loaded it lives. Linked statically into a program, this is the program
+  // itself, in <prefix>/bin.
+  const boost::dll::fs::path self = boost::dll::this_line_location(ec);
   if (ec) return {};
-  return std::filesystem::path(exe.parent_path().string()) / ".." / "lib" / "oar" / "plugins";
+  const boost::dll::fs::path exe = boost::dll::program_location(ec);
+  const std::filesystem::path dir(self.parent_path().string());
+  const std::filesystem::path self_path(self.string()), exe_path(exe.string());
+  if (!ec && std::filesystem::equivalent(exe_path, self_path, ec)) {
+    return dir / ".." / "lib" / "oar" / "plugins";
+  }
+  return dir / "oar" / "plugins";
 }
 
 Runtime::Runtime(const Options& options) {

@@ -171,7 +171,9 @@ class Runtime {
   std::mutex default_mutex_;
 };
 
-/// The folder <prefix>/lib/oar/plugins for the running binary (bin/../lib/oar/plugins).
+/// The folder <prefix>/lib/oar/plugins of the running core: beside the shared runtime library
+/// (<libdir>/oar/plugins), whichever program loaded it; bin/../lib/oar/plugins when the runtime is linked
+/// statically into the program.
 std::filesystem::path DefaultPluginDir();
 
 }  // namespace oar::runtime

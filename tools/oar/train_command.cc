@@ -7,9 +7,9 @@
 #include <string>
 
 #include "core/base/error.h"
-#include "core/cli/commands.h"
 #include "core/runtime/profiler.h"
 #include "examples/models.h"
+#include "tools/oar/commands.h"
 
 namespace oar::cli {
 namespace {

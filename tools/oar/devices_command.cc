@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/cli/commands.h"
 #include "core/runtime/runtime.h"
+#include "tools/oar/commands.h"
 
 namespace oar::cli {
 namespace {

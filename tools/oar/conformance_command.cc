@@ -1,7 +1,7 @@
 #include <filesystem>
 
 #include "conformance/runner/runner.h"
-#include "core/cli/commands.h"
+#include "tools/oar/commands.h"
 
 namespace oar::cli {
 

@@ -1,6 +1,6 @@
 // Subcommands of the `oar` tool. Each registers itself on the CLI11 app and runs when selected.
-#ifndef OAR_CORE_CLI_COMMANDS_H_
-#define OAR_CORE_CLI_COMMANDS_H_
+#ifndef OAR_TOOLS_OAR_COMMANDS_H_
+#define OAR_TOOLS_OAR_COMMANDS_H_
 
 #include <CLI/CLI.hpp>
 
@@ -20,4 +20,4 @@ void AddTrainCommands(CLI::App& app);
 
 }  // namespace oar::cli
 
-#endif  // OAR_CORE_CLI_COMMANDS_H_
+#endif  // OAR_TOOLS_OAR_COMMANDS_H_

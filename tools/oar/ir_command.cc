@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "core/base/error.h"
-#include "core/cli/commands.h"
+#include "tools/oar/commands.h"
 #include "core/ir/text.h"
 #include "core/ir/verifier.h"
 #include "core/passes/pass.h"

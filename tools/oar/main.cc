@@ -7,9 +7,9 @@
 
 #include "core/base/error.h"
 #include "core/base/logging.h"
-#include "core/cli/commands.h"
 #include "core/runtime/runtime.h"
 #include "oar/plugin/version.h"
+#include "tools/oar/commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"oar — plugin-based deep-learning framework core", "oar"};

@@ -1,0 +1,2 @@
+// Fixture: an include of the same component by a local path (allowed).
+#include "low.h"
