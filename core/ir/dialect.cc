@@ -25,7 +25,7 @@ const OpInfo& Dialect::AddOp(OpInfo info) {
   return *ops_.back();
 }
 
-std::vector<NamedAttribute> CompleteAttributes(IrContext& ctx, const OpInfo& info, std::vector<NamedAttribute> attrs) {
+std::vector<NamedAttribute> CompleteAttributes(IrContext& /*ctx*/, const OpInfo& info, std::vector<NamedAttribute> attrs) {
   for (NamedAttribute& a : attrs) {
     if (IsDiscardableAttr(a.name)) continue;  // annotations of passes, not the op's own
     const AttrDef* def = info.FindAttr(a.name);
@@ -58,7 +58,6 @@ std::vector<NamedAttribute> CompleteAttributes(IrContext& ctx, const OpInfo& inf
     attrs.push_back({d.name, d.default_value});
   }
   std::sort(attrs.begin(), attrs.end(), [](const NamedAttribute& a, const NamedAttribute& b) { return a.name < b.name; });
-  (void)ctx;
   return attrs;
 }
 

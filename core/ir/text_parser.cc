@@ -421,12 +421,10 @@ class Parser {
       } while (TryChar(','));
       Expect(')', "to end the operands");
     }
-    // Regions are parsed into a holder op created once the signature is known; park their text position.
+    // Regions are parsed once the op exists (they need its signature): skip them now, remember where they are.
     SkipSpace();
     std::vector<size_t> region_starts;
-    const size_t regions_at = pos_;
     if (pos_ < text_.size() && text_[pos_] == '(') {
-      // Skip the regions now (balanced braces) and come back once the op exists.
       ++pos_;
       do {
         SkipSpace();
@@ -506,7 +504,6 @@ class Parser {
       DestroyDetached(op);
       throw;
     }
-    (void)regions_at;
     pos_ = end_pos;
     return op;
   }
