@@ -46,8 +46,9 @@ for preset in "${presets[@]}"; do
   esac
   start=$SECONDS
   echo "== $preset: configure (cmake --preset $preset)"
-  cmake --preset "$preset" "${configure_flags[@]}" > "build-$preset.configure.log" ||
-    { cat "build-$preset.configure.log"; exit 1; }
+  mkdir -p "build-$preset"
+  cmake --preset "$preset" "${configure_flags[@]}" > "build-$preset/configure.log" ||
+    { cat "build-$preset/configure.log"; exit 1; }
   echo "== $preset: build ${#programs[@]} test programs (-j $jobs)"
   cmake --build "build-$preset" -j "$jobs" --target "${programs[@]}"
   built=$SECONDS
