@@ -116,7 +116,10 @@ Tensor silu(const Tensor& x) { return x * sigmoid(x); }
 Tensor leaky_relu(const Tensor& x, double slope) { return where(gt(x, 0.0), x, x * slope); }
 Tensor clip(const Tensor& x, double lo, double hi) {
   OAR_CHECK_ARG(lo <= hi, "clip: lower bound {} is above upper bound {}", lo, hi);
-  return minimum(maximum(x, Scalar(x, lo)), Scalar(x, hi));
+  // Selects, not minimum(maximum(...)): an element exactly at a bound keeps all of its gradient (as
+  // torch.clamp), where maximum/minimum would split the tie; NaN stays NaN.
+  const Tensor l = Scalar(x, lo), h = Scalar(x, hi);
+  return where(lt(x, l), l, where(gt(x, h), h, x));
 }
 
 // ---- reductions ------------------------------------------------------------------------------------------
@@ -130,7 +133,12 @@ Tensor var(const Tensor& x, std::vector<int64_t> axes, int64_t correction, bool 
   return sum(d * d, norm, keepdim) / static_cast<double>(n - correction);
 }
 Tensor stddev(const Tensor& x, std::vector<int64_t> axes, int64_t correction, bool keepdim) {
-  return sqrt(var(x, std::move(axes), correction, keepdim));
+  // Where the variance is 0 the gradient is 0 (as torch), not sqrt's 1 / (2 * 0) times a zero: a
+  // constant row must not turn a whole model's gradients into NaN. The double select keeps the unused
+  // branch finite, so no inf * 0 reaches the gradient.
+  const Tensor v = var(x, std::move(axes), correction, keepdim);
+  const Tensor zero = eq(v, zeros_like(v));  // NaN is not 0: it stays NaN
+  return where(zero, zeros_like(v), sqrt(where(zero, ones_like(v), v)));
 }
 Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
   const std::vector<int64_t> norm = ops::NormalizeAxes(axes, x.rank(), "logsumexp");
