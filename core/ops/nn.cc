@@ -305,19 +305,21 @@ Tensor GatherLike(Op op, const char* name, const Tensor& x, int64_t axis, const 
   const int a = Axis(axis, x.rank(), name);
   OAR_CHECK_ARG(index.dtype() == DType::kInt64, "{}: the index must be int64, got {}", name, DTypeName(index.dtype()));
   const int64_t extent = x.rank() == 0 ? 1 : x.dim(a);
-  // le(index, -1) rather than lt(index, 0): the comparisons a device without int64 arithmetic falls back
-  // for stay the ones the label masks of cross-entropy already need.
-  const Tensor wrapped = where(le(index, full({}, -1, DType::kInt64, index.device())),
-                               index + static_cast<double>(extent), index);
+  // Only indices in [-extent, 0) are wrapped: one below keeps its value, so the kernel's message (which
+  // may arrive asynchronously, past the catch below) names the index the user wrote. le rather than
+  // lt/ge: the comparisons a device without int64 arithmetic falls back for stay the ones the label
+  // masks of cross-entropy already need.
+  const Tensor negative = logical_and(le(index, full({}, -1, DType::kInt64, index.device())),
+                                      le(full({}, static_cast<double>(-extent), DType::kInt64, index.device()), index));
+  const Tensor wrapped = where(negative, index + static_cast<double>(extent), index);
   const Tensor in[] = {x, wrapped};
   try {
     return Run1(op, in, {int64_t{a}});
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kOutOfRange) throw;
     Throw(ErrorCode::kOutOfRange,
-          "{} (negative indices count from the end and were wrapped by adding {} first: the valid range of the "
-          "index as given is [{}, {}))",
-          e.what(), extent, -extent, extent);
+          "{} (negative indices count from the end: the valid range of the index as given is [{}, {}))", e.what(),
+          -extent, extent);
   }
 }
 }  // namespace
