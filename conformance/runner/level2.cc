@@ -100,7 +100,22 @@ struct GradCase {
   std::function<Tensor(const std::vector<Tensor>&)> forward;
   std::function<std::vector<Array>(const std::vector<Array>&, const Array&)> vjp;  // inputs, grad_y -> grads
   int64_t k;  // accumulation length of the gradient
+  std::vector<std::vector<double>> values = {};  // fixed input values (one list per input) instead of random
 };
+
+// The gradient of x -> matmul(x[:, ::2, :], w) for x [B, T, K]: matmul's, scattered into every other row.
+std::vector<Array> StridedRowsMatmulGrad(const std::vector<Array>& x, const Array& gy) {
+  const Array rows = ref::slice(x[0], 1, 0, x[0].shape[1], 2);
+  const ref::BinaryGrads g = ref::matmul_grad(rows, x[1], gy);
+  Array dx{x[0].shape, std::vector<double>(x[0].data.size(), 0.0)};
+  const int64_t b = x[0].shape[0], t = x[0].shape[1], k = x[0].shape[2], r = rows.shape[1];
+  for (int64_t i = 0; i < b; ++i) {
+    for (int64_t j = 0; j < r; ++j) {
+      for (int64_t c = 0; c < k; ++c) dx.data[(i * t + 2 * j) * k + c] = g.da.data[(i * r + j) * k + c];
+    }
+  }
+  return {dx, g.db};
+}
 
 std::vector<GradCase> GradCases() {
   auto unary = [](std::string op, Tensor (*f)(const Tensor&), Array (*g)(const Array&, const Array&), double lo,
@@ -124,25 +139,59 @@ std::vector<GradCase> GradCases() {
        [](const std::vector<Array>& x, const Array& gy) { return std::vector<Array>{ref::softmax_grad(x[0], gy, 1)}; }, 1},
       {"sum", {{4, 6}}, -1, 1, [](const std::vector<Tensor>& x) { return sum(x[0], {1}); },
        [](const std::vector<Array>& x, const Array& gy) { return std::vector<Array>{ref::sum_grad(x[0], gy, {1})}; }, 1},
+      // Shapes and values that once broke autograd (dot products, vector x batch, a row-strided batched
+      // view, zeros in prod, pow at 0, logits near 1e4).
+      {"matmul.dot", {{6}, {6}}, -1, 1, [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); },
+       [](const std::vector<Array>& x, const Array& gy) {
+         const ref::BinaryGrads g = ref::matmul_grad(x[0], x[1], gy);
+         return std::vector<Array>{g.da, g.db};
+       },
+       6},
+      {"matmul.vector_batch", {{4}, {2, 4, 3}}, -1, 1, [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); },
+       [](const std::vector<Array>& x, const Array& gy) {
+         const ref::BinaryGrads g = ref::matmul_grad(x[0], x[1], gy);
+         return std::vector<Array>{g.da, g.db};
+       },
+       6},
+      {"matmul.strided_batch", {{3, 7, 5}, {5, 4}}, -1, 1,
+       [](const std::vector<Tensor>& x) { return matmul(x[0].slice(1, 0, 7, 2), x[1]); }, StridedRowsMatmulGrad, 12},
+      {"prod.zeros", {{3, 4}}, -1, 1, [](const std::vector<Tensor>& x) { return prod(x[0], {1}); },
+       [](const std::vector<Array>& x, const Array& gy) { return std::vector<Array>{ref::prod_grad(x[0], gy, {1})}; }, 4,
+       {{1, 2, 0, 3, 0, 2, 0, 1, 0.5, 2, 3, 1.5}}},
+      {"pow.zero", {{4}, {4}}, -1, 1, [](const std::vector<Tensor>& x) { return pow(x[0], x[1]); },
+       [](const std::vector<Array>& x, const Array& gy) {
+         const ref::BinaryGrads g = ref::pow_grad(x[0], x[1], gy);
+         return std::vector<Array>{g.da, g.db};
+       },
+       1, {{0, 0, 1.5, 0}, {0, 2, 0, 1}}},
+      {"log_softmax.large_logits", {{2, 4}}, -1, 1, [](const std::vector<Tensor>& x) { return log_softmax(x[0], 1); },
+       [](const std::vector<Array>& x, const Array& gy) { return std::vector<Array>{ref::log_softmax_grad(x[0], gy, 1)}; },
+       4, {{1e4, 1e4 + 1, 1e4 + 2, 1e4 - 3, -1e4, 1e4 + 0.5, 1e4 + 0.25, 1e4 - 0.125}}},
   };
 }
 
 void GradientCases(std::vector<Case>& cases) {
   for (const GradCase& g : GradCases()) {
     for (DType dt : {DType::kFloat32, DType::kFloat64}) {
-      cases.push_back({fmt::format("L2.grad.{}.{}", g.op, DTypeName(dt)), 2, g.op, [g, dt](CaseContext& c) {
+      // "matmul.dot" is a variant of op "matmul": the id keeps the variant, the op family and key do not.
+      const std::string op = g.op.substr(0, g.op.find('.'));
+      cases.push_back({fmt::format("L2.grad.{}.{}", g.op, DTypeName(dt)), 2, op, [g, dt, op](CaseContext& c) {
                          InputMaker in(c.seed);
                          std::vector<Tensor> xs;
                          std::vector<Array> ra(g.shapes.size());
                          for (size_t i = 0; i < g.shapes.size(); ++i) {
-                           xs.push_back(in.Random(g.shapes[i], dt, c.device, &ra[i], g.lo, g.hi));
+                           if (!g.values.empty()) {
+                             xs.push_back(in.Values(Array{g.shapes[i], g.values[i]}, dt, c.device, &ra[i]));
+                           } else {
+                             xs.push_back(in.Random(g.shapes[i], dt, c.device, &ra[i], g.lo, g.hi));
+                           }
                            xs.back().set_requires_grad(true);
                          }
                          std::string shape;
                          for (const Shape& s : g.shapes) shape += (shape.empty() ? "" : " x ") + Str(s);
                          Array rw;
                          return CheckOp(
-                             c, g.op, {dt}, "d/dx sum(f(x) * w), " + shape,
+                             c, op, {dt}, "d/dx sum(f(x) * w), " + shape,
                              [&] {
                                const Tensor y = g.forward(xs);
                                const Tensor w = in.Random(std::vector<int64_t>(y.shape().begin(), y.shape().end()), dt,

@@ -1,7 +1,9 @@
 // The generic eager path: infer outputs from the schema, allocate them on the device, bring the inputs
 // into the kernel's form (docs/ops.md) and launch.
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "core/ops/ops.h"
@@ -39,7 +41,27 @@ struct KernelAttrs {
   std::span<const runtime::KernelAttr> span() const { return {attrs.data(), static_cast<size_t>(n)}; }
 };
 
-KernelAttrs ToKernelAttrs(const OpSchema& s, const AttrValues& values, bool integral_value) {
+// A FLOAT value headed for an integer or bool tensor, converted with the cast rules (docs/ops.md):
+// truncated toward zero and saturated to the dtype's range (±inf too), NaN -> 0; for bool, nonzero
+// (NaN included) -> 1. Never an out-of-range double-to-integer conversion (undefined behaviour).
+int64_t IntegralValue(double v, DType dtype) {
+  if (dtype == DType::kBool) return v != 0 ? 1 : 0;
+  if (std::isnan(v)) return 0;
+  int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  switch (dtype) {
+    case DType::kInt8: lo = std::numeric_limits<int8_t>::min(), hi = std::numeric_limits<int8_t>::max(); break;
+    case DType::kUInt8: lo = 0, hi = std::numeric_limits<uint8_t>::max(); break;
+    case DType::kInt32: lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max(); break;
+    default: break;  // int64
+  }
+  // 2^63 is exactly representable as a double; the int64 bounds themselves are not.
+  if (v >= 9223372036854775808.0) return hi;
+  if (v < -9223372036854775808.0) return lo;
+  return std::clamp(static_cast<int64_t>(v), lo, hi);
+}
+
+KernelAttrs ToKernelAttrs(const OpSchema& s, const AttrValues& values, DType value_dtype) {
+  const bool integral_value = !IsFloating(value_dtype);
   KernelAttrs out;
   for (size_t i = 0; i < s.attrs.size(); ++i) {
     runtime::KernelAttr& a = out.attrs[out.n++];
@@ -50,7 +72,7 @@ KernelAttrs ToKernelAttrs(const OpSchema& s, const AttrValues& values, bool inte
       case OAR_ATTR_BOOL: a.value = std::get<bool>(v); break;
       case OAR_ATTR_FLOAT:
         if (integral_value && s.attrs[i].name == "value") {
-          a.value = static_cast<int64_t>(std::get<double>(v));
+          a.value = IntegralValue(std::get<double>(v), value_dtype);
         } else {
           a.value = std::get<double>(v);
         }
@@ -184,7 +206,7 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
   }
   // A FLOAT "value" attribute (fill, pad) reaches integer and bool kernels as INT (docs/ops.md).
   const DType value_dtype = s.kind == OpKind::kFill || inputs.empty() ? out_meta[0].dtype : inputs[0].dtype();
-  const KernelAttrs kattrs = ToKernelAttrs(s, attrs, !IsFloating(value_dtype));
+  const KernelAttrs kattrs = ToKernelAttrs(s, attrs, value_dtype);
   if (s.kind == OpKind::kDirect) {
     runtime::Launch(*device, s.kernel_id, {kin.data(), inputs.size()}, results, kattrs.span());
   } else {

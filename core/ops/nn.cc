@@ -5,6 +5,8 @@
 #include <limits>
 #include <numbers>
 
+#include <fmt/ranges.h>
+
 #include "core/ops/nn.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd_meta.h"
@@ -116,7 +118,10 @@ Tensor silu(const Tensor& x) { return x * sigmoid(x); }
 Tensor leaky_relu(const Tensor& x, double slope) { return where(gt(x, 0.0), x, x * slope); }
 Tensor clip(const Tensor& x, double lo, double hi) {
   OAR_CHECK_ARG(lo <= hi, "clip: lower bound {} is above upper bound {}", lo, hi);
-  return minimum(maximum(x, Scalar(x, lo)), Scalar(x, hi));
+  // Selects, not minimum(maximum(...)): an element exactly at a bound keeps all of its gradient (as
+  // torch.clamp), where maximum/minimum would split the tie; NaN stays NaN.
+  const Tensor l = Scalar(x, lo), h = Scalar(x, hi);
+  return where(lt(x, l), l, where(gt(x, h), h, x));
 }
 
 // ---- reductions ------------------------------------------------------------------------------------------
@@ -130,7 +135,12 @@ Tensor var(const Tensor& x, std::vector<int64_t> axes, int64_t correction, bool 
   return sum(d * d, norm, keepdim) / static_cast<double>(n - correction);
 }
 Tensor stddev(const Tensor& x, std::vector<int64_t> axes, int64_t correction, bool keepdim) {
-  return sqrt(var(x, std::move(axes), correction, keepdim));
+  // Where the variance is 0 the gradient is 0 (as torch), not sqrt's 1 / (2 * 0) times a zero: a
+  // constant row must not turn a whole model's gradients into NaN. The double select keeps the unused
+  // branch finite, so no inf * 0 reaches the gradient.
+  const Tensor v = var(x, std::move(axes), correction, keepdim);
+  const Tensor zero = eq(v, zeros_like(v));  // NaN is not 0: it stays NaN
+  return where(zero, zeros_like(v), sqrt(where(zero, ones_like(v), v)));
 }
 Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
   const std::vector<int64_t> norm = ops::NormalizeAxes(axes, x.rank(), "logsumexp");
@@ -287,13 +297,38 @@ Tensor flatten(const Tensor& x, int64_t start, int64_t end) {
   for (int d = e + 1; d < x.rank(); ++d) shape.push_back(x.dim(d));
   return x.reshape(shape);
 }
+namespace {
+// gather and index_select with Python-style negative indices (as ONNX Gather): -1 is the last element.
+// The kernels take [0, extent) only (docs/ops.md), so negative indices are wrapped here first; one still
+// out of range after that is the kernel's OUT_OF_RANGE, told in terms of the user's range.
+Tensor GatherLike(Op op, const char* name, const Tensor& x, int64_t axis, const Tensor& index) {
+  const int a = Axis(axis, x.rank(), name);
+  OAR_CHECK_ARG(index.dtype() == DType::kInt64, "{}: the index must be int64, got {}", name, DTypeName(index.dtype()));
+  const int64_t extent = x.rank() == 0 ? 1 : x.dim(a);
+  // Only indices in [-extent, 0) are wrapped: one below keeps its value, so the kernel's message (which
+  // may arrive asynchronously, past the catch below) names the index the user wrote. le rather than
+  // lt/ge: the comparisons a device without int64 arithmetic falls back for stay the ones the label
+  // masks of cross-entropy already need.
+  const Tensor negative = logical_and(le(index, full({}, -1, DType::kInt64, index.device())),
+                                      le(full({}, static_cast<double>(-extent), DType::kInt64, index.device()), index));
+  const Tensor wrapped = where(negative, index + static_cast<double>(extent), index);
+  const Tensor in[] = {x, wrapped};
+  try {
+    return Run1(op, in, {int64_t{a}});
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kOutOfRange) throw;
+    Throw(ErrorCode::kOutOfRange,
+          "{} (negative indices count from the end: the valid range of the index as given is [{}, {}))", e.what(),
+          -extent, extent);
+  }
+}
+}  // namespace
+
 Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
-  const Tensor in[] = {x, index};
-  return Run1(Op::kGather, in, {int64_t{Axis(axis, x.rank(), "gather")}});
+  return GatherLike(Op::kGather, "gather", x, axis, index);
 }
 Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
-  const Tensor in[] = {x, index};
-  return Run1(Op::kIndexSelect, in, {int64_t{Axis(axis, x.rank(), "index_select")}});
+  return GatherLike(Op::kIndexSelect, "index_select", x, axis, index);
 }
 Tensor scatter_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src) {
   const Tensor in[] = {x, index, src};
@@ -309,6 +344,20 @@ Tensor pad(const Tensor& x, std::span<const int64_t> pads, double value) {
 Tensor one_hot(const Tensor& x, int64_t classes) {
   OAR_CHECK_ARG(x.dtype() == DType::kInt64, "one_hot: indices must be int64, got {}", DTypeName(x.dtype()));
   OAR_CHECK_ARG(classes > 0, "one_hot: classes must be positive, got {}", classes);
+  // An index outside [0, classes) would give a silent all-zero row: refuse it, naming the first one
+  // (this reads the indices on the host; label tensors are small).
+  const std::vector<int64_t> values = x.ToVector<int64_t>();
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] >= 0 && values[i] < classes) continue;
+    std::vector<int64_t> at(static_cast<size_t>(x.rank()));
+    int64_t rest = static_cast<int64_t>(i);
+    for (int d = x.rank() - 1; d >= 0; --d) {
+      at[static_cast<size_t>(d)] = rest % x.dim(d);
+      rest /= x.dim(d);
+    }
+    Throw(ErrorCode::kOutOfRange, "one_hot: index {} at position [{}] is out of range for {} classes (valid: [0, {}))",
+          values[i], fmt::join(at, ", "), classes, classes);
+  }
   const Tensor range = arange(0, static_cast<double>(classes), 1, DType::kInt64, x.device());
   return cast(eq(x.unsqueeze(-1), range), DType::kInt64);
 }

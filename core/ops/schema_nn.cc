@@ -50,6 +50,25 @@ int64_t WindowOut(const OpSchema& s, int64_t in, int64_t k, int64_t stride, int6
   return out;
 }
 
+// Pooling: every window must hold at least one input position (padding may exceed half the kernel,
+// as ONNX allows, but a window of only padding has nothing to pool: docs/ops.md).
+int64_t PoolWindowOut(const OpSchema& s, int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil,
+                      const char* dim) {
+  const int64_t out = WindowOut(s, in, k, stride, pad, dil, dim);
+  for (int64_t o = 0; o < out; ++o) {
+    bool inside = false;
+    for (int64_t t = 0; t < k && !inside; ++t) {
+      const int64_t at = o * stride - pad + t * dil;
+      inside = at >= 0 && at < in;
+    }
+    OAR_CHECK_ARG(inside,
+                  "{}: the window of output {} {} covers only padding ({} extent {}, kernel {}, stride {}, padding "
+                  "{}, dilation {}); nothing to pool: reduce the padding",
+                  s.name, dim, o, dim, in, k, stride, pad, dil);
+  }
+  return out;
+}
+
 Metas InferConv(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
   CheckFloating(s, 0, in[0].dtype);
   CheckSameDType(s, in, 0, 1);
@@ -82,23 +101,19 @@ Metas InferMaxPool(const OpSchema& s, std::span<const TensorMeta> in, const Attr
   CheckRank(s, 0, in[0], 4, "N, C, H, W");
   const auto k = Pair(s, a, "kernel", 1), stride = Pair(s, a, "stride", 1), pad = Pair(s, a, "padding", 0),
              dil = Pair(s, a, "dilation", 1);
-  OAR_CHECK_ARG(pad[0] * 2 <= k[0] && pad[1] * 2 <= k[1], "max_pool2d: padding [{}, {}] exceeds half the kernel [{}, {}]",
-                pad[0], pad[1], k[0], k[1]);
   const Dims& x = in[0].shape;
-  Dims out{x[0], x[1], WindowOut(s, x[2], k[0], stride[0], pad[0], dil[0], "height"),
-           WindowOut(s, x[3], k[1], stride[1], pad[1], dil[1], "width")};
+  Dims out{x[0], x[1], PoolWindowOut(s, x[2], k[0], stride[0], pad[0], dil[0], "height"),
+           PoolWindowOut(s, x[3], k[1], stride[1], pad[1], dil[1], "width")};
   return {{in[0].dtype, out}, {DType::kInt64, out}};
 }
 Metas InferAvgPool(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
   CheckFloating(s, 0, in[0].dtype);
   CheckRank(s, 0, in[0], 4, "N, C, H, W");
   const auto k = Pair(s, a, "kernel", 1), stride = Pair(s, a, "stride", 1), pad = Pair(s, a, "padding", 0);
-  OAR_CHECK_ARG(pad[0] * 2 <= k[0] && pad[1] * 2 <= k[1], "avg_pool2d: padding [{}, {}] exceeds half the kernel [{}, {}]",
-                pad[0], pad[1], k[0], k[1]);
   const Dims& x = in[0].shape;
   return {{in[0].dtype,
-           {x[0], x[1], WindowOut(s, x[2], k[0], stride[0], pad[0], 1, "height"),
-            WindowOut(s, x[3], k[1], stride[1], pad[1], 1, "width")}}};
+           {x[0], x[1], PoolWindowOut(s, x[2], k[0], stride[0], pad[0], 1, "height"),
+            PoolWindowOut(s, x[3], k[1], stride[1], pad[1], 1, "width")}}};
 }
 Metas InferPoolGrad(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
   CheckFloating(s, 0, in[0].dtype);

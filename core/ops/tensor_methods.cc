@@ -2,6 +2,8 @@
 // printing, host-built factories and safetensors I/O of device tensors.
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 #include <numbers>
 
 #include "core/ops/ops.h"
@@ -22,24 +24,50 @@ std::vector<std::byte> HostBytes(const Tensor& t) {
   return bytes;
 }
 
+// One element with the cast rules (docs/ops.md), directly rather than through double, so int64 values
+// above 2^53 survive and no out-of-range float-to-integer conversion (undefined behaviour) happens.
+template <typename To, typename From>
+To ConvertElement(From x) {
+  if constexpr (std::is_same_v<To, From>) {
+    return x;
+  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
+    return ConvertElement<To>(static_cast<float>(x));
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return x != From(0);
+  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
+    return To(static_cast<float>(x));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    const double v = static_cast<double>(x);
+    if (std::isnan(v)) return To(0);
+    constexpr double kHi = static_cast<double>(std::numeric_limits<To>::max()) + 1.0;  // exact: a power of 2
+    if (v >= kHi) return std::numeric_limits<To>::max();
+    if (v <= static_cast<double>(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+    return static_cast<To>(v);
+  } else {
+    return static_cast<To>(x);  // integer -> integer wraps; -> floating rounds to nearest
+  }
+}
+
 template <typename To>
 std::vector<To> ConvertHost(const std::vector<std::byte>& bytes, DType from, int64_t n) {
   std::vector<To> out(static_cast<size_t>(n));
   sdk::VisitDType(static_cast<int32_t>(from), [&](auto tag) {
     using From = decltype(tag);
     const From* src = reinterpret_cast<const From*>(bytes.data());
-    for (int64_t i = 0; i < n; ++i) {
-      if constexpr (std::is_same_v<To, bool>) {
-        out[i] = static_cast<double>(src[i]) != 0;
-      } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
-        out[i] = To(static_cast<float>(src[i]));
-      } else {
-        out[i] = static_cast<To>(static_cast<double>(src[i]));
-      }
-    }
+    for (int64_t i = 0; i < n; ++i) out[i] = ConvertElement<To>(src[i]);
   });
   return out;
 }
+
+// A negative-step slice's reversal: index_select with descending indices (differentiable through
+// index_select's VJP).
+Tensor Reverse(const Tensor& x, int dim) {
+  const int64_t n = x.dim(dim);
+  const Tensor index = arange(static_cast<double>(n - 1), -1, -1, DType::kInt64, x.device());
+  const Tensor in[] = {x, index};
+  return ops::Run(ops::Op::kIndexSelect, in, {int64_t{dim}})[0];
+}
+[[maybe_unused]] const bool kReverseInstalled = (SetReverseFn(&Reverse), true);
 
 }  // namespace
 
@@ -124,9 +152,10 @@ OAR_INSTANTIATE_HOST_ACCESS(bool)
 std::string Tensor::ToString() const {
   if (!defined()) return "Tensor(undefined)";
   std::string s = fmt::format("Tensor({}, {}, {})\n", device().str(), DTypeName(dtype()), shape().ToString());
-  const std::vector<double> v = ToVector<double>();
   const bool integral = !IsFloating(dtype());
-  auto element = [&](int64_t i) { return integral ? fmt::format("{}", static_cast<int64_t>(v[i])) : fmt::format("{:.6g}", v[i]); };
+  const std::vector<double> v = integral ? std::vector<double>() : ToVector<double>();
+  const std::vector<int64_t> iv = integral ? ToVector<int64_t>() : std::vector<int64_t>();  // exact above 2^53
+  auto element = [&](int64_t i) { return integral ? fmt::format("{}", iv[i]) : fmt::format("{:.6g}", v[i]); };
   if (rank() == 0) return s + element(0);
   constexpr int64_t kEdge = 3;  // elements shown at each end of a long dimension
   // Recursive row-major printer with "..." for long dimensions.

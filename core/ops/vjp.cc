@@ -1,6 +1,7 @@
 // VJP rules: the gradient of every differentiable op, written with eager ops so that each rule is itself
 // differentiable (grad of grad needs nothing more). Rules use the op's inputs, never its outputs: saving
 // outputs would tie a tensor to the node that produced it and leak the graph.
+#include <algorithm>
 #include <cmath>
 
 #include "core/ops/nn.h"
@@ -34,8 +35,9 @@ Grads Div(const VjpArgs& a) {
 Grads Pow(const VjpArgs& a) {
   const Tensor& x = In(a, 0);
   const Tensor& y = In(a, 1);
-  // d/dx x^y = y x^(y-1); d/dy x^y = x^y log x (taken as 0 where x == 0, the limit for y > 0).
-  const Tensor gx = G(a) * y * pow(x, y - 1.0);
+  // d/dx x^y = y x^(y-1), which is 0 where y == 0 (x^0 is constant; at x == 0 the formula would give
+  // 0 * inf); d/dy x^y = x^y log x (taken as 0 where x == 0, the limit for y > 0).
+  const Tensor gx = where(eq(y, Like(y, 0)), Like(x, 0), G(a) * y * pow(x, y - 1.0));
   const Tensor safe_log = log(where(eq(x, Like(x, 0)), Like(x, 1), x));
   const Tensor gy = G(a) * pow(x, y) * safe_log;
   return {SumTo(gx, x.shape()), SumTo(gy, y.shape())};
@@ -94,14 +96,17 @@ Grads Reciprocal(const VjpArgs& a) {
 Grads Matmul(const VjpArgs& a) {
   Tensor x = In(a, 0), y = In(a, 1), g = G(a);
   const bool x_vec = x.rank() == 1, y_vec = y.rank() == 1;
-  if (x_vec) {
-    x = x.unsqueeze(0);
+  // Give g the promoted shape [..., M, N]: a vector operand's dropped dimension comes back as extent 1
+  // (a dot product's 0-d gradient becomes [1, 1]).
+  if (x_vec && y_vec) {
+    g = g.reshape({1, 1});
+  } else if (x_vec) {
     g = g.unsqueeze(-2);
-  }
-  if (y_vec) {
-    y = y.unsqueeze(-1);
+  } else if (y_vec) {
     g = g.unsqueeze(-1);
   }
+  if (x_vec) x = x.unsqueeze(0);
+  if (y_vec) y = y.unsqueeze(-1);
   Tensor gx = matmul(g, y.transpose(-1, -2));
   Tensor gy = matmul(x.transpose(-1, -2), g);
   gx = SumTo(gx, x.shape());
@@ -143,11 +148,48 @@ Grads Extremum(const VjpArgs& a, bool is_max) {
 }
 Grads Max(const VjpArgs& a) { return Extremum(a, true); }
 Grads Min(const VjpArgs& a) { return Extremum(a, false); }
+// The product of the factors before (prefix) or after (suffix) each position along the last axis,
+// excluding the position itself: a Hillis-Steele scan of log2(n) shifted multiplies, written with eager
+// ops (slice, pad, mul) so that it is differentiable too.
+Tensor ExclusiveProducts(const Tensor& x, bool prefix) {
+  const int last = x.rank() - 1;
+  const int64_t n = x.dim(last);
+  std::vector<int64_t> pads(static_cast<size_t>(2 * x.rank()), 0);
+  auto shift = [&](const Tensor& t, int64_t s) {  // t moved s places along the last axis, filled with 1
+    pads[2 * last] = prefix ? s : 0;
+    pads[2 * last + 1] = prefix ? 0 : s;
+    return pad(prefix ? t.slice(last, 0, n - s) : t.slice(last, s, n), pads, 1.0);
+  };
+  Tensor r = shift(x, 1);
+  for (int64_t s = 1; s < n; s *= 2) r = r * shift(r, s);
+  return r;
+}
 Grads Prod(const VjpArgs& a) {
-  // d prod / d x_i = prod / x_i, valid for non-zero x (the common case for a product we differentiate).
+  // d prod / d x_i is the product of the other factors: exclusive prefix times exclusive suffix
+  // products over the reduced elements, so that zeros (one or several) give the exact gradient rather
+  // than the 0/0 of prod / x_i.
   const Tensor& x = In(a, 0);
-  const Tensor p = prod(x, IntsAttr(a, 0), true);
-  return {Unreduce(G(a), x, IntsAttr(a, 0), std::get<bool>(a.attrs[1])) * p / x};
+  const std::vector<int64_t> axes = NormalizeAxes(IntsAttr(a, 0), x.rank(), "prod VJP");
+  const Tensor g = Unreduce(G(a), x, IntsAttr(a, 0), std::get<bool>(a.attrs[1]));
+  if (axes.empty() || x.numel() == 0) return {g};  // a scalar's product is itself; empty: nothing to do
+  // Move the reduced axes last and flatten them into one.
+  std::vector<int64_t> order, inverse(static_cast<size_t>(x.rank()));
+  Dims kept;
+  for (int d = 0; d < x.rank(); ++d) {
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) {
+      order.push_back(d);
+      kept.push_back(x.dim(d));
+    }
+  }
+  order.insert(order.end(), axes.begin(), axes.end());
+  for (size_t i = 0; i < order.size(); ++i) inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  Dims flat = kept;
+  flat.push_back(-1);
+  const Tensor rows = x.permute(order).reshape(flat);
+  const Tensor others = ExclusiveProducts(rows, true) * ExclusiveProducts(rows, false);
+  Dims permuted = kept;
+  for (int64_t ax : axes) permuted.push_back(x.dim(ax));
+  return {g * others.reshape(permuted).permute(inverse)};
 }
 
 // ---- softmax ---------------------------------------------------------------------------------------------

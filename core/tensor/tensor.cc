@@ -1,6 +1,7 @@
 #include "core/tensor/tensor.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "core/base/error.h"
@@ -73,6 +74,7 @@ std::optional<Dims> ViewStrides(const Dims& old_shape, const Dims& old_strides, 
 
 thread_local bool g_grad_mode = true;
 ViewRecorder g_view_recorder = nullptr;
+ReverseFn g_reverse = nullptr;
 
 // Views of a tensor that takes part in autograd are recorded (their VJPs live in core/ops).
 Tensor RecordView(const Tensor& base, Tensor view, ViewOp op, std::initializer_list<int64_t> args = {}) {
@@ -87,6 +89,7 @@ Tensor RecordView(const Tensor& base, Tensor view, ViewOp op, std::initializer_l
 bool GradModeEnabled() { return g_grad_mode; }
 void SetGradMode(bool enabled) { g_grad_mode = enabled; }
 void SetViewRecorder(ViewRecorder recorder) { g_view_recorder = recorder; }
+void SetReverseFn(ReverseFn fn) { g_reverse = fn; }
 
 TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, DType dtype, Dims shape, Dims strides, int64_t offset)
     : storage(std::move(storage)), dtype(dtype), shape(shape), strides(strides), offset(offset) {}
@@ -155,6 +158,7 @@ void* Tensor::data_ptr() const {
 
 bool Tensor::is_contiguous() const {
   const TensorImpl& t = Checked(impl_);
+  if (t.shape.Product() == 0) return true;  // no elements: any strides describe the same (empty) layout
   int64_t expected = 1;
   for (int i = t.shape.size() - 1; i >= 0; --i) {
     if (t.shape[i] != 1 && t.strides[i] != expected) return false;
@@ -210,8 +214,20 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
 Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
   const TensorImpl& t = Checked(impl_);
   const int d = NormalizeAxis(dim, t.shape.size(), "slice");
-  OAR_CHECK_ARG(step > 0, "slice: step must be positive, got {}", step);
+  OAR_CHECK_ARG(step != 0, "slice: step must not be 0");
   const int64_t n = t.shape[d];
+  if (step < 0) {
+    // Python's rules for a negative step, then the same elements as an ascending view, reversed.
+    OAR_CHECK_ARG(step != std::numeric_limits<int64_t>::min(), "slice: step {} is out of range", step);
+    OAR_CHECK(g_reverse != nullptr, kUnimplemented, "slice: a negative step (here {}) needs core/ops", step);
+    if (start < 0) start = start < -n ? -1 : start + n;
+    if (end < 0) end = end < -n ? -1 : end + n;
+    start = std::clamp<int64_t>(start, -1, n - 1);
+    end = std::clamp<int64_t>(end, -1, n - 1);
+    const int64_t count = start > end ? (start - end - 1) / -step + 1 : 0;
+    const int64_t lowest = start + (count - 1) * step;
+    return g_reverse(count == 0 ? slice(d, 0, 0) : slice(d, lowest, start + 1, -step), d);
+  }
   if (start < 0) start += n;
   if (end < 0) end += n;
   start = std::clamp<int64_t>(start, 0, n);

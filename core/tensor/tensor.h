@@ -46,7 +46,7 @@ class Tensor {
   int64_t numel() const;
   size_t element_size() const { return DTypeSize(dtype()); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
-  /// Row-major dense (size-1 dimensions may have any stride).
+  /// Row-major dense (size-1 dimensions may have any stride; a tensor without elements always is).
   bool is_contiguous() const;
   const std::shared_ptr<Storage>& storage() const;
   /// Device address of the first element.
@@ -61,7 +61,10 @@ class Tensor {
     return permute(std::span<const int64_t>(dims.begin(), dims.size()));
   }
   Tensor transpose(int64_t dim0, int64_t dim1) const;
-  /// Elements start, start+step, ... < end along `dim` (Python slice semantics for start/end, step > 0).
+  /// Elements start, start+step, ... < end along `dim` (Python slice semantics for start/end). A
+  /// negative step walks down: start, start+step, ... > end, with start and end clamped to [-1, n-1]
+  /// after adding n to negative ones (so `slice(d, -1, INT64_MIN, -1)` reverses dimension d). Strides
+  /// are never negative, so a negative step returns a copy (made by core/ops), not a view.
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
   /// Broadcast to `shape` (size-1 or new leading dims get stride 0; -1 keeps a dimension).
   Tensor expand(const Dims& shape) const;
@@ -123,6 +126,11 @@ class TensorImpl {
   int64_t offset;
   std::unique_ptr<AutogradMeta> autograd;  // null unless the tensor takes part in autograd
 };
+
+/// Reverses `x` along `dim` into a new tensor (differentiably): what a negative-step slice needs on top
+/// of a view. core/ops installs it; without it such a slice throws kUnimplemented.
+using ReverseFn = Tensor (*)(const Tensor& x, int dim);
+void SetReverseFn(ReverseFn fn);
 
 /// Broadcast two shapes (NumPy rules); throws naming `op` and both shapes when incompatible.
 Dims BroadcastShapes(const Dims& a, const Dims& b, const char* op);

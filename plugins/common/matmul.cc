@@ -8,9 +8,13 @@
 // Primitive creation costs far more than a small matmul, so primitives are cached in an LRU keyed by
 // (dtype, dims, strides). float16, which oneDNN 2.6 cannot multiply on CPUs without AVX512-FP16, and
 // bfloat16 on CPUs without AVX512-BF16, go through float32 copies (accumulation is float32 either
-// way). float64 has no oneDNN matmul: a cache-blocked loop, parallel over row blocks.
+// way). float64 has no oneDNN matmul: a cache-blocked loop, parallel over row blocks. A layout whose
+// memory descriptor oneDNN refuses (a batch stride below one strided matrix's span, as x[:, ::2, :]
+// with an odd row count gives) runs one primitive per batch element or on dense copies; should oneDNN
+// refuse even those, float32 takes the same blocked loop. A valid call never fails.
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <vector>
@@ -138,6 +142,17 @@ std::shared_ptr<const Primitive> FindPrimitive(dnnl::memory::data_type dt, const
   });
 }
 
+/// A memory descriptor with explicit strides, or nullopt when oneDNN refuses the layout (it rejects,
+/// for instance, a batch stride smaller than the span of one strided matrix, as in x[:, ::2, :] with
+/// an odd row count).
+std::optional<dnnl::memory::desc> TryDesc(const Dims& dims, dnnl::memory::data_type dt, const Dims& strides) {
+  try {
+    return dnnl::memory::desc(dims, dt, strides);
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  }
+}
+
 void Execute(const dnnl::matmul& matmul, const dnnl::memory::desc& a_md, const dnnl::memory::desc& b_md,
              const dnnl::memory::desc& c_md, char* a, char* b, char* c) {
   dnnl::stream& stream = DnnlStream();
@@ -189,31 +204,35 @@ bool RunOneDnn(Problem p, dnnl::memory::data_type dt, size_t elem_size, bool pac
     const int64_t sa = batch.strides[1][0] / es, sb = batch.strides[2][0] / es;
     const bool batched = nb > 1;
     auto md = [&](int64_t bdim, int64_t bstride, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-      if (!batched) return dnnl::memory::desc(Dims{rows, cols}, dt, Dims{rs, cs});
+      if (!batched) return TryDesc(Dims{rows, cols}, dt, Dims{rs, cs});
       // A broadcast batch is oneDNN's batch extent 1; its stride is then irrelevant but must be valid.
       const int64_t span = std::max(rows * rs, cols * cs);
-      return dnnl::memory::desc(Dims{bdim, rows, cols}, dt, Dims{bdim == 1 ? span : bstride, rs, cs});
+      return TryDesc(Dims{bdim, rows, cols}, dt, Dims{bdim == 1 ? span : bstride, rs, cs});
     };
     const auto a_md = md(sa == 0 ? 1 : nb, sa, p.m, p.k, ars, acs);
     const auto b_md = md(sb == 0 ? 1 : nb, sb, p.k, p.n, brs, bcs);
     const auto c_md = md(nb, p.m * p.n, p.m, p.n, p.n, 1);
-    auto prim = FindPrimitive(dt, a_md, b_md, c_md);
-    if (prim->ok) {
-      Execute(prim->matmul, a_md, b_md, c_md, p.a.data, p.b.data, p.c.data);
-      return true;
+    if (a_md && b_md && c_md) {  // else: one 2-D primitive per batch element, below
+      auto prim = FindPrimitive(dt, *a_md, *b_md, *c_md);
+      if (prim->ok) {
+        Execute(prim->matmul, *a_md, *b_md, *c_md, p.a.data, p.b.data, p.c.data);
+        return true;
+      }
     }
   }
   // One 2-D primitive per batch element.
-  const dnnl::memory::desc a_md(Dims{p.m, p.k}, dt, Dims{ars, acs});
-  const dnnl::memory::desc b_md(Dims{p.k, p.n}, dt, Dims{brs, bcs});
-  const dnnl::memory::desc c_md(Dims{p.m, p.n}, dt, Dims{p.n, 1});
-  auto prim = FindPrimitive(dt, a_md, b_md, c_md);
-  if (!prim->ok) {
+  const auto a_desc = TryDesc(Dims{p.m, p.k}, dt, Dims{ars, acs});
+  const auto b_desc = TryDesc(Dims{p.k, p.n}, dt, Dims{brs, bcs});
+  const auto c_desc = TryDesc(Dims{p.m, p.n}, dt, Dims{p.n, 1});
+  std::shared_ptr<const Primitive> prim;
+  if (a_desc && b_desc && c_desc) prim = FindPrimitive(dt, *a_desc, *b_desc, *c_desc);
+  if (!prim || !prim->ok) {
     // Unusual leading dimensions can be refused where dense ones are not; an unsupported dtype is
     // refused either way.
     const bool both_dense = packed && ars == p.k && acs == 1 && brs == p.n && bcs == 1;
     return both_dense || pack_all ? false : RunOneDnn(p, dt, elem_size, true);
   }
+  const dnnl::memory::desc &a_md = *a_desc, &b_md = *b_desc, &c_md = *c_desc;
   ForRange<3>(batch, {p.c.data, p.a.data, p.b.data}, 0, batch.numel,
               [&](const std::array<char*, 3>& q, int64_t n, const std::array<int64_t, 3>& s) {
                 for (int64_t i = 0; i < n; ++i) {
@@ -223,16 +242,17 @@ bool RunOneDnn(Problem p, dnnl::memory::data_type dt, size_t elem_size, bool pac
   return true;
 }
 
-// ---- float64 ----------------------------------------------------------------------------------
+// ---- float64 (and the float32 last resort) ----------------------------------------------------
 
 /// Rows [i0, i1) of one matrix product; b is row-major with unit column stride, c dense.
 /// Within a (K, N) cache block, 4x4 tiles of c are accumulated in registers across the block's K range
 /// (one load of b serves four rows); ragged edges take the plain row loop.
-void GemmRowsF64(const Problem& p, const double* a, const double* b, int64_t brs, double* c, int64_t i0, int64_t i1) {
+template <typename T>
+void GemmRows(const Problem& p, const T* a, const T* b, int64_t brs, T* c, int64_t i0, int64_t i1) {
   constexpr int64_t kBlockK = 256, kBlockN = 256, kTile = 4;
   const int r = p.rank;
   const int64_t ars = p.a.strides[r - 2], acs = p.a.strides[r - 1];
-  std::fill(c + i0 * p.n, c + i1 * p.n, 0.0);
+  std::fill(c + i0 * p.n, c + i1 * p.n, T(0));
   for (int64_t k0 = 0; k0 < p.k; k0 += kBlockK) {
     const int64_t k1 = std::min(p.k, k0 + kBlockK);
     for (int64_t j0 = 0; j0 < p.n; j0 += kBlockN) {
@@ -241,11 +261,11 @@ void GemmRowsF64(const Problem& p, const double* a, const double* b, int64_t brs
       int64_t i = i0;
       for (; i + kTile <= i1; i += kTile) {
         for (int64_t j = j0; j < tiled_j; j += kTile) {
-          double acc[kTile][kTile] = {};
+          T acc[kTile][kTile] = {};
           for (int64_t kk = k0; kk < k1; ++kk) {
-            const double* brow = b + kk * brs + j;
+            const T* brow = b + kk * brs + j;
             for (int64_t ti = 0; ti < kTile; ++ti) {
-              const double aik = a[(i + ti) * ars + kk * acs];
+              const T aik = a[(i + ti) * ars + kk * acs];
               for (int64_t tj = 0; tj < kTile; ++tj) acc[ti][tj] += aik * brow[tj];
             }
           }
@@ -255,16 +275,16 @@ void GemmRowsF64(const Problem& p, const double* a, const double* b, int64_t brs
         }
         for (int64_t ti = 0; ti < kTile; ++ti) {  // columns left of a whole tile
           for (int64_t kk = k0; kk < k1; ++kk) {
-            const double aik = a[(i + ti) * ars + kk * acs];
+            const T aik = a[(i + ti) * ars + kk * acs];
             for (int64_t j = tiled_j; j < j1; ++j) c[(i + ti) * p.n + j] += aik * b[kk * brs + j];
           }
         }
       }
       for (; i < i1; ++i) {  // rows left of a whole tile
-        double* crow = c + i * p.n;
+        T* crow = c + i * p.n;
         for (int64_t kk = k0; kk < k1; ++kk) {
-          const double aik = a[i * ars + kk * acs];
-          const double* brow = b + kk * brs;
+          const T aik = a[i * ars + kk * acs];
+          const T* brow = b + kk * brs;
 #pragma omp simd
           for (int64_t j = j0; j < j1; ++j) crow[j] += aik * brow[j];
         }
@@ -273,23 +293,25 @@ void GemmRowsF64(const Problem& p, const double* a, const double* b, int64_t brs
   }
 }
 
-void MatmulF64(Problem p) {
+/// A cache-blocked loop for float64, and for float32 layouts oneDNN refuses even when packed.
+template <typename T>
+void MatmulLoop(Problem p) {
   const int r = p.rank;
   Buffer buffer;
   if (p.b.strides[r - 1] != 1 && p.n > 1) {  // the inner loop wants unit-stride rows of b
-    p.b = Pack<double, double>(r, p.shape_b(), p.b, &buffer);
+    p.b = Pack<T, T>(r, p.shape_b(), p.b, &buffer);
   }
   const auto batch =
-      Collapse<3>(p.batch_shape(), {p.batch_strides(p.c), p.batch_strides(p.a), p.batch_strides(p.b)}, {8, 8, 8});
+      Collapse<3>(p.batch_shape(), {p.batch_strides(p.c), p.batch_strides(p.a), p.batch_strides(p.b)}, {sizeof(T), sizeof(T), sizeof(T)});
   if (batch.numel == 0) return;
-  std::vector<std::array<double*, 3>> mats;  // (c, a, b) per batch element
+  std::vector<std::array<T*, 3>> mats;  // (c, a, b) per batch element
   mats.reserve(batch.numel);
   ForRange<3>(
       batch, {p.c.data, p.a.data, p.b.data}, 0, batch.numel,
       [&](const std::array<char*, 3>& q, int64_t n, const std::array<int64_t, 3>& s) {
         for (int64_t i = 0; i < n; ++i) {
-          mats.push_back({reinterpret_cast<double*>(q[0] + i * s[0]), reinterpret_cast<double*>(q[1] + i * s[1]),
-                          reinterpret_cast<double*>(q[2] + i * s[2])});
+          mats.push_back({reinterpret_cast<T*>(q[0] + i * s[0]), reinterpret_cast<T*>(q[1] + i * s[1]),
+                          reinterpret_cast<T*>(q[2] + i * s[2])});
         }
       });
   constexpr int64_t kRowsPerTask = 16;
@@ -301,7 +323,7 @@ void MatmulF64(Problem p) {
         for (int64_t t = t0; t < t1; ++t) {
           const auto& mat = mats[t / row_tasks];
           const int64_t i0 = (t % row_tasks) * kRowsPerTask;
-          GemmRowsF64(p, mat[1], mat[2], brs, mat[0], i0, std::min(p.m, i0 + kRowsPerTask));
+          GemmRows<T>(p, mat[1], mat[2], brs, mat[0], i0, std::min(p.m, i0 + kRowsPerTask));
         }
       },
       batch.numel * p.m * p.n * p.k);
@@ -334,9 +356,7 @@ void MatmulViaF32(const Problem& p) {
   for (int d = 0; d < p.rank; ++d) numel *= p.shape[d];
   std::vector<float> c(numel);
   q.c.data = reinterpret_cast<char*>(c.data());
-  if (!RunOneDnn(q, dnnl::memory::data_type::f32, sizeof(float))) {
-    throw sdk::StatusError(OAR_STATUS_INTERNAL, "matmul: oneDNN has no float32 matmul for this problem");
-  }
+  if (!RunOneDnn(q, dnnl::memory::data_type::f32, sizeof(float))) MatmulLoop<float>(q);
   // The output is contiguous, like c.
   T* out = reinterpret_cast<T*>(p.c.data);
   ParallelFor(numel, [&](int64_t begin, int64_t end) {
@@ -380,15 +400,14 @@ void Matmul(const KernelCall& call) {
     return;
   }
   if constexpr (std::is_same_v<T, double>) {
-    MatmulF64(p);
+    MatmulLoop<double>(p);
   } else {
     static const bool native = OneDnnSupports(DnnlType<T>());
     if (native && RunOneDnn(p, DnnlType<T>(), sizeof(T))) return;
     if constexpr (kIsHalfLike<T>) {
       MatmulViaF32<T>(p);
     } else {
-      throw sdk::StatusError(OAR_STATUS_INTERNAL, call.Where() + " (" + ShapesOf(call) +
-                                                      "): oneDNN has no float32 matmul for these strides");
+      MatmulLoop<float>(p);  // oneDNN refused even dense copies: never fail on a valid layout
     }
   }
 }

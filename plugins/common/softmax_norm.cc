@@ -9,8 +9,8 @@
 // of exponentials accumulate in double. Exponentials of float go through ExpN (vec_exp.h), four at a time.
 //
 // layer_norm normalises each row of the trailing N = prod(shape[axis:]) elements with two passes (mean,
-// then the mean squared deviation), accumulated in float (double for float64) with 16 partial sums
-// per pairwise block, then applies the weight and bias.
+// then the mean squared deviation), accumulated in double with 16 partial sums per pairwise block, then
+// applies the weight and bias (in double, rounded once).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -90,8 +90,10 @@ void SoftmaxRow(const C* v, C* r, int64_t n) {
       ExpN(e, e, w);
       sum += PairwiseSum<double>(w, [&](int64_t i) { return static_cast<double>(e[i]); });
     }
-    const C shift = m + static_cast<C>(std::log(sum));
-    for (int64_t i = 0; i < n; ++i) r[i] = v[i] - shift;
+    // (v - m) - log(sum), never v - (m + log(sum)): near |m| = 1e4 the float sum m + log(sum) would
+    // round to m's ulp (~1e-3).
+    const C lse = static_cast<C>(std::log(sum));
+    for (int64_t i = 0; i < n; ++i) r[i] = (v[i] - m) - lse;
   } else {
     for (int64_t i = 0; i < n; ++i) r[i] = v[i] - m;
     ExpN(r, r, n);
@@ -169,6 +171,7 @@ void Softmax(const KernelCall& call) {
       outer * blocks_per_outer,
       [&](int64_t begin, int64_t end) {
         C v[kColumnBlock], m[kColumnBlock];
+        [[maybe_unused]] C lse[kColumnBlock];  // log_softmax only
         double sum[kColumnBlock];
         for (int64_t b = begin; b < end; ++b) {
           const int64_t o = b / blocks_per_outer;
@@ -207,7 +210,7 @@ void Softmax(const KernelCall& call) {
           }
           for (int64_t j = 0; j < w; ++j) {
             if constexpr (kLog) {
-              m[j] += static_cast<C>(std::log(sum[j]));  // the shift: max + log(sum)
+              lse[j] = static_cast<C>(std::log(sum[j]));  // applied as (x - max) - lse, as in SoftmaxRow
             } else {
               sum[j] = 1.0 / sum[j];
             }
@@ -221,7 +224,7 @@ void Softmax(const KernelCall& call) {
             load(a);
             for (int64_t j = 0; j < w; ++j) {
               if constexpr (kLog) {
-                r[j] = T(v[j] - m[j]);
+                r[j] = T((v[j] - m[j]) - lse[j]);
               } else {
                 r[j] = T(std::exp(v[j] - m[j]) * static_cast<C>(sum[j]));
               }
@@ -305,15 +308,24 @@ void LayerNorm(const KernelCall& call) {
                                       });
                           v = scratch.data();
                         }
-                        const S mean = PairwiseSum<S>(n, [&](int64_t i) { return v[i]; }) / static_cast<S>(n);
-                        const S var = PairwiseSum<S>(n, [&](int64_t i) { return (v[i] - mean) * (v[i] - mean); }) /
-                                      static_cast<S>(n);
-                        const S rstd = S(1) / std::sqrt(var + static_cast<S>(eps));
+                        // Double throughout: on offset data (|mean| >> std) a float mean is off by many
+                        // of its ulps and x - mean loses as many digits of every normalised value.
+                        const double mean =
+                            PairwiseSum<double>(n, [&](int64_t i) { return static_cast<double>(v[i]); }) /
+                            static_cast<double>(n);
+                        const double var = PairwiseSum<double>(n, [&](int64_t i) {
+                                             const double d = static_cast<double>(v[i]) - mean;
+                                             return d * d;
+                                           }) /
+                                           static_cast<double>(n);
+                        const double rstd = 1.0 / std::sqrt(var + eps);
                         T* o = dst + r * n;
 #pragma omp simd
-                        for (int64_t i = 0; i < n; ++i) o[i] = T((v[i] - mean) * rstd * w[i] + b[i]);
-                        mean_dst[r] = mean;
-                        rstd_dst[r] = rstd;
+                        for (int64_t i = 0; i < n; ++i) {
+                          o[i] = T(static_cast<S>((static_cast<double>(v[i]) - mean) * rstd * w[i] + b[i]));
+                        }
+                        mean_dst[r] = static_cast<S>(mean);
+                        rstd_dst[r] = static_cast<S>(rstd);
                       }
                     });
       },

@@ -34,8 +34,11 @@ class TensorRef {
     for (int i = 0; i < d_->rank; ++i) n *= d_->shape[i];
     return n;
   }
-  /// Row-major dense (size-1 dimensions may have any stride).
+  /// Row-major dense (size-1 dimensions may have any stride; a tensor without elements always is).
   bool is_contiguous() const {
+    for (int i = 0; i < d_->rank; ++i) {
+      if (d_->shape[i] == 0) return true;  // no elements: any strides will do
+    }
     int64_t expected = 1;
     for (int i = d_->rank - 1; i >= 0; --i) {
       if (d_->shape[i] != 1 && d_->strides[i] != expected) return false;
