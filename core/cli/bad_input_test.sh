@@ -82,11 +82,6 @@ case $case_name in
     run 1 "$oar" eval --checkpoint "$work/ckpt"
     expect "nest deeper than"
     ;;
-  tiny_device)
-    # The caching allocator always asked for a 2 MiB segment: a 1 MiB device could not hold 4 bytes.
-    run 0 env OAR_KUNLUN_SIM_MEMORY=1M "$oar" train mlp --steps 2 --device kunlun_sim:0
-    expect "final accuracy"
-    ;;
   *)
     echo "unknown case $case_name"
     exit 2
