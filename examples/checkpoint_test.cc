@@ -170,7 +170,8 @@ TEST(Checkpoint, AFailedWriteIsAnErrorExitAndKeepsThePreviousCheckpoint) {
   SaveCheckpoint(*mlp, dir);
   const rlim_t weights = fs::file_size(dir / "model.safetensors");
   for (const rlim_t limit : {rlim_t{64}, weights / 2}) {
-    const ProcessResult r = Spawn({OAR_CLI, "train", "mlp", "--steps", "1", "--seed", "5", "--out", dir.string()}, limit);
+    const ProcessResult r =
+        Spawn({OAR_CLI, "train", "mlp", "--steps", "1", "--seed", "5", "--out", dir.string()}, limit);
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_EQ(r.output.find("checkpoint written"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("File too large"), std::string::npos) << r.output;

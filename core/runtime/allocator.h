@@ -3,8 +3,8 @@
 // Requests are rounded up to 512 bytes. Small requests (<= 1 MiB) are carved from 2 MiB segments, large
 // ones from segments rounded up to 2 MiB; the retry after a RESOURCE_EXHAUSTED asks for a segment of just
 // the rounded request, and once the device refused a segment while the allocator held none (a device
-// smaller than 2 MiB) every segment is of just the request. Freed blocks go back to a best-fit pool (ordered by size, then
-// address), are split when the remainder is worth keeping and coalesce with free neighbours of the same
+// smaller than 2 MiB) every segment is of just the request. Freed blocks go back to a best-fit pool
+// (ordered by size, then address), are split when the remainder is worth keeping and coalesce with free neighbours of the same
 // segment. When the device reports RESOURCE_EXHAUSTED the allocator returns every wholly free segment to
 // the device and retries once; if that fails too it throws oar::Error(kResourceExhausted) stating the
 // bytes requested, in use and cached.

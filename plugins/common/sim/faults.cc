@@ -37,7 +37,8 @@ void SetOption(std::string_view spec, FaultScenario* s, std::string_view option,
   const std::string key(Trim(option.substr(0, eq)));
   const std::string value(Trim(option.substr(eq + 1)));
   auto bad = [&](const std::string& expected) {
-    Malformed(spec, "in scenario '" + Brief(s->text) + "', " + Brief(key) + "='" + Brief(value) + "' is not " + expected);
+    Malformed(spec,
+              "in scenario '" + Brief(s->text) + "', " + Brief(key) + "='" + Brief(value) + "' is not " + expected);
   };
   auto kind_only = [&](FaultKind kind, const char* kind_name) {
     if (s->kind != kind)

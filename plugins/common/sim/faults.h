@@ -16,9 +16,9 @@
 //   plugin=NAME only in the plugin called NAME (kunlun_sim or ascend_sim; any other name is refused);
 //               default: every simulator
 // Keys for one kind:
-//   launch: op=NAME (only kernels of that op; a name no simulator kernel has is refused), mode=async|sync (async: the launch returns OK and the
-//           kernel fails on the stream, reported at the next synchronising call; sync: the launch
-//           itself fails; default async)
+//   launch: op=NAME (only kernels of that op; a name no simulator kernel has is refused),
+//           mode=async|sync (async: the launch returns OK and the kernel fails on the stream, reported at
+//           the next synchronising call; sync: the launch itself fails; default async)
 //   copy:   dir=h2d|d2h|d2d|p2p (default any), code=data_loss|internal (default data_loss)
 // What fails: alloc -> malloc returns RESOURCE_EXHAUSTED; launch -> INTERNAL; copy -> DATA_LOSS or
 // INTERNAL (sync copies return it, async ones make the stream's sticky error); device_lost -> the
