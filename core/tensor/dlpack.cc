@@ -1,5 +1,7 @@
 #include "core/tensor/dlpack.h"
 
+#include <algorithm>
+
 #include "core/base/error.h"
 
 namespace oar {
@@ -125,7 +127,16 @@ Tensor FromDLPack(DLManagedTensor* managed) {
     overflow |= __builtin_mul_overflow(numel, shape[i], &numel);
   }
   OAR_CHECK_ARG(!overflow, "FromDLPack: shape {} has more than 2^63-1 elements", shape.ToString());
-  if (dl.strides == nullptr) strides = ContiguousStrides(shape);  // safe now: the product fits
+  if (dl.strides == nullptr) {
+    // Row-major strides are suffix products: with a 0 extent in front the element count is 0 but a suffix
+    // product can still leave int64 ([0, 2^58, 2^58]; found by fuzz/dlpack_fuzzer.cc).
+    int64_t stride = 1;
+    for (int i = shape.size() - 1; i >= 0; --i) {
+      strides[i] = stride;
+      OAR_CHECK_ARG(!__builtin_mul_overflow(stride, std::max<int64_t>(shape[i], 1), &stride) || i == 0,
+                    "FromDLPack: shape {} has no row-major strides in 64 bits", shape.ToString());
+    }
+  }
   for (int i = 0; i < strides.size(); ++i) {
     OAR_CHECK_ARG(strides[i] >= 0, "FromDLPack: negative stride {} in dimension {} is not supported", strides[i], i);
   }

@@ -171,6 +171,14 @@ TEST(DLPack, RejectsOffsetsAndShapesThatOverflow) {
   expect_refused("negative extent -1");
   dl.shape = nullptr;
   expect_refused("shape pointer is null");
+  // No elements, but the row-major strides leave int64 (found by fuzz/dlpack_fuzzer.cc).
+  int64_t empty[3] = {0, int64_t{1} << 58, int64_t{1} << 58};
+  dl.ndim = 3;
+  dl.shape = empty;
+  dl.strides = nullptr;
+  expect_refused("no row-major strides in 64 bits");
+  dl.ndim = 2;
+  dl.strides = strides;
   // A well-formed import still works after all that.
   shape[0] = 2;
   shape[1] = 1;
