@@ -9,6 +9,7 @@
 #   ci/install-deps.sh --hip      also the AMD HIP toolchain for the hip plugin (hipcc, libamdhip64-dev;
 #                                 ~1.3 GB with clang-15). CUDA is not installed from apt: our machines
 #                                 have it preinstalled under /usr/local/cuda.
+#   ci/install-deps.sh --fuzz     also clang and its libFuzzer/sanitizer runtimes (ci/fuzz.sh)
 # Options combine (ci/install-deps.sh --bench --level-zero --hip).
 set -euo pipefail
 
@@ -24,7 +25,8 @@ for option in "$@"; do
     --bench) packages+=(libtorch-dev) ;;
     --level-zero) packages+=(libze-dev clang-15 llvm-spirv-15 spirv-tools pocl-opencl-icd) ;;
     --hip) packages+=(hipcc libamdhip64-dev) ;;
-    *) echo "install-deps: unknown option $option (known: --bench, --level-zero, --hip)" >&2; exit 2 ;;
+    --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+    *) echo "install-deps: unknown option $option (known: --bench, --level-zero, --hip, --fuzz)" >&2; exit 2 ;;
   esac
 done
 

@@ -448,51 +448,6 @@ std::vector<double> Train(Example& example, int64_t steps, int64_t log_every,
   return losses;
 }
 
-void SaveCheckpoint(Example& example, const std::filesystem::path& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  OAR_CHECK(!ec, kPermissionDenied, "cannot create checkpoint folder '{}': {}", dir.string(),
-            ec.message());
-  example.module().Save(dir / "model.safetensors", {{"kind", example.kind()}});
-  nlohmann::json j{{"format", "oar-example-checkpoint"},
-                   {"version", 1},
-                   {"kind", example.kind()},
-                   {"seed", example.seed()},
-                   {"weights", "model.safetensors"},
-                   {"model", nlohmann::json::parse(example.ConfigJson())}};
-  std::ofstream f(dir / "config.json");
-  f << j.dump(2) << "\n";
-  OAR_CHECK(f.good(), kPermissionDenied, "cannot write '{}'", (dir / "config.json").string());
-}
-
-std::unique_ptr<Example> LoadCheckpoint(const std::filesystem::path& dir, Device device) {
-  const std::filesystem::path config = dir / "config.json", weights = dir / "model.safetensors";
-  OAR_CHECK(std::filesystem::is_regular_file(config), kNotFound,
-            "no checkpoint at '{}' (missing config.json)", dir.string());
-  OAR_CHECK(std::filesystem::is_regular_file(weights), kNotFound,
-            "no checkpoint at '{}' (missing model.safetensors)", dir.string());
-  std::ifstream f(config);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string kind;
-  uint64_t seed = 0;
-  nlohmann::json model;
-  try {
-    const nlohmann::json j = nlohmann::json::parse(ss.str());
-    kind = j.at("kind").get<std::string>();
-    seed = j.at("seed").get<uint64_t>();
-    model = j.at("model");
-  } catch (const nlohmann::json::exception& e) {
-    Throw(ErrorCode::kDataLoss, "corrupt checkpoint config '{}': {}", config.string(), e.what());
-  }
-  std::unique_ptr<Example> e = MakeExample(kind, device, seed);
-  OAR_CHECK(nlohmann::json::parse(e->ConfigJson()) == model, kFailedPrecondition,
-            "checkpoint '{}' has hyper-parameters {} but this build's {} model has {}", dir.string(), model.dump(),
-            kind, e->ConfigJson());
-  e->module().Load(weights);
-  return e;
-}
-
 double UnigramEntropy(Example& llama) { return AsLlama(llama).Unigram(); }
 
 std::string Generate(Example& llama, const std::string& prompt, int64_t max_new_tokens, int64_t top_k,

@@ -54,9 +54,23 @@ std::vector<double> Train(Example& example, int64_t steps, int64_t log_every = 0
                           const std::function<void(int64_t, double)>& log = {},
                           const std::function<void(int64_t, int64_t)>& progress = {});
 
-/// Write `dir`/model.safetensors and `dir`/config.json (kind, seed, hyper-parameters).
-void SaveCheckpoint(Example& example, const std::filesystem::path& dir);
-/// Rebuild the example from `dir` onto `device`; oar::Error for a missing or corrupt checkpoint.
+/// The points SaveCheckpoint passes, in order: "weights" (model.safetensors written and flushed in the
+/// temporary folder), "config" (config.json too), "verified" (both read back and checked), "replaced"
+/// (the new folder renamed into place; the previous checkpoint, if any, is now the temporary one).
+inline constexpr const char* kCheckpointSteps[] = {"weights", "config", "verified", "replaced"};
+
+/// Write the checkpoint folder `dir` (model.safetensors + config.json: kind, seed, hyper-parameters) as a
+/// unit: both files go to a temporary folder beside `dir`, are flushed to stable storage (fsync), read
+/// back and checked, then the folder replaces `dir` in one rename (an atomic exchange where the file
+/// system has one), so a crash or kill at any point leaves either the previous checkpoint or the new one,
+/// never a mix, and the previous one survives until the new one is complete. Every failure (a full disk,
+/// a quota, EIO) throws oar::Error naming the file and removes the temporary folder. `dir` must not exist,
+/// or be empty, or hold only a checkpoint's two files (it is replaced as a whole). `after_step` (for
+/// tests that interrupt the save) is called with each name of kCheckpointSteps as it is passed.
+void SaveCheckpoint(Example& example, const std::filesystem::path& dir,
+                    const std::function<void(const char* step)>& after_step = {});
+/// Rebuild the example from `dir` onto `device`; oar::Error naming the file and the cause for a missing,
+/// unreadable or corrupt checkpoint (or one whose weights do not fit its config).
 std::unique_ptr<Example> LoadCheckpoint(const std::filesystem::path& dir, Device device);
 
 /// Llama only: unigram entropy (nats per character) of the training text.

@@ -1,9 +1,11 @@
 #include "core/base/env.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
 #include "core/base/error.h"
+#include "core/base/text.h"
 
 namespace oar {
 
@@ -21,7 +23,7 @@ bool GetEnvFlag(const char* name) {
   if (v == "0" || v == "false" || v == "off" || v == "no") return false;
   if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
   Throw(ErrorCode::kInvalidArgument, "{}='{}' is not a boolean; expected one of 1, 0, true, false, on, off",
-        name, *value);
+        name, BriefText(*value));
 }
 
 uint64_t ParseBytes(const std::string& text, const std::string& what) {
@@ -39,15 +41,29 @@ uint64_t ParseBytes(const std::string& text, const std::string& what) {
   if (digits.empty() || digits.size() > 15 || scale == 0) {
     Throw(ErrorCode::kInvalidArgument,
           "{}: '{}' is not a byte size; expected digits with an optional K, M, G or T suffix, e.g. 512M",
-          what, text);
+          what, BriefText(text));
   }
-  return std::stoull(digits) * scale;
+  uint64_t bytes = 0;
+  OAR_CHECK_ARG(!__builtin_mul_overflow(std::stoull(digits), scale, &bytes),
+                "{}: '{}' is more bytes than 64 bits can count", what, BriefText(text));
+  return bytes;
 }
 
 std::optional<uint64_t> GetEnvBytes(const char* name) {
   const std::optional<std::string> value = GetEnv(name);
   if (!value) return std::nullopt;
   return ParseBytes(*value, name);
+}
+
+std::vector<std::string> SplitPathList(std::string_view text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(':', start), text.size());
+    if (end > start) out.emplace_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
 }
 
 }  // namespace oar

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace oar {
 
@@ -18,6 +20,9 @@ bool GetEnvFlag(const char* name);
 /// A byte size like "512M", "2G", "4096" (suffixes K, M, G, T; powers of 1024). Throws oar::Error on a
 /// malformed value, naming the variable.
 std::optional<uint64_t> GetEnvBytes(const char* name);
+
+/// A ':'-separated list (OAR_PLUGIN_PATH) split into its entries; empty entries are dropped.
+std::vector<std::string> SplitPathList(std::string_view text);
 
 /// Parse a byte size as GetEnvBytes does; `what` names the source in the error.
 uint64_t ParseBytes(const std::string& text, const std::string& what);

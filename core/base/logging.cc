@@ -15,10 +15,7 @@ constexpr std::string_view kNames[] = {"error", "warning", "info", "debug", "tra
 Level ParseThreshold() {
   const std::optional<std::string> value = GetEnv("OAR_LOG_LEVEL");
   if (!value) return Level::kWarning;
-  for (int i = 0; i < 5; ++i) {
-    if (*value == kNames[i]) return static_cast<Level>(i);
-  }
-  if (*value == "warn") return Level::kWarning;
+  if (const std::optional<Level> level = ParseLevel(*value)) return *level;
   std::fprintf(stderr,
                "[oar:warning] OAR_LOG_LEVEL='%s' is not one of error, warning, info, debug, trace; "
                "using warning\n",
@@ -32,6 +29,14 @@ std::atomic<int>& ThresholdStorage() {
 }
 
 }  // namespace
+
+std::optional<Level> ParseLevel(std::string_view text) {
+  for (int i = 0; i < 5; ++i) {
+    if (text == kNames[i]) return static_cast<Level>(i);
+  }
+  if (text == "warn") return Level::kWarning;
+  return std::nullopt;
+}
 
 Level Threshold() { return static_cast<Level>(ThresholdStorage().load(std::memory_order_relaxed)); }
 

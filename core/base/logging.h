@@ -3,6 +3,7 @@
 #ifndef OAR_CORE_BASE_LOGGING_H_
 #define OAR_CORE_BASE_LOGGING_H_
 
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -14,6 +15,8 @@ enum class Level : int { kError = 0, kWarning = 1, kInfo = 2, kDebug = 3, kTrace
 
 /// The active threshold (read once from OAR_LOG_LEVEL; an unknown value warns and keeps the default).
 Level Threshold();
+/// An OAR_LOG_LEVEL value: error, warning (or warn), info, debug, trace; nullopt for anything else.
+std::optional<Level> ParseLevel(std::string_view text);
 /// Override the threshold (tests, CLI -v).
 void SetThreshold(Level level);
 inline bool Enabled(Level level) { return static_cast<int>(level) <= static_cast<int>(Threshold()); }

@@ -108,7 +108,12 @@ void Module::Load(const std::filesystem::path& path) {
     any = t;
     break;
   }
-  LoadStateDict(LoadTensors(path, any ? any->device() : DefaultDevice()));
+  const std::map<std::string, Tensor> state = LoadTensors(path, any ? any->device() : DefaultDevice());
+  try {
+    LoadStateDict(state);
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("{}: {}", path.string(), e.what()));  // which file does not fit
+  }
 }
 
 }  // namespace oar::nn

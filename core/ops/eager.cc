@@ -321,14 +321,14 @@ Tensor cast(const Tensor& x, DType dtype) {
 Device DefaultDevice() { return runtime::Runtime::Get().DefaultDevice(); }
 
 Tensor empty(const Dims& shape, DType dtype, std::optional<Device> device) {
-  return runtime::Empty(shape, dtype, device.value_or(DefaultDevice()));
+  return runtime::Empty(shape, dtype, device ? *device : DefaultDevice());
 }
 
 Tensor full(const Dims& shape, double value, DType dtype, std::optional<Device> device) {
   OAR_CHECK_ARG(DTypeSize(dtype) != 0, "full: invalid dtype");
   return ops::Run(ops::Op::kFill, {},
                   {value, std::vector<int64_t>(shape.begin(), shape.end()), int64_t{static_cast<int32_t>(dtype)}},
-                  device.value_or(DefaultDevice()))[0];
+                  device ? *device : DefaultDevice())[0];
 }
 Tensor zeros(const Dims& shape, DType dtype, std::optional<Device> device) { return full(shape, 0, dtype, device); }
 Tensor ones(const Dims& shape, DType dtype, std::optional<Device> device) { return full(shape, 1, dtype, device); }

@@ -187,7 +187,7 @@ Tensor FromVector(std::span<const T> values, const Dims& shape, std::optional<De
   OAR_CHECK_ARG(static_cast<int64_t>(values.size()) == shape.Product(),
                 "FromVector: {} values cannot fill shape {} ({} elements)", values.size(), shape.ToString(),
                 shape.Product());
-  Tensor t = runtime::Empty(shape, kDTypeOf<T>, device.value_or(DefaultDevice()));
+  Tensor t = runtime::Empty(shape, kDTypeOf<T>, device ? *device : DefaultDevice());
   if constexpr (std::is_same_v<T, bool>) {
     std::vector<uint8_t> bytes(values.begin(), values.end());
     runtime::CopyFromHost(t, bytes.data());
@@ -209,7 +209,7 @@ template Tensor FromVector<bool>(std::span<const bool>, const Dims&, std::option
 namespace {
 // Build a float64 host tensor from `values` and cast it to `dtype` on `device`.
 Tensor FromDoubles(const std::vector<double>& values, const Dims& shape, DType dtype, std::optional<Device> device) {
-  const Device target = device.value_or(DefaultDevice());
+  const Device target = device ? *device : DefaultDevice();
   if (dtype == DType::kFloat64) return FromVector<double>(values, shape, target);
   // Round on the host, then copy: a device without float64 (kunlun_sim, ascend_sim) must not need a
   // float64 cast, which strict mode (certification) forbids falling back for.
@@ -281,7 +281,7 @@ void SaveTensors(const std::filesystem::path& path, const std::map<std::string, 
 }
 
 std::map<std::string, Tensor> LoadTensors(const std::filesystem::path& path, std::optional<Device> device) {
-  const Device target = device.value_or(DefaultDevice());
+  const Device target = device ? *device : DefaultDevice();
   const SafetensorsFile file = SafetensorsFile::Read(path);
   std::map<std::string, Tensor> out;
   for (const SafetensorsRecord& r : file.records()) {

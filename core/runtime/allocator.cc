@@ -65,7 +65,7 @@ void CachingAllocator::PoolErase(Pool& pool, Pool::iterator it) { spare_nodes_.p
 
 void* CachingAllocator::BlockData(const Block* block) { return block ? block->ptr : nullptr; }
 
-CachingAllocator::Block* CachingAllocator::TryMalloc(size_t rounded, bool small) {
+CachingAllocator::Block* CachingAllocator::TryMalloc(size_t rounded, bool small, bool exact) {
   Pool& pool = small ? small_pool_ : large_pool_;
   Block key;
   key.size = rounded;
@@ -75,8 +75,18 @@ CachingAllocator::Block* CachingAllocator::TryMalloc(size_t rounded, bool small)
     block = *it;
     PoolErase(pool, it);
   } else {
-    const size_t segment = small ? kSmallSegment : (rounded + kLargeRound - 1) / kLargeRound * kLargeRound;
-    void* ptr = raw_.malloc(segment);  // throws on failure
+    const size_t segment = exact || exact_segments_ ? rounded
+                           : small                  ? kSmallSegment
+                                                    : (rounded + kLargeRound - 1) / kLargeRound * kLargeRound;
+    void* ptr = nullptr;
+    try {
+      ptr = raw_.malloc(segment);  // throws on failure
+    } catch (const Error& e) {
+      // Refused while we hold nothing: the device is smaller than a segment (a 1 MiB simulator), so from
+      // now on every segment is of just the request.
+      if (e.code() == ErrorCode::kResourceExhausted && segment > rounded && segments_.empty()) exact_segments_ = true;
+      throw;
+    }
     block = NewBlock();
     block->ptr = static_cast<char*>(ptr);
     block->size = segment;
@@ -113,14 +123,15 @@ CachingAllocator::Block* CachingAllocator::Malloc(size_t nbytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   Block* block = nullptr;
   try {
-    block = TryMalloc(rounded, small);
+    block = TryMalloc(rounded, small, /*exact=*/false);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kResourceExhausted) throw;
     ++stats_.num_cache_flushes;
     const uint64_t cached_before = stats_.cached_bytes();
     ReleaseFreeSegments();
     try {
-      block = TryMalloc(rounded, small);
+      // The retry asks for just the request: a device with less free memory than a segment still has it.
+      block = TryMalloc(rounded, small, /*exact=*/true);
     } catch (const Error& retry) {
       if (retry.code() != ErrorCode::kResourceExhausted) throw;
       Throw(ErrorCode::kResourceExhausted,

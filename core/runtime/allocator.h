@@ -1,8 +1,10 @@
 // CachingAllocator: per-device memory cache in front of the plugin's malloc/free.
 //
 // Requests are rounded up to 512 bytes. Small requests (<= 1 MiB) are carved from 2 MiB segments, large
-// ones from segments rounded up to 2 MiB. Freed blocks go back to a best-fit pool (ordered by size, then
-// address), are split when the remainder is worth keeping and coalesce with free neighbours of the same
+// ones from segments rounded up to 2 MiB; the retry after a RESOURCE_EXHAUSTED asks for a segment of just
+// the rounded request, and once the device refused a segment while the allocator held none (a device
+// smaller than 2 MiB) every segment is of just the request. Freed blocks go back to a best-fit pool
+// (ordered by size, then address), are split when the remainder is worth keeping and coalesce with free neighbours of the same
 // segment. When the device reports RESOURCE_EXHAUSTED the allocator returns every wholly free segment to
 // the device and retries once; if that fails too it throws oar::Error(kResourceExhausted) stating the
 // bytes requested, in use and cached.
@@ -79,7 +81,8 @@ class CachingAllocator {
   };
   using Pool = std::set<Block*, BySize>;
 
-  Block* TryMalloc(size_t rounded, bool small);
+  /// `exact`: a segment of just `rounded` bytes rather than the size class's.
+  Block* TryMalloc(size_t rounded, bool small, bool exact);
   void ReleaseFreeSegments();
   Block* NewBlock();
   void DeleteBlock(Block* b);
@@ -94,6 +97,7 @@ class CachingAllocator {
   std::vector<Block*> spare_blocks_;  // recycled Block records (no heap traffic on the hot path)
   std::vector<Pool::node_type> spare_nodes_;  // recycled set nodes, for the same reason
   std::vector<Block*> segments_;      // first block of every segment (for teardown)
+  bool exact_segments_ = false;       // the device is smaller than a segment
   AllocatorStats stats_;
 };
 

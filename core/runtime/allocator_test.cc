@@ -109,6 +109,34 @@ TEST(CachingAllocator, OnExhaustionFreesCacheRetriesThenReportsNumbers) {
   EXPECT_EQ(a.stats().allocated_bytes, 0u);
 }
 
+// The allocator always asked for a 2 MiB segment: a 1 MiB device could not allocate even 4 bytes.
+TEST(CachingAllocator, ADeviceSmallerThanASegmentStillAllocates) {
+  FakeDevice dev{1 << 20};
+  CachingAllocator a("fake:0", dev.Raw());
+  Block* x = a.Malloc(4);
+  ASSERT_NE(x, nullptr);
+  Block* y = a.Malloc(600 << 10);
+  ASSERT_NE(y, nullptr);
+  EXPECT_EQ(a.stats().allocated_bytes, 512u + (600u << 10));
+  EXPECT_LE(dev.used, dev.capacity);
+  a.Free(x);
+  a.Free(a.Malloc(4));  // served from the cached 512-byte segment
+  EXPECT_EQ(dev.mallocs, 2);
+  EXPECT_THROW(a.Malloc(600 << 10), Error);  // genuinely too big now
+  a.Free(y);
+}
+
+TEST(CachingAllocator, FallsBackToASmallSegmentWhenTheBigOneDoesNotFit) {
+  FakeDevice dev{(2 << 20) + 4096};
+  CachingAllocator a("fake:0", dev.Raw());
+  Block* big = a.Malloc((1 << 20) + 512);  // a large request: a 2 MiB segment
+  Block* small = a.Malloc(1000);           // no room for another 2 MiB segment; 1 KiB is there
+  ASSERT_NE(small, nullptr);
+  EXPECT_EQ(a.stats().num_cache_flushes, 1u);
+  a.Free(small);
+  a.Free(big);
+}
+
 TEST(CachingAllocator, TeardownReturnsEverySegment) {
   FakeDevice dev{64 << 20};
   {

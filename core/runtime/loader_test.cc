@@ -1,10 +1,14 @@
 // Plugin discovery and refusal: the real cpu plugin loads, every broken fixture is refused with a reason
 // that names the file and the ABI versions, and no fixture stops the others.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 
 #include <gtest/gtest.h>
 
+#include "core/runtime/plugin.h"
 #include "core/runtime/runtime.h"
 #include "core/runtime/stream.h"
 #include "core/base/error.h"
@@ -98,6 +102,40 @@ TEST(Loader, PluginPathFolderIsScannedAndFixturesDoNotHideCpu) {
   for (const auto& c : rt.candidates()) refused += c.loaded ? 0 : 1;
   EXPECT_EQ(refused, 8);  // every fixture in the folder (dup/ is a sub-folder and not scanned)
   EXPECT_NO_THROW(rt.Context(Device("cpu:0")));
+}
+
+// A FIFO named like a plugin used to hang every command (opening it waits for a writer); a folder was
+// refused as "9223372036854775807 bytes long". Only regular files are opened; the others say what they are.
+TEST(Loader, OnlyRegularFilesAreCandidatesAndTheOthersSayWhatTheyAre) {
+  ::alarm(60);  // before the fix this test hung: fail it instead
+  const fs::path dir = fs::temp_directory_path() / ("oar_loader_entries_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "liboar_plugin_folder.so");
+  ASSERT_EQ(::mkfifo((dir / "liboar_plugin_fifo.so").c_str(), 0600), 0);
+  fs::create_symlink(dir / "liboar_plugin_loop.so", dir / "liboar_plugin_loop.so");
+  fs::create_symlink(kCpu, dir / "liboar_plugin_cpu.so");  // a link to a regular file is fine
+  setenv("OAR_PLUGIN_PATH", dir.c_str(), 1);
+  Runtime::Options o;
+  o.use_default_dir = false;
+  Runtime rt(o);
+  unsetenv("OAR_PLUGIN_PATH");
+  ::alarm(0);
+  EXPECT_NE(CandidateFor(rt, dir / "liboar_plugin_fifo.so").reason.find("is a FIFO (named pipe), not a regular file"),
+            std::string::npos)
+      << CandidateFor(rt, dir / "liboar_plugin_fifo.so").reason;
+  EXPECT_NE(CandidateFor(rt, dir / "liboar_plugin_folder.so").reason.find("is a directory, not a regular file"),
+            std::string::npos)
+      << CandidateFor(rt, dir / "liboar_plugin_folder.so").reason;
+  EXPECT_NE(CandidateFor(rt, dir / "liboar_plugin_loop.so").reason.find("symbolic links"), std::string::npos)
+      << CandidateFor(rt, dir / "liboar_plugin_loop.so").reason;
+  EXPECT_NO_THROW(rt.Context(Device("cpu:0")));
+  // Named explicitly, and through LoadPlugin directly, the same.
+  Runtime explicit_rt(Only({dir / "liboar_plugin_fifo.so"}));
+  EXPECT_NE(explicit_rt.candidates().at(0).reason.find("is a FIFO"), std::string::npos);
+  auto loaded = LoadPlugin(dir / "liboar_plugin_fifo.so");
+  ASSERT_TRUE(std::holds_alternative<Refusal>(loaded));
+  EXPECT_NE(std::get<Refusal>(loaded).reason.find("is a FIFO (named pipe)"), std::string::npos)
+      << std::get<Refusal>(loaded).reason;
+  fs::remove_all(dir);
 }
 
 TEST(Loader, UnknownDeviceErrorListsWhatExists) {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/base/files.h"
 #include "core/base/logging.h"
 #include "core/runtime/status.h"
 
@@ -42,6 +43,12 @@ std::string CallGuarded(Fn&& fn, oar_status_t** status) {
 // the missing pages are touched, so check that every segment and table the loader reads lies inside the
 // file before handing it over. Returns "" when the file looks like a complete shared object for this host.
 std::string CheckElf(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (ec) return fmt::format("cannot be examined: {}", ec.message());
+  if (status.type() != std::filesystem::file_type::regular) {
+    return fmt::format("is {}, not a regular file", FileTypeName(status.type()));  // never open a FIFO
+  }
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return "cannot be opened for reading";
   const uint64_t size = static_cast<uint64_t>(in.tellg());

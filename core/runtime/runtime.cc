@@ -8,6 +8,8 @@
 
 #include "core/base/env.h"
 #include "core/base/error.h"
+#include "core/base/files.h"
+#include "core/base/text.h"
 #include "core/base/logging.h"
 #include "core/runtime/status.h"
 
@@ -194,24 +196,24 @@ Runtime::Runtime(const Options& options) {
   // (CI, laptops) that made eager training steps up to 400x slower. Threads that sleep cost a few
   // microseconds per region instead. A user's explicit OMP_WAIT_POLICY / GOMP_SPINCOUNT wins.
   if (!GetEnv("OMP_WAIT_POLICY") && !GetEnv("GOMP_SPINCOUNT")) setenv("OMP_WAIT_POLICY", "passive", 0);
+  // Every *.so in a folder, in name order; Consider refuses (with the reason) what is not a regular file.
+  auto consider_folder = [this](const std::filesystem::path& dir, const std::string& source) {
+    std::error_code ec;
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      if (e.path().extension() == ".so") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    OAR_LOG_DEBUG("{} plugin folder {}: {} candidate(s)", source, dir.string(), files.size());
+    for (const auto& f : files) Consider(f, source);
+  };
   for (const auto& file : options.plugin_files) Consider(file, "explicit");
   if (options.use_env_path) {
     if (const std::optional<std::string> env = GetEnv("OAR_PLUGIN_PATH")) {
-      size_t start = 0;
-      while (start <= env->size()) {
-        const size_t end = std::min(env->find(':', start), env->size());
-        const std::string entry = env->substr(start, end - start);
-        start = end + 1;
-        if (entry.empty()) continue;
+      for (const std::string& entry : SplitPathList(*env)) {
         std::error_code ec;
         if (std::filesystem::is_directory(entry, ec)) {
-          std::vector<std::filesystem::path> files;
-          for (const auto& e : std::filesystem::directory_iterator(entry, ec)) {
-            if (e.path().extension() == ".so") files.push_back(e.path());
-          }
-          std::sort(files.begin(), files.end());
-          OAR_LOG_DEBUG("OAR_PLUGIN_PATH folder {}: {} candidate(s)", entry, files.size());
-          for (const auto& f : files) Consider(f, "OAR_PLUGIN_PATH");
+          consider_folder(entry, "OAR_PLUGIN_PATH");
         } else {
           Consider(entry, "OAR_PLUGIN_PATH");
         }
@@ -222,13 +224,7 @@ Runtime::Runtime(const Options& options) {
     const std::filesystem::path dir = DefaultPluginDir();
     std::error_code ec;
     if (!dir.empty() && std::filesystem::is_directory(dir, ec)) {
-      std::vector<std::filesystem::path> files;
-      for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-        if (e.path().extension() == ".so") files.push_back(e.path());
-      }
-      std::sort(files.begin(), files.end());
-      OAR_LOG_DEBUG("default plugin folder {}: {} candidate(s)", dir.lexically_normal().string(), files.size());
-      for (const auto& f : files) Consider(f, "default");
+      consider_folder(dir.lexically_normal(), "default");
     } else {
       OAR_LOG_DEBUG("default plugin folder {} does not exist", dir.string());
     }
@@ -249,8 +245,15 @@ void Runtime::Consider(const std::filesystem::path& given, const std::string& so
   }
   Candidate candidate{path, source, false, ""};
   OAR_LOG_DEBUG("plugin candidate {} ({})", path.string(), source);
-  if (!std::filesystem::exists(path, ec)) {
+  // Only regular files are opened: opening a FIFO would block every command, and a folder is no plugin.
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (status.type() == std::filesystem::file_type::not_found) {
     candidate.reason = "file does not exist";
+  } else if (ec) {
+    candidate.reason = fmt::format("cannot be examined: {}", ec.message());
+  } else if (status.type() != std::filesystem::file_type::regular) {
+    candidate.reason = fmt::format("is {}, not a regular file; only regular files are loaded as plugins",
+                                   FileTypeName(status.type()));
   } else {
     auto loaded = LoadPlugin(path);
     if (auto* refusal = std::get_if<Refusal>(&loaded)) {
@@ -373,11 +376,14 @@ Device Runtime::DefaultDevice() {
     if (const std::optional<std::string> env = GetEnv("OAR_DEVICE")) {
       try {
         d = Device(*env);
+        Context(d);  // validates, naming the available devices
       } catch (const Error& e) {
-        Throw(ErrorCode::kInvalidArgument, "OAR_DEVICE='{}': {}", *env, e.what());
+        // Say where the name came from: the user may not know OAR_DEVICE is set.
+        Throw(e.code(), "OAR_DEVICE='{}' (the default device): {}", BriefText(*env), e.what());
       }
+    } else {
+      Context(d);
     }
-    Context(d);  // validates, naming the available devices
     default_device_ = d;
   }
   return *default_device_;

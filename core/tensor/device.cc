@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "core/base/error.h"
+#include "core/base/text.h"
 
 namespace oar {
 namespace {
@@ -55,8 +56,8 @@ Device::Device(std::string_view type, int index) {
   OAR_CHECK_ARG(ValidTypeName(type),
                 "device type '{}' is malformed: expected lower-case letters, digits and '_', starting "
                 "with a letter (e.g. cpu, cuda, ascend_sim)",
-                type);
-  OAR_CHECK_ARG(index >= 0, "device index {} of '{}' is negative", index, type);
+                BriefText(type));
+  OAR_CHECK_ARG(index >= 0, "device index {} of '{}' is negative", index, BriefText(type));
   type_id_ = InternType(type);
   index_ = index;
 }
@@ -70,11 +71,11 @@ Device::Device(std::string_view name) {
     const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
     OAR_CHECK_ARG(!digits.empty() && ec == std::errc() && ptr == digits.data() + digits.size(),
                   "device name '{}' is malformed: expected type[:index], e.g. cpu, cuda:1, ascend_sim:0",
-                  name);
+                  BriefText(name));
   }
   OAR_CHECK_ARG(ValidTypeName(type),
                 "device name '{}' is malformed: expected type[:index], e.g. cpu, cuda:1, ascend_sim:0",
-                name);
+                BriefText(name));
   *this = Device(type, index);
 }
 

@@ -1,5 +1,7 @@
 #include "core/tensor/dlpack.h"
 
+#include <algorithm>
+
 #include "core/base/error.h"
 
 namespace oar {
@@ -110,11 +112,54 @@ Tensor FromDLPack(DLManagedTensor* managed) {
   const size_t esize = DTypeSize(dtype);
   OAR_CHECK_ARG(dl.byte_offset % esize == 0, "FromDLPack: byte_offset {} is not a multiple of the {}-byte element",
                 dl.byte_offset, esize);
+  // Everything below comes from another library: check it before any pointer arithmetic is done with it.
+  OAR_CHECK_ARG(dl.byte_offset <= static_cast<uint64_t>(INT64_MAX),
+                "FromDLPack: byte_offset {} is larger than any tensor (at most 2^63-1 bytes)", dl.byte_offset);
+  OAR_CHECK_ARG(dl.ndim == 0 || dl.shape != nullptr, "FromDLPack: rank {} but the shape pointer is null", dl.ndim);
   Dims shape(std::span<const int64_t>(dl.shape, static_cast<size_t>(dl.ndim)));
   Dims strides = dl.strides != nullptr ? Dims(std::span<const int64_t>(dl.strides, static_cast<size_t>(dl.ndim)))
-                                       : ContiguousStrides(shape);
+                                       : Dims::Filled(dl.ndim, 0);
+  int64_t numel = 1;
+  bool overflow = false;
+  for (int i = 0; i < shape.size(); ++i) {
+    OAR_CHECK_ARG(shape[i] >= 0, "FromDLPack: negative extent {} in dimension {} of shape {}", shape[i], i,
+                  shape.ToString());
+    overflow |= __builtin_mul_overflow(numel, shape[i], &numel);
+  }
+  OAR_CHECK_ARG(!overflow, "FromDLPack: shape {} has more than 2^63-1 elements", shape.ToString());
+  if (dl.strides == nullptr) {
+    // Row-major strides are suffix products: with a 0 extent in front the element count is 0 but a suffix
+    // product can still leave int64 ([0, 2^58, 2^58]; found by fuzz/dlpack_fuzzer.cc).
+    int64_t stride = 1;
+    for (int i = shape.size() - 1; i >= 0; --i) {
+      strides[i] = stride;
+      OAR_CHECK_ARG(!__builtin_mul_overflow(stride, std::max<int64_t>(shape[i], 1), &stride) || i == 0,
+                    "FromDLPack: shape {} has no row-major strides in 64 bits", shape.ToString());
+    }
+  }
   for (int i = 0; i < strides.size(); ++i) {
     OAR_CHECK_ARG(strides[i] >= 0, "FromDLPack: negative stride {} in dimension {} is not supported", strides[i], i);
+  }
+  if (numel > 0) {
+    // The last byte addressed, byte_offset + esize * (1 + sum (extent - 1) * stride), must fit in the
+    // address space from `data` on.
+    int64_t last = 0;
+    for (int i = 0; i < shape.size(); ++i) {
+      int64_t step = 0;
+      overflow |= __builtin_mul_overflow(shape[i] - 1, strides[i], &step);
+      overflow |= __builtin_add_overflow(last, step, &last);
+    }
+    int64_t end_bytes = 0;
+    overflow |= __builtin_add_overflow(last, int64_t{1}, &last);
+    overflow |= __builtin_mul_overflow(last, static_cast<int64_t>(esize), &end_bytes);
+    overflow |= __builtin_add_overflow(end_bytes, static_cast<int64_t>(dl.byte_offset), &end_bytes);
+    uintptr_t end_address = 0;
+    overflow |= __builtin_add_overflow(reinterpret_cast<uintptr_t>(dl.data), static_cast<uintptr_t>(end_bytes),
+                                       &end_address);
+    overflow |= end_address > static_cast<uintptr_t>(INTPTR_MAX);  // user-space addresses stay below 2^63
+    OAR_CHECK_ARG(!overflow, "FromDLPack: shape {}, strides {} and byte_offset {} address memory beyond 2^63 bytes",
+                  shape.ToString(), strides.ToString(), dl.byte_offset);
+    OAR_CHECK_ARG(dl.data != nullptr, "FromDLPack: data is null for a tensor of shape {}", shape.ToString());
   }
   auto storage = std::make_shared<Storage>(
       device, dl.data, 0,

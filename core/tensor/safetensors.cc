@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/base/error.h"
+#include "core/base/files.h"
+#include "core/base/json.h"
 
 namespace oar {
 namespace {
@@ -64,34 +65,30 @@ void WriteSafetensors(const std::filesystem::path& path, std::span<const Safeten
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(n >> (8 * i));
 
+  // Written beside the target and renamed over it only when complete and on stable storage; a failed
+  // write removes its temporary file.
   std::filesystem::path tmp = path;
   tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    OAR_CHECK(out.good(), kPermissionDenied, "safetensors: cannot open {} for writing", tmp.string());
-    out.write(reinterpret_cast<const char*>(length), 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const SafetensorsRecord& r : records) {
-      out.write(reinterpret_cast<const char*>(r.data), static_cast<std::streamsize>(r.nbytes));
-    }
-    out.flush();
-    OAR_CHECK(out.good(), kDataLoss, "safetensors: writing {} failed", tmp.string());
+  try {
+    DurableFile out(tmp, "safetensors");
+    out.Write(std::as_bytes(std::span(length)));
+    out.Write(text);
+    for (const SafetensorsRecord& r : records) out.Write(std::span(r.data, r.nbytes));
+    out.Commit();
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    OAR_CHECK(!ec, kDataLoss, "safetensors: cannot move {} to {}: {}", tmp.string(), path.string(), ec.message());
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw;
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  OAR_CHECK(!ec, kDataLoss, "safetensors: cannot move {} to {}: {}", tmp.string(), path.string(),
-            ec.message());
+  const std::filesystem::path dir = path.parent_path();
+  SyncDirectory(dir.empty() ? "." : dir, "safetensors");
 }
 
 SafetensorsFile SafetensorsFile::Read(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  OAR_CHECK(in.good(), kNotFound, "safetensors: cannot open {}", path.string());
-  const std::streamsize size = in.tellg();
-  in.seekg(0);
-  std::vector<std::byte> bytes(static_cast<size_t>(std::max<std::streamsize>(size, 0)));
-  in.read(reinterpret_cast<char*>(bytes.data()), size);
-  OAR_CHECK(in.good() || size == 0, kDataLoss, "safetensors: reading {} failed", path.string());
-  return Parse(std::move(bytes), path.string());
+  return Parse(ReadFileBytes(path, "safetensors"), path.string());
 }
 
 SafetensorsFile SafetensorsFile::Parse(std::vector<std::byte> bytes, const std::string& origin) {
@@ -107,25 +104,24 @@ SafetensorsFile SafetensorsFile::Parse(std::vector<std::byte> bytes, const std::
             "safetensors: {} declares a {}-byte header but the file has {} bytes after the length", origin,
             n, size - 8);
   const char* header_begin = reinterpret_cast<const char*>(file.bytes_.data()) + 8;
-  nlohmann::json header = nlohmann::json::parse(header_begin, header_begin + n, nullptr, false);
-  OAR_CHECK(!header.is_discarded() && header.is_object(), kDataLoss,
-            "safetensors: the header of {} is not a JSON object", origin);
+  std::string problem;
+  const std::optional<nlohmann::json> parsed = ParseJson(std::string_view(header_begin, n), &problem);
+  OAR_CHECK(parsed && parsed->is_object(), kDataLoss, "safetensors: the header of {} is not a JSON object ({})",
+            origin, parsed ? fmt::format("it is {}", BriefJson(*parsed)) : problem);
+  const nlohmann::json& header = *parsed;
   const std::byte* data = file.bytes_.data() + 8 + n;
   const uint64_t data_size = size - 8 - n;
 
-  struct Span {
-    uint64_t begin, end;
-    std::string name;
-  };
-  std::vector<Span> spans;
+  // Names and values come from the file: every one is quoted in bounded form (BriefText, BriefJson).
   for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& name = it.key();
+    const std::string name = BriefText(it.key());
     const nlohmann::json& entry = it.value();
-    if (name == "__metadata__") {
-      OAR_CHECK(entry.is_object(), kDataLoss, "safetensors: {}: __metadata__ is not an object", origin);
+    if (it.key() == "__metadata__") {
+      OAR_CHECK(entry.is_object(), kDataLoss, "safetensors: {}: __metadata__ is {}, not an object", origin,
+                BriefJson(entry));
       for (auto m = entry.begin(); m != entry.end(); ++m) {
-        OAR_CHECK(m.value().is_string(), kDataLoss, "safetensors: {}: metadata '{}' is not a string", origin,
-                  m.key());
+        OAR_CHECK(m.value().is_string(), kDataLoss, "safetensors: {}: metadata '{}' is {}, not a string", origin,
+                  BriefText(m.key()), BriefJson(m.value()));
         file.metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
@@ -138,27 +134,34 @@ SafetensorsFile SafetensorsFile::Parse(std::vector<std::byte> bytes, const std::
     OAR_CHECK(dtype != DType::kInvalid, kDataLoss,
               "safetensors: {}: tensor '{}' has unsupported dtype {} (expected F32, F64, F16, BF16, I8, U8, "
               "I32, I64 or BOOL)",
-              origin, name, jd.dump());
+              origin, name, BriefJson(jd));
     const nlohmann::json& js = entry["shape"];
     OAR_CHECK(js.is_array() && js.size() <= static_cast<size_t>(Dims::kMaxRank), kDataLoss,
               "safetensors: {}: tensor '{}' has shape {}; expected a list of at most {} extents", origin,
-              name, js.dump(), Dims::kMaxRank);
+              name, BriefJson(js), Dims::kMaxRank);
     Dims shape;
-    uint64_t numel = 1;
+    // Checked arithmetic, in order, as the reference implementation does: [2^32, 2^32] must not wrap to
+    // 0 elements, and no partial product may leave int64 (Dims::Product computes them all).
+    int64_t numel = 1;
+    bool overflow = false;
     for (const nlohmann::json& e : js) {
-      OAR_CHECK(e.is_number_unsigned() && e.get<uint64_t>() < (1ull << 48), kDataLoss,
-                "safetensors: {}: tensor '{}' has invalid extent {} in shape {}", origin, name, e.dump(),
-                js.dump());
+      OAR_CHECK(e.is_number_unsigned() && e.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX), kDataLoss,
+                "safetensors: {}: tensor '{}' has invalid extent {} in shape {}", origin, name, BriefJson(e),
+                BriefJson(js));
       shape.push_back(e.get<int64_t>());
-      numel *= e.get<uint64_t>();
-      OAR_CHECK(numel < (1ull << 48), kDataLoss, "safetensors: {}: tensor '{}' is too large", origin, name);
+      overflow |= __builtin_mul_overflow(numel, e.get<int64_t>(), &numel);
     }
+    int64_t nbytes_signed = 0;
+    overflow |= __builtin_mul_overflow(numel, static_cast<int64_t>(DTypeSize(dtype)), &nbytes_signed);
+    const uint64_t nbytes = static_cast<uint64_t>(nbytes_signed);
+    OAR_CHECK(!overflow, kDataLoss,
+              "safetensors: {}: tensor '{}' of shape {} {} has more elements or bytes than 2^63-1", origin, name,
+              BriefJson(js), DTypeName(dtype));
     const nlohmann::json& jo = entry["data_offsets"];
     OAR_CHECK(jo.is_array() && jo.size() == 2 && jo[0].is_number_unsigned() && jo[1].is_number_unsigned(),
               kDataLoss, "safetensors: {}: tensor '{}' has malformed data_offsets {}", origin, name,
-              jo.dump());
+              BriefJson(jo));
     const uint64_t begin = jo[0].get<uint64_t>(), end = jo[1].get<uint64_t>();
-    const uint64_t nbytes = numel * DTypeSize(dtype);
     OAR_CHECK(begin <= end && end <= data_size, kDataLoss,
               "safetensors: {}: tensor '{}' spans bytes [{}, {}) but the data section has {} bytes "
               "(truncated file?)",
@@ -166,16 +169,33 @@ SafetensorsFile SafetensorsFile::Parse(std::vector<std::byte> bytes, const std::
     OAR_CHECK(end - begin == nbytes, kDataLoss,
               "safetensors: {}: tensor '{}' ({} {}) needs {} bytes but data_offsets give {}", origin, name,
               DTypeName(dtype), shape.ToString(), nbytes, end - begin);
-    spans.push_back({begin, end, name});
-    file.records_.push_back({name, dtype, shape, data + begin, nbytes});
+    file.records_.push_back({it.key(), dtype, shape, data + begin, nbytes});
   }
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
-  for (size_t i = 1; i < spans.size(); ++i) {
-    OAR_CHECK(spans[i].begin >= spans[i - 1].end, kDataLoss,
-              "safetensors: {}: tensors '{}' and '{}' overlap", origin, spans[i - 1].name, spans[i].name);
+  // As the reference implementation: in data order, each tensor starts where the previous one ended and
+  // the last ends at the end of the file. A header length a few bytes off shifts every tensor; trailing
+  // bytes or a gap mean the header does not describe the file.
+  std::stable_sort(file.records_.begin(), file.records_.end(),
+                   [](const SafetensorsRecord& a, const SafetensorsRecord& b) {
+                     return a.data < b.data || (a.data == b.data && a.nbytes < b.nbytes);
+                   });
+  uint64_t expected = 0;
+  std::string previous;
+  for (const SafetensorsRecord& r : file.records_) {
+    const uint64_t begin = static_cast<uint64_t>(r.data - data);
+    OAR_CHECK(begin >= expected, kDataLoss, "safetensors: {}: tensors '{}' and '{}' overlap", origin,
+              BriefText(previous), BriefText(r.name));
+    OAR_CHECK(begin == expected, kDataLoss,
+              "safetensors: {}: tensor '{}' starts at data byte {} but {} ends at byte {}: a {}-byte gap that no "
+              "tensor covers (is the header length right?)",
+              origin, BriefText(r.name), begin, previous.empty() ? "the header" : "'" + BriefText(previous) + "'",
+              expected, begin - expected);
+    expected = begin + r.nbytes;
+    previous = r.name;
   }
-  std::sort(file.records_.begin(), file.records_.end(),
-            [](const SafetensorsRecord& a, const SafetensorsRecord& b) { return a.data < b.data; });
+  OAR_CHECK(expected == data_size, kDataLoss,
+            "safetensors: {}: the tensors cover {} bytes of data but the file has {} bytes after the header: {} "
+            "trailing bytes (is the header length right?)",
+            origin, expected, data_size, data_size - expected);
   return file;
 }
 
@@ -184,8 +204,14 @@ const SafetensorsRecord& SafetensorsFile::Get(const std::string& name) const {
     if (r.name == name) return r;
   }
   std::string names;
-  for (const SafetensorsRecord& r : records_) names += (names.empty() ? "" : ", ") + r.name;
-  Throw(ErrorCode::kNotFound, "safetensors: {} has no tensor '{}' (it has: {})", origin_, name, names);
+  for (const SafetensorsRecord& r : records_) {
+    if (names.size() > 400) {
+      names += fmt::format(", ... ({} tensors)", records_.size());
+      break;
+    }
+    names += (names.empty() ? "" : ", ") + BriefText(r.name);
+  }
+  Throw(ErrorCode::kNotFound, "safetensors: {} has no tensor '{}' (it has: {})", origin_, BriefText(name), names);
 }
 
 }  // namespace oar

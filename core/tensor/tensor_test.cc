@@ -136,5 +136,59 @@ TEST(DLPack, RejectsWhatItCannotRepresent) {
   m->deleter(m);
 }
 
+// Fields another library hands over are checked before they are used: a huge byte_offset used to give a
+// tensor whose data pointer wrapped around (a crash on first read), an overflowing shape a wrong numel.
+TEST(DLPack, RejectsOffsetsAndShapesThatOverflow) {
+  Tensor t = Iota({2});
+  DLManagedTensor* m = ToDLPack(t);
+  auto expect_refused = [&](const std::string& fragment) {
+    try {
+      FromDLPack(m);
+      FAIL() << "accepted; expected an error containing " << fragment;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  DLTensor& dl = m->dl_tensor;
+  dl.byte_offset = UINT64_MAX - 7;  // a multiple of the element size
+  expect_refused("byte_offset 18446744073709551608");
+  dl.byte_offset = (uint64_t{1} << 63) - 8;  // fits, but its end does not
+  expect_refused("beyond 2^63 bytes");
+  dl.byte_offset = 0;
+  int64_t shape[2] = {int64_t{1} << 32, int64_t{1} << 32};  // 2^64 elements: wraps to 0
+  int64_t strides[2] = {1, 1};
+  dl.ndim = 2;
+  dl.shape = shape;
+  dl.strides = nullptr;
+  expect_refused("more than 2^63-1 elements");
+  shape[0] = int64_t{1} << 40;
+  shape[1] = 2;
+  strides[0] = int64_t{1} << 40;
+  dl.strides = strides;
+  expect_refused("beyond 2^63 bytes");
+  shape[0] = -1;
+  expect_refused("negative extent -1");
+  dl.shape = nullptr;
+  expect_refused("shape pointer is null");
+  // No elements, but the row-major strides leave int64 (found by fuzz/dlpack_fuzzer.cc).
+  int64_t empty[3] = {0, int64_t{1} << 58, int64_t{1} << 58};
+  dl.ndim = 3;
+  dl.shape = empty;
+  dl.strides = nullptr;
+  expect_refused("no row-major strides in 64 bits");
+  dl.ndim = 2;
+  dl.strides = strides;
+  // A well-formed import still works after all that.
+  shape[0] = 2;
+  shape[1] = 1;
+  strides[0] = 1;
+  strides[1] = 1;
+  dl.shape = shape;
+  Tensor back = FromDLPack(m);
+  EXPECT_EQ(back.shape(), (Dims{2, 1}));
+  EXPECT_EQ(At(back, {1, 0}), 1);
+}
+
 }  // namespace
 }  // namespace oar

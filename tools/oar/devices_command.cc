@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/base/json.h"
 #include "core/runtime/runtime.h"
 #include "tools/oar/commands.h"
 
@@ -137,7 +138,9 @@ void AddDevicesCommand(CLI::App& app) {
   cmd->callback([json] {
     Runtime& rt = Runtime::Get();
     if (*json) {
-      std::printf("%s\n", DevicesJson(rt).dump(2).c_str());
+      nlohmann::json j = DevicesJson(rt);
+      EscapeInvalidUtf8(&j);  // paths, vendor strings and reasons are bytes, not necessarily UTF-8
+      std::printf("%s\n", j.dump(2).c_str());
     } else {
       PrintDevices(rt);
     }

@@ -7,12 +7,19 @@
 #include <string>
 
 #include "core/base/error.h"
+#include "core/ops/ops.h"
 #include "core/runtime/profiler.h"
 #include "examples/models.h"
 #include "tools/oar/commands.h"
 
 namespace oar::cli {
 namespace {
+
+// --device when given, else OAR_DEVICE, else cpu:0. OAR_DEVICE is read (and a bad value refused) only
+// when it is the one used.
+Device ChosenDevice(const std::string& flag) { return flag.empty() ? DefaultDevice() : Device(flag); }
+
+constexpr const char* kDeviceHelp = "Device name, e.g. cpu:0, kunlun_sim:0 (default: OAR_DEVICE, else cpu:0)";
 
 void PrintMetric(examples::Example& e) {
   std::printf("final %s %.6f\n", e.metric_name().c_str(), e.Evaluate());
@@ -24,7 +31,7 @@ void PrintMetric(examples::Example& e) {
 void AddTrainCommands(CLI::App& app) {
   {
     struct Args {
-      std::string model, device = "cpu:0", out;
+      std::string model, device, out;
       int64_t steps = -1, log_every = 0;
       uint64_t seed = 0;
       bool profile = false;
@@ -32,18 +39,23 @@ void AddTrainCommands(CLI::App& app) {
     auto a = std::make_shared<Args>();
     CLI::App* cmd = app.add_subcommand("train", "Train an example model (mlp, cnn, llama) on a device");
     cmd->add_option("model", a->model, "mlp | cnn | llama")->required();
-    cmd->add_option("--device", a->device, "Device name, e.g. cpu:0, kunlun_sim:0")->capture_default_str();
-    cmd->add_option("--steps", a->steps, "Training steps (default: the model's own, which reaches its target)");
+    cmd->add_option("--device", a->device, kDeviceHelp);
+    CLI::Option* steps_opt = cmd->add_option("--steps", a->steps,
+                                         "Training steps, a positive integer (default: the model's own, which "
+                                         "reaches its target)");
     cmd->add_option("--seed", a->seed, "Seed for data and weights")->capture_default_str();
     cmd->add_option("--out", a->out, "Write the checkpoint (model.safetensors + config.json) to this folder");
     cmd->add_option("--log-every", a->log_every, "Print the loss every N steps (default: steps / 10)");
     cmd->add_flag("--profile", a->profile,
                   "After training, print a per-op table: calls, host dispatch time, device time (simulated on "
                   "the simulators), cpu fallbacks, private-format kernel runs");
-    cmd->callback([a] {
-      std::unique_ptr<examples::Example> e = examples::MakeExample(a->model, Device(a->device), a->seed);
-      const int64_t steps = a->steps < 0 ? e->default_steps() : a->steps;
-      OAR_CHECK_ARG(steps > 0 || a->steps < 0, "--steps must be positive, got {}", a->steps);
+    cmd->callback([a, steps_opt] {
+      // Checked before anything runs: a negative count used to mean "the default" silently.
+      OAR_CHECK_ARG(steps_opt->count() == 0 || a->steps > 0, "--steps must be a positive integer, got {}", a->steps);
+      OAR_CHECK_ARG(a->log_every >= 0, "--log-every must be a positive integer (or 0: steps / 10), got {}",
+                    a->log_every);
+      std::unique_ptr<examples::Example> e = examples::MakeExample(a->model, ChosenDevice(a->device), a->seed);
+      const int64_t steps = steps_opt->count() == 0 ? e->default_steps() : a->steps;
       std::printf("training %s on %s for %lld steps (seed %llu, %lld parameters)\n", e->kind().c_str(),
                   e->device().str().c_str(), static_cast<long long>(steps), static_cast<unsigned long long>(a->seed),
                   static_cast<long long>(e->module().NumParameters()));
@@ -87,14 +99,14 @@ void AddTrainCommands(CLI::App& app) {
   }
   {
     struct Args {
-      std::string checkpoint, device = "cpu:0";
+      std::string checkpoint, device;
     };
     auto a = std::make_shared<Args>();
     CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint written by `oar train --out`");
     cmd->add_option("--checkpoint", a->checkpoint, "Checkpoint folder")->required();
-    cmd->add_option("--device", a->device, "Device name")->capture_default_str();
+    cmd->add_option("--device", a->device, kDeviceHelp);
     cmd->callback([a] {
-      std::unique_ptr<examples::Example> e = examples::LoadCheckpoint(a->checkpoint, Device(a->device));
+      std::unique_ptr<examples::Example> e = examples::LoadCheckpoint(a->checkpoint, ChosenDevice(a->device));
       std::printf("evaluating %s from %s on %s\n", e->kind().c_str(), a->checkpoint.c_str(), e->device().str().c_str());
       if (e->kind() == "llama") std::printf("unigram entropy %.4f\n", examples::UnigramEntropy(*e));
       PrintMetric(*e);
@@ -102,7 +114,7 @@ void AddTrainCommands(CLI::App& app) {
   }
   {
     struct Args {
-      std::string checkpoint, device = "cpu:0", prompt;
+      std::string checkpoint, device, prompt;
       int64_t max_new_tokens = 200, top_k = 1;
       uint64_t seed = 0;
     };
@@ -110,12 +122,12 @@ void AddTrainCommands(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt with a llama checkpoint");
     cmd->add_option("--checkpoint", a->checkpoint, "Checkpoint folder")->required();
     cmd->add_option("--prompt", a->prompt, "Text to continue")->required();
-    cmd->add_option("--device", a->device, "Device name")->capture_default_str();
+    cmd->add_option("--device", a->device, kDeviceHelp);
     cmd->add_option("--max-new-tokens", a->max_new_tokens, "Characters to generate")->capture_default_str();
     cmd->add_option("--top-k", a->top_k, "1: greedy; k > 1: sample from the k most likely")->capture_default_str();
     cmd->add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
     cmd->callback([a] {
-      std::unique_ptr<examples::Example> e = examples::LoadCheckpoint(a->checkpoint, Device(a->device));
+      std::unique_ptr<examples::Example> e = examples::LoadCheckpoint(a->checkpoint, ChosenDevice(a->device));
       std::printf("%s\n", examples::Generate(*e, a->prompt, a->max_new_tokens, a->top_k, a->seed).c_str());
     });
   }

@@ -22,6 +22,11 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
+std::string Brief(std::string_view s, size_t limit) {
+  if (s.size() <= limit) return std::string(s);
+  return std::string(s.substr(0, limit)) + "... (" + std::to_string(s.size()) + " bytes)";
+}
+
 std::optional<uint64_t> ParseUnsigned(std::string_view text, uint64_t max) {
   text = Trim(text);
   if (text.empty()) return std::nullopt;
@@ -74,7 +79,7 @@ SimOptions SimOptions::FromEnv(const std::string& prefix) {
     const auto bytes = ParseBytes(*v);
     // Beyond 1 TiB the two address-space reservations per device stop being harmless.
     if (!bytes || *bytes > (uint64_t{1} << 40)) {
-      Throw(OAR_STATUS_INVALID_ARGUMENT, memory_var + "='" + *v +
+      Throw(OAR_STATUS_INVALID_ARGUMENT, memory_var + "='" + Brief(*v) +
                                              "' is not a memory size: expected a positive number of bytes up to 1T "
                                              "with an optional K, M, G or T suffix, e.g. 512M");
     }
@@ -83,26 +88,26 @@ SimOptions SimOptions::FromEnv(const std::string& prefix) {
   const std::string devices_var = prefix + "_DEVICES";
   if (const auto v = GetEnv(devices_var.c_str())) {
     const auto n = ParseUnsigned(*v, 64);
-    if (!n) Throw(OAR_STATUS_INVALID_ARGUMENT, devices_var + "='" + *v + "' is not a device count in 0..64");
+    if (!n) Throw(OAR_STATUS_INVALID_ARGUMENT, devices_var + "='" + Brief(*v) + "' is not a device count in 0..64");
     o.device_count = static_cast<int32_t>(*n);
   }
   if (const auto v = GetEnv("OAR_SIM_JITTER")) {
     const auto seed = ParseUnsigned(*v);
-    if (!seed) Throw(OAR_STATUS_INVALID_ARGUMENT, "OAR_SIM_JITTER='" + *v + "' is not a seed (a non-negative integer)");
+    if (!seed) Throw(OAR_STATUS_INVALID_ARGUMENT, "OAR_SIM_JITTER='" + Brief(*v) + "' is not a seed (a non-negative integer)");
     o.jitter_seed = *seed;
   }
   if (const auto v = GetEnv("OAR_SIM_CCL_TIMEOUT_MS")) {
     const auto ms = ParseUnsigned(*v, 86400000);
     if (!ms || *ms == 0) {
       Throw(OAR_STATUS_INVALID_ARGUMENT,
-            "OAR_SIM_CCL_TIMEOUT_MS='" + *v + "' is not a positive number of milliseconds");
+            "OAR_SIM_CCL_TIMEOUT_MS='" + Brief(*v) + "' is not a positive number of milliseconds");
     }
     o.ccl_timeout_ms = *ms;
   }
   if (const auto v = GetEnv("OAR_SIM_KERNEL_THREADS")) {
     const auto n = ParseUnsigned(*v, 1024);
     if (!n || *n == 0)
-      Throw(OAR_STATUS_INVALID_ARGUMENT, "OAR_SIM_KERNEL_THREADS='" + *v + "' is not a thread count in 1..1024");
+      Throw(OAR_STATUS_INVALID_ARGUMENT, "OAR_SIM_KERNEL_THREADS='" + Brief(*v) + "' is not a thread count in 1..1024");
     o.kernel_threads = static_cast<int32_t>(*n);
   }
   o.faults = GetEnv("OAR_SIM_FAULTS").value_or("");

@@ -39,6 +39,9 @@ std::optional<double> ParseProbability(std::string_view text);
 /// Trim ASCII spaces and tabs.
 std::string_view Trim(std::string_view s);
 
+/// `s` cut to `limit` bytes with "... (N bytes)" appended when longer: messages never quote unbounded input.
+std::string Brief(std::string_view s, size_t limit = 200);
+
 /// What a simulator reads from the environment at initialize. `prefix` is e.g. "OAR_KUNLUN_SIM":
 ///  - <prefix>_MEMORY  capacity of each device (default 1G);
 ///  - <prefix>_DEVICES number of devices (default 2, 0..64);

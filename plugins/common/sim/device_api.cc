@@ -33,6 +33,14 @@ void CheckHost(const SimDevice& d, const void* ptr, const std::string& what) {
 }
 
 /// Wait for the device's queued work and report a pending asynchronous error.
+// A synchronising call on a lost device still waits for the work queued before the loss (which the loss
+// cancels, bar the kernel running now) before it reports UNAVAILABLE: returning at once let the caller
+// exit() while a stream worker was still inside a kernel (a segfault in oneDNN in about half the runs).
+// Not from a stream worker (a host callback): that could wait on itself.
+void DrainIfLost(SimDevice& d) {
+  if (d.lost() && Stream::Current() == nullptr) d.WaitIdle();
+}
+
 void SyncBefore(SimDevice& d) {
   if (std::optional<SimError> e = d.Synchronize()) Throw(e->code, e->message);
 }
@@ -89,6 +97,7 @@ oar_status_t* DeviceAttributes(int32_t device, const oar_attr_t** attrs, int32_t
 oar_status_t* DeviceSynchronize(int32_t device) {
   return Guard([&] {
     SimDevice& d = Dev(device);
+    DrainIfLost(d);
     d.CheckAlive("device_synchronize");
     SyncBefore(d);
   });
@@ -317,6 +326,7 @@ oar_status_t* StreamDestroy(int32_t device, oar_stream_t stream) {
 oar_status_t* StreamSynchronize(int32_t device, oar_stream_t stream) {
   return Guard([&] {
     SimDevice& d = Dev(device);
+    DrainIfLost(d);
     d.CheckAlive("stream_synchronize");
     std::shared_ptr<Stream> s = d.GetStream(stream);
     s->Drain();
@@ -424,6 +434,7 @@ oar_status_t* EventQuery(int32_t device, oar_event_t event, bool* complete) {
 oar_status_t* EventSynchronize(int32_t device, oar_event_t event) {
   return Guard([&] {
     SimDevice& d = Dev(device);
+    DrainIfLost(d);
     d.CheckAlive("event_synchronize");
     const std::shared_ptr<Marker> marker = Latest(d, event);
     if (marker == nullptr) return;

@@ -1,5 +1,7 @@
 #include "plugins/common/sim/faults.h"
 
+#include <algorithm>
+
 #include "plugins/common/sim/config.h"
 
 namespace oar::sim {
@@ -14,22 +16,33 @@ uint64_t SplitMix64(uint64_t x) {
 
 [[noreturn]] void Malformed(std::string_view spec, const std::string& problem) {
   Throw(OAR_STATUS_INVALID_ARGUMENT,
-        "OAR_SIM_FAULTS='" + std::string(spec) + "': " + problem +
+        "OAR_SIM_FAULTS='" + Brief(spec) + "': " + Brief(problem, 2000) +
             " (expected kind[:key=value,...] with kind alloc|launch|copy|device_lost, scenarios separated by ';' "
             "or ','; see docs/simulators.md)");
 }
 
-void SetOption(std::string_view spec, FaultScenario* s, std::string_view option) {
+// The simulators a `plugin=` key can name; a typo (plugin=kunlun) would otherwise never fire.
+constexpr std::string_view kSimulators[] = {"kunlun_sim", "ascend_sim"};
+
+std::string Joined(const auto& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+void SetOption(std::string_view spec, FaultScenario* s, std::string_view option,
+               const std::set<std::string>* known_ops) {
   const size_t eq = option.find('=');
-  if (eq == std::string_view::npos) Malformed(spec, "option '" + std::string(option) + "' is not key=value");
+  if (eq == std::string_view::npos) Malformed(spec, "option '" + Brief(option) + "' is not key=value");
   const std::string key(Trim(option.substr(0, eq)));
   const std::string value(Trim(option.substr(eq + 1)));
   auto bad = [&](const std::string& expected) {
-    Malformed(spec, "in scenario '" + s->text + "', " + key + "='" + value + "' is not " + expected);
+    Malformed(spec,
+              "in scenario '" + Brief(s->text) + "', " + Brief(key) + "='" + Brief(value) + "' is not " + expected);
   };
   auto kind_only = [&](FaultKind kind, const char* kind_name) {
     if (s->kind != kind)
-      Malformed(spec, "in scenario '" + s->text + "', key '" + key + "' only applies to " + kind_name);
+      Malformed(spec, "in scenario '" + Brief(s->text) + "', key '" + Brief(key) + "' only applies to " + kind_name);
   };
   if (key == "after") {
     const auto v = ParseUnsigned(value);
@@ -52,11 +65,16 @@ void SetOption(std::string_view spec, FaultScenario* s, std::string_view option)
     if (!v) bad("a device ordinal in 0..63");
     s->device = static_cast<int32_t>(*v);
   } else if (key == "plugin") {
-    if (value.empty()) bad("a plugin name");
+    if (std::find(std::begin(kSimulators), std::end(kSimulators), value) == std::end(kSimulators)) {
+      bad("a simulator name (" + Joined(kSimulators) + ")");
+    }
     s->plugin = value;
   } else if (key == "op") {
     kind_only(FaultKind::kLaunch, "launch");
-    if (value.empty()) bad("an op name");
+    if (value.empty() || (known_ops != nullptr && !known_ops->count(value))) {
+      bad("the name of an op the simulators run kernels for" +
+          (known_ops != nullptr ? " (" + Joined(*known_ops) + ")" : std::string()));
+    }
     s->op = value;
   } else if (key == "mode") {
     kind_only(FaultKind::kLaunch, "launch");
@@ -76,7 +94,7 @@ void SetOption(std::string_view spec, FaultScenario* s, std::string_view option)
       bad("data_loss or internal");
     }
   } else {
-    Malformed(spec, "in scenario '" + s->text + "', unknown key '" + key +
+    Malformed(spec, "in scenario '" + Brief(s->text) + "', unknown key '" + Brief(key) +
                         "' (keys: after, rate, seed, count, device, plugin; op and mode for launch; dir and code "
                         "for copy)");
   }
@@ -84,7 +102,7 @@ void SetOption(std::string_view spec, FaultScenario* s, std::string_view option)
 
 }  // namespace
 
-std::vector<FaultScenario> ParseFaults(std::string_view spec) {
+std::vector<FaultScenario> ParseFaults(std::string_view spec, const std::set<std::string>* known_ops) {
   std::vector<FaultScenario> out;
   // Tokens separated by ',' or ';'. A token "kind:..." starts a scenario; a ';' also ends one.
   std::vector<std::vector<std::string_view>> groups;  // per scenario: kind token then options
@@ -103,7 +121,7 @@ std::vector<FaultScenario> ParseFaults(std::string_view spec) {
         groups.push_back({token});
         open = true;
       } else if (!open) {
-        Malformed(spec, "option '" + std::string(token) + "' does not follow a scenario kind");
+        Malformed(spec, "option '" + Brief(token) + "' does not follow a scenario kind");
       } else {
         groups.back().push_back(token);
       }
@@ -129,7 +147,7 @@ std::vector<FaultScenario> ParseFaults(std::string_view spec) {
       s.kind = FaultKind::kDeviceLost;
       s.code = OAR_STATUS_UNAVAILABLE;
     } else {
-      Malformed(spec, "unknown fault kind '" + kind + "'");
+      Malformed(spec, "unknown fault kind '" + Brief(kind) + "'");
     }
     std::vector<std::string_view> options;
     if (colon != std::string_view::npos && !Trim(head.substr(colon + 1)).empty()) {
@@ -138,7 +156,7 @@ std::vector<FaultScenario> ParseFaults(std::string_view spec) {
     options.insert(options.end(), group.begin() + 1, group.end());
     s.text = kind;
     for (size_t i = 0; i < options.size(); ++i) s.text += (i == 0 ? ":" : ",") + std::string(options[i]);
-    for (std::string_view option : options) SetOption(spec, &s, option);
+    for (std::string_view option : options) SetOption(spec, &s, option, known_ops);
     out.push_back(std::move(s));
   }
   return out;

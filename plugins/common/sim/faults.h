@@ -13,11 +13,12 @@
 //   seed=S      (default 0)
 //   count=N     fire at most N times (default 1 without `rate`, unlimited with it)
 //   device=D    only events on device ordinal D
-//   plugin=NAME only in the plugin called NAME (kunlun_sim, ascend_sim); default: every simulator
+//   plugin=NAME only in the plugin called NAME (kunlun_sim or ascend_sim; any other name is refused);
+//               default: every simulator
 // Keys for one kind:
-//   launch: op=NAME (only kernels of that op), mode=async|sync (async: the launch returns OK and the
-//           kernel fails on the stream, reported at the next synchronising call; sync: the launch
-//           itself fails; default async)
+//   launch: op=NAME (only kernels of that op; a name no simulator kernel has is refused),
+//           mode=async|sync (async: the launch returns OK and the kernel fails on the stream, reported at
+//           the next synchronising call; sync: the launch itself fails; default async)
 //   copy:   dir=h2d|d2h|d2d|p2p (default any), code=data_loss|internal (default data_loss)
 // What fails: alloc -> malloc returns RESOURCE_EXHAUSTED; launch -> INTERNAL; copy -> DATA_LOSS or
 // INTERNAL (sync copies return it, async ones make the stream's sticky error); device_lost -> the
@@ -29,6 +30,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,7 +57,11 @@ struct FaultScenario {
 };
 
 /// Parse a spec; throws StatusError(INVALID_ARGUMENT) quoting the whole spec and the offending part.
-std::vector<FaultScenario> ParseFaults(std::string_view spec);
+/// `known_ops` (when given) are the op names `op=` may take: a typo would otherwise never fire.
+std::vector<FaultScenario> ParseFaults(std::string_view spec, const std::set<std::string>* known_ops = nullptr);
+
+/// The op names a simulator launches kernels for (the host kernel library's, plus format_cast).
+const std::set<std::string>& LaunchableOps();
 
 /// Counts matching events per scenario and decides which ones fail. Thread-safe.
 class FaultInjector {

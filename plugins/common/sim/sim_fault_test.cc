@@ -283,8 +283,38 @@ TEST_P(SimFaults, LostDeviceFailsEveryLaterCallWithoutLeaksOrHangs) {
       "");
 }
 
+// device_synchronize on a lost device used to return at once, while work queued before the loss still
+// ran on a stream worker: exit() then raced that worker (a segfault in about half the runs of a process
+// that lost its device). Every call must wait for the queues before it reports the loss.
+TEST_P(SimFaults, ALostDeviceStillDrainsItsQueuesBeforeReporting) {
+  EXPECT_EQ(InChild("device_lost:after=0,device=0",
+                    [](Scenario& s) {
+                      static std::atomic<int> done{0};
+                      done = 0;
+                      auto slow = [](void*) {
+                        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+                        done.fetch_add(1);
+                      };
+                      oar_stream_t a = s.NewStream(0), b = s.NewStream(0);
+                      s.check(Take(s.D()->stream_add_callback(0, a, slow, nullptr)).ok(), "add_callback a");
+                      s.check(Take(s.D()->stream_add_callback(0, b, slow, nullptr)).ok(), "add_callback b");
+                      void* x = nullptr;
+                      s.Expect(Take(s.D()->malloc(0, 64, &x)), OAR_STATUS_UNAVAILABLE, {"device lost"}, "malloc");
+                      s.Expect(Take(s.D()->device_synchronize(0)), OAR_STATUS_UNAVAILABLE, {"device lost"},
+                               "device_synchronize");
+                      s.check(done.load() == 2, "device_synchronize returned before the queued work finished (" +
+                                                    std::to_string(done.load()) + " of 2 done)");
+                      s.check(Take(s.D()->stream_add_callback(0, a, slow, nullptr)).code == OAR_STATUS_UNAVAILABLE,
+                              "a lost device accepted new work");
+                      (void)Take(s.D()->stream_destroy(0, a));  // UNAVAILABLE, released anyway
+                      (void)Take(s.D()->stream_destroy(0, b));
+                    }),
+            "");
+}
+
 TEST_P(SimFaults, ScenariosForAnotherPluginDoNotApply) {
-  EXPECT_EQ(InChild("alloc:plugin=some_other_sim",
+  const std::string other = std::string(GetParam().name) == "kunlun_sim" ? "ascend_sim" : "kunlun_sim";
+  EXPECT_EQ(InChild("alloc:plugin=" + other,
                     [](Scenario& s) {
                       void* a = s.Malloc(0, 64);
                       s.check(Take(s.D()->free(0, a)).ok(), "free");
@@ -299,6 +329,8 @@ TEST_P(SimFaults, MalformedConfigurationFailsInitializeQuotingIt) {
   } cases[] = {
       {"OAR_SIM_FAULTS", "launch:op=add,after=soon", "OAR_SIM_FAULTS='launch:op=add,after=soon'"},
       {"OAR_SIM_FAULTS", "meltdown:after=1", "unknown fault kind 'meltdown'"},
+      {"OAR_SIM_FAULTS", "launch:op=nosuchop", "op='nosuchop' is not the name of an op"},
+      {"OAR_SIM_FAULTS", "alloc:plugin=kunlun", "plugin='kunlun' is not a simulator name"},
       {Var("_MEMORY"), "lots", Var("_MEMORY") + "='lots'"},
       {Var("_MEMORY"), "0", Var("_MEMORY") + "='0'"},
       {Var("_DEVICES"), "two", Var("_DEVICES") + "='two'"},

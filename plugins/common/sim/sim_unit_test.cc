@@ -78,6 +78,30 @@ TEST(SimFaults, GrammarSeparatesScenariosByKindAndSemicolon) {
   EXPECT_TRUE(ParseFaults("").empty());
 }
 
+// A typo in a name used to be accepted and never fire; the spec is refused naming the value.
+TEST(SimFaults, UnknownOpAndPluginNamesAreRefusedByName) {
+  const struct {
+    const char* spec;
+    const char* mentions;
+  } cases[] = {
+      {"launch:op=nosuchop", "op='nosuchop' is not the name of an op the simulators run kernels for (abs, "},
+      {"alloc:plugin=kunlun", "plugin='kunlun' is not a simulator name (kunlun_sim, ascend_sim)"},
+      {"device_lost:after=3,plugin=", "plugin='' is not a simulator name"},
+      {"launch:op=", "op='' is not the name of an op"},
+  };
+  for (const auto& c : cases) {
+    try {
+      ParseFaults(c.spec, &LaunchableOps());
+      ADD_FAILURE() << "accepted " << c.spec;
+    } catch (const sdk::StatusError& e) {
+      EXPECT_EQ(e.code(), OAR_STATUS_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(e.what()).find(c.mentions), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string("OAR_SIM_FAULTS='") + c.spec + "'"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(ParseFaults("launch:op=format_cast;launch:op=matmul,plugin=ascend_sim", &LaunchableOps()).size(), 2u);
+}
+
 TEST(SimFaults, MalformedSpecsQuoteTheSpecAndThePart) {
   const struct {
     const char* spec;
@@ -104,7 +128,7 @@ TEST(SimFaults, MalformedSpecsQuoteTheSpecAndThePart) {
 }
 
 TEST(SimFaults, AfterCountRateAndFilters) {
-  FaultInjector inj(ParseFaults("launch:op=matmul,after=2,count=2;alloc:device=1;copy:plugin=other"), "kunlun_sim");
+  FaultInjector inj(ParseFaults("launch:op=matmul,after=2,count=2;alloc:device=1;copy:plugin=ascend_sim"), "kunlun_sim");
   std::vector<bool> fired;
   for (int i = 0; i < 6; ++i) fired.push_back(inj.Check(FaultKind::kLaunch, 0, "matmul") != nullptr);
   EXPECT_EQ(fired, (std::vector<bool>{false, false, true, true, false, false}));

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "oar/plugin/cpp/kernel.hpp"
+#include "plugins/common/host_kernels.h"
 
 namespace oar::sim {
 namespace {
@@ -192,8 +193,17 @@ void SimDevice::Completed(const Work& work, uint64_t start_ns, uint64_t end_ns) 
 
 // ---- Simulator ---------------------------------------------------------------------------------------
 
+const std::set<std::string>& LaunchableOps() {
+  static const std::set<std::string> ops = [] {
+    std::set<std::string> out{"format_cast"};  // ascend_sim's own kernel
+    for (const host::HostKernel& k : host::HostKernels()) out.insert(k.op);
+    return out;
+  }();
+  return ops;
+}
+
 Simulator::Simulator(const PluginSpec& spec, SimOptions options)
-    : spec_(spec), options_(std::move(options)), faults_(ParseFaults(options_.faults), spec.name) {
+    : spec_(spec), options_(std::move(options)), faults_(ParseFaults(options_.faults, &LaunchableOps()), spec.name) {
   for (int32_t i = 0; i < options_.device_count; ++i) devices_.push_back(std::make_unique<SimDevice>(this, i));
 }
 
