@@ -458,7 +458,7 @@ void Streams(std::vector<Case>& cases) {
 struct Gate {
   std::mutex mu;
   std::condition_variable cv;
-  bool open = false, ran_inline = false;
+  bool open = false, ran_inline = false, timed_out = false;
   std::thread::id enqueuer = std::this_thread::get_id();
 
   static void Wait(void* p) {
@@ -468,16 +468,17 @@ struct Gate {
       g->ran_inline = true;
       return;
     }
-    g->cv.wait_for(lock, std::chrono::seconds(20), [g] { return g->open; });  // never forever
+    if (!g->cv.wait_for(lock, std::chrono::seconds(20), [g] { return g->open; })) g->timed_out = true;  // never forever
   }
   void Open() {
     std::lock_guard<std::mutex> lock(mu);
     open = true;
     cv.notify_all();
   }
+  /// Opened by the runner, or given up waiting (then nothing was held any more).
   bool IsOpen() {
     std::lock_guard<std::mutex> lock(mu);
-    return open;
+    return open || timed_out;
   }
 };
 

@@ -104,6 +104,10 @@ ref::Array ToArray(const Tensor& t) {
 }
 
 Tensor InputMaker::Values(const ref::Array& values, DType dtype, Device device, ref::Array* array) {
+  if (values.numel() == 0) {  // nothing to copy (and the core's host copy refuses some empty shapes, e.g. [3, 0])
+    if (array != nullptr) *array = values;
+    return runtime::Empty(Dims(std::span<const int64_t>(values.shape)), dtype, device);
+  }
   const Tensor host = cast(FromVector<double>(values.data, Dims(std::span<const int64_t>(values.shape)), kCpu), dtype);
   if (array != nullptr) *array = ToArray(host);
   return host.to(device);

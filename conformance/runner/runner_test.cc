@@ -240,7 +240,7 @@ TEST(Runner, HelpShowsEveryDefault) {
   char buf[4096];
   for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, n);
   ::pclose(p);
-  for (const char* d : {"[120]", "[L2]", "[conformance-report]", "--budget", "[1]"}) {
+  for (const char* d : {"POSITIVE=120", "TEXT=L2", "TEXT=conformance-report", "NONNEGATIVE=0", "64]=1", "UINT=0"}) {
     EXPECT_NE(text.find(d), std::string::npos) << d << " missing in\n" << text;
   }
 }
