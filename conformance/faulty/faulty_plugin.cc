@@ -10,8 +10,20 @@
 //   CRASH_ON_OP       neg raises SIGSEGV                                                  -> L1 neg CRASHED
 //   LEAK              every kernel launch leaks 64 KiB of device memory                   -> L1 memory growth
 //   ALLREDUCE_AVG_AS_SUM  all_reduce AVG returns the sum (never divides by the ranks)    -> L3 all_reduce avg
+// One per class of bug that used to get through (docs/conformance.md, "Deliberately faulty plugins"):
+//   BF16_TRUNCATE     bfloat16 exp truncates instead of rounding to nearest (within 1 ulp)  -> L1 exp bf16 tail (bias)
+//   MATMUL_K_TAIL     float32 matmul drops the last K % 8 terms when K > 8                -> L1 matmul tails
+//   MATMUL_K0_UNWRITTEN  float32 matmul with K = 0 leaves its output unwritten           -> L1 matmul k0
+//   LEAK_ONE_OP       log1p leaks 64 KiB of device memory per launch                      -> L1 log1p (leak)
+//   QUERY_ALWAYS_DONE stream_query and event_query always answer "done"                   -> L0 held-stream queries
+//   RACY_SUM          a float32 full sum differs in its last bit from one call to the next -> L1 sum (determinism)
+//   FILL_OOB          a float32 scalar fill writes one element past its output            -> L1 fill scalar, L2 grads name fill
+//   FILL_NARROW       int64 fill writes the value narrowed to 32 bits                     -> L1 fill int64
 // Built with the SDK's add_oar_plugin into lib/oar/faulty (never installed, never on the default path).
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <limits>
 #include <cmath>
 #include <csignal>
 #include <cstring>
@@ -123,6 +135,91 @@ void NaiveSoftmax(const sdk::KernelCall& k) {
   sim::RunHostKernel(kernel.host_fn, call);
 }
 
+// Contiguous rank-2 float32 matmul with a K loop blocked by 8, as a vectorised kernel would be.
+[[maybe_unused]] void BlockedMatmul(const sim::SimKernel& kernel, const oar_kernel_call_t& call) {
+  const sdk::KernelCall k(&call);
+  const sdk::TensorRef a = k.input(0), b = k.input(1), y = k.output(0);
+#if defined(OAR_FAULT_MATMUL_K0_UNWRITTEN)
+  // (an empty operand's strides need not look contiguous: decide before the layout check)
+  if (a.rank() == 2 && a.dtype() == OAR_DTYPE_FLOAT32 && a.dim(1) == 0) return;  // BUG: the zeros are never written
+#endif
+  if (a.rank() != 2 || b.rank() != 2 || a.dtype() != OAR_DTYPE_FLOAT32 || !a.is_contiguous() || !b.is_contiguous() ||
+      !y.is_contiguous()) {
+    return sim::RunHostKernel(kernel.host_fn, call);
+  }
+  const int64_t m = a.dim(0), kk = a.dim(1), n = b.dim(1);
+  int64_t k_end = kk;
+#if defined(OAR_FAULT_MATMUL_K_TAIL)
+  if (kk > 8) k_end = kk / 8 * 8;  // BUG: the remainder of the blocked K loop is never accumulated
+#endif
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k_end; ++p) acc += double(a.data<float>()[i * kk + p]) * b.data<float>()[p * n + j];
+      y.data<float>()[i * n + j] = static_cast<float>(acc);
+    }
+  }
+}
+
+// BUG: bfloat16 results are truncated (the low 16 bits of the float32 result dropped) instead of
+// rounded to nearest even: always within 1 ulp, but biased toward zero.
+[[maybe_unused]] void TruncatingBf16Exp(const sim::SimKernel& kernel, const oar_kernel_call_t& call) {
+  const sdk::KernelCall k(&call);
+  const sdk::TensorRef x = k.input(0), y = k.output(0);
+  if (x.dtype() != OAR_DTYPE_BFLOAT16 || !x.is_contiguous() || !y.is_contiguous()) {
+    return sim::RunHostKernel(kernel.host_fn, call);
+  }
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    uint32_t bits = static_cast<uint32_t>(x.data<uint16_t>()[i]) << 16;
+    float v;
+    std::memcpy(&v, &bits, 4);
+    const float r = std::exp(v);
+    std::memcpy(&bits, &r, 4);
+    y.data<uint16_t>()[i] = static_cast<uint16_t>(bits >> 16);
+  }
+}
+
+[[maybe_unused]] void LeakingLog1p(const sim::SimKernel& kernel, const oar_kernel_call_t& call) {
+  void* scratch = nullptr;  // BUG: scratch memory of this one op is never freed
+  if (oar_status_t* s = sim::DeviceApi()->malloc(call.device, 64 << 10, &scratch)) sdk::Host()->status_destroy(s);
+  sim::RunHostKernel(kernel.host_fn, call);
+}
+
+// A full float32 sum whose last bit depends on the call, as an atomics-based reduction's would.
+[[maybe_unused]] void RacySum(const sim::SimKernel& kernel, const oar_kernel_call_t& call) {
+  sim::RunHostKernel(kernel.host_fn, call);
+  const sdk::TensorRef y = sdk::KernelCall(&call).output(0);
+  static std::atomic<uint64_t> calls{0};
+  if (y.dtype() == OAR_DTYPE_FLOAT32 && y.numel() == 1 && (calls++ % 2) == 1) {
+    float& v = y.data<float>()[0];
+    v = std::nextafter(v, std::numeric_limits<float>::infinity());  // BUG: one ulp off, every other call
+  }
+}
+
+[[maybe_unused]] void FillPastScalar(const sim::SimKernel& kernel, const oar_kernel_call_t& call) {
+  sim::RunHostKernel(kernel.host_fn, call);
+  const sdk::TensorRef y = sdk::KernelCall(&call).output(0);
+  if (y.dtype() == OAR_DTYPE_FLOAT32 && y.rank() == 0) y.data<float>()[1] = y.data<float>()[0];  // BUG: 2 elements
+}
+
+[[maybe_unused]] void NarrowingFill(const sim::SimKernel& kernel, const oar_kernel_call_t& call) {
+  sim::RunHostKernel(kernel.host_fn, call);
+  const sdk::TensorRef y = sdk::KernelCall(&call).output(0);
+  if (y.dtype() != OAR_DTYPE_INT64 || !y.is_contiguous()) return;
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    y.data<int64_t>()[i] = static_cast<int32_t>(y.data<int64_t>()[i]);  // BUG: only the low 32 bits survive
+  }
+}
+
+[[maybe_unused]] oar_status_t* StreamQueryAlwaysIdle(int32_t, oar_stream_t, bool* idle) {
+  *idle = true;  // BUG: never looks at the stream
+  return nullptr;
+}
+[[maybe_unused]] oar_status_t* EventQueryAlwaysComplete(int32_t, oar_event_t, bool* complete) {
+  *complete = true;  // BUG: never looks at the event
+  return nullptr;
+}
+
 // BUG: the copy is staged now but lands in host memory 50 ms later, on a thread of its own, while the
 // stream and any event recorded after it already report completion.
 [[maybe_unused]] oar_status_t* EarlyD2hAsync(int32_t device, oar_stream_t stream, void* dst, const void* src,
@@ -156,6 +253,18 @@ sim::KernelSet& Kernels() {
       if (k.op == "neg") k.run = CrashingKernel;
 #elif defined(OAR_FAULT_LEAK)
       k.run = LeakingKernel;
+#elif defined(OAR_FAULT_MATMUL_K_TAIL) || defined(OAR_FAULT_MATMUL_K0_UNWRITTEN)
+      if (k.op == "matmul") k.run = BlockedMatmul;
+#elif defined(OAR_FAULT_BF16_TRUNCATE)
+      if (k.op == "exp") k.run = TruncatingBf16Exp;
+#elif defined(OAR_FAULT_LEAK_ONE_OP)
+      if (k.op == "log1p") k.run = LeakingLog1p;
+#elif defined(OAR_FAULT_RACY_SUM)
+      if (k.op == "sum") k.run = RacySum;
+#elif defined(OAR_FAULT_FILL_OOB)
+      if (k.op == "fill") k.run = FillPastScalar;
+#elif defined(OAR_FAULT_FILL_NARROW)
+      if (k.op == "fill") k.run = NarrowingFill;
 #endif
     }
     return s;
@@ -183,6 +292,10 @@ const oar_device_api_t kDeviceApi = [] {
   oar_device_api_t d = *sim::DeviceApi();
 #if defined(OAR_FAULT_EARLY_D2H)
   d.memcpy_d2h_async = EarlyD2hAsync;
+#endif
+#if defined(OAR_FAULT_QUERY_ALWAYS_DONE)
+  d.stream_query = StreamQueryAlwaysIdle;
+  d.event_query = EventQueryAlwaysComplete;
 #endif
   return d;
 }();

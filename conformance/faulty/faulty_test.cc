@@ -2,6 +2,7 @@
 // at the right level, naming the right case, fail the run, and still report the cases around it.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 
 #include "conformance/runner/run_runner_testing.h"
@@ -18,8 +19,10 @@ struct Caught {
   std::string passing_id;  // a neighbouring case that must still pass
 };
 
-void ExpectCaught(const Caught& c) {
-  const RunOutput r = RunRunner(
+void ExpectCaught(const Caught& c, RunOutput* out = nullptr) {
+  RunOutput local;
+  RunOutput& r = out != nullptr ? *out : local;
+  r = RunRunner(
       std::string("--plugin ") + OAR_FAULTY_DIR + "/liboar_plugin_faulty_" + c.fault + ".so " + c.args + " --jobs 2",
       "faulty_" + c.fault);
   EXPECT_EQ(r.exit_code, 1) << "the run must fail";
@@ -76,6 +79,77 @@ TEST(FaultyPlugins, SegfaultInOneOpIsACrashOfThatCaseOnly) {
 TEST(FaultyPlugins, LeakOnEveryLaunchFailsTheMemoryGrowthCase) {
   ExpectCaught({"leak", "--level L1 --filter 'L[01].memory.*'", "L1.memory.no_growth_over_repeated_ops", "FAILED",
                 "leaks device memory", "L0.memory.alignment"});
+}
+
+// ---- one per class of bug that used to pass every level -------------------------------------------
+
+TEST(FaultyPlugins, TruncatingBfloat16IsCaughtByTheRoundingBiasNotTheBand) {
+  RunOutput r;
+  ExpectCaught({"bf16_truncate", "--level L1 --filter 'L1.op.exp.*'", "L1.op.exp.bfloat16.tail",
+                                    "FAILED", "exp [bfloat16] [4097]: output 0 (bfloat16) is within the tolerance but biased",
+                                    "L1.op.exp.float32.tail"}, &r);
+  if (HasFatalFailure()) return;
+  // 15 results are too few to judge a bias: the small case passes, as it did before the bias check.
+  EXPECT_EQ(r.results.at("L1.op.exp.bfloat16.contiguous")["status"], "PASSED");
+}
+
+TEST(FaultyPlugins, MatmulDroppingTheKRemainderFailsTheOddShapes) {
+  RunOutput r;
+  ExpectCaught({"matmul_k_tail", "--level L1 --filter 'L1.op.matmul.*'", "L1.op.matmul.float32.tails",
+                                    "FAILED", "matmul [float32, float32] [7, 65] @ [65, 13]", "L1.op.matmul.float32.long_k"}, &r);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(r.results.at("L1.op.matmul.float32.square")["status"], "PASSED");  // K = 6: no remainder path
+  // The FAILED line ends with the command that replays exactly that case, which prints the detail.
+  const std::string plugin = std::string(OAR_FAULTY_DIR) + "/liboar_plugin_faulty_matmul_k_tail.so";
+  const std::string replay = "oar conformance --plugin " + plugin + " --replay L1.op.matmul.float32.tails --seed 0";
+  EXPECT_NE(r.log.find("  replay: " + replay + "\n"), std::string::npos) << r.log;
+  FILE* p = ::popen((std::string(OAR_BIN_DIR) + "/" + replay + " 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, n);
+  EXPECT_NE(::pclose(p), 0) << "a replayed failure exits non-zero";
+  EXPECT_NE(text.find("FAILED L1.op.matmul.float32.tails"), std::string::npos) << text;
+  EXPECT_NE(text.find("input 0: float32 shape [7, 65] strides [65, 1] offset 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("first mismatches"), std::string::npos) << text;
+}
+
+TEST(FaultyPlugins, MatmulLeavingAKZeroOutputUnwrittenFails) {
+  ExpectCaught({"matmul_k0_unwritten", "--level L1 --filter 'L1.op.matmul.*'", "L1.op.matmul.float32.k0", "FAILED",
+                "matmul [float32, float32] [3, 0] @ [0, 4]: output 0 (float32) differs", "L1.op.matmul.float32.empty"});
+}
+
+TEST(FaultyPlugins, LeakInOneOpIsNamedByItsOwnCase) {
+  ExpectCaught({"leak_one_op", "--level L1 --filter 'L1.op.log1p.*:L1.op.log.*'", "L1.op.log1p.float32.contiguous",
+                "FAILED", "log1p [float32] [3, 5]: leaks device memory", "L1.op.log.float32.contiguous"});
+}
+
+TEST(FaultyPlugins, QueriesThatAlwaysAnswerDoneFailAgainstAHeldStream) {
+  ExpectCaught({"query_always_done", "--level L0", "L0.stream.held_stream_queries_report_pending", "FAILED",
+                "stream_query reports the stream idle", "L0.stream.create_query_synchronize_destroy"});
+}
+
+TEST(FaultyPlugins, SumWhoseLastBitVariesFailsTheDeterminismCheck) {
+  ExpectCaught({"racy_sum", "--level L1 --filter 'L1.op.sum.*'", "L1.op.sum.float32.all", "FAILED",
+                "not deterministic, although the device declares 'deterministic'", "L1.op.sum.float64.all"});
+}
+
+TEST(FaultyPlugins, OutOfBoundsFillIsBlamedOnFillEvenInsideABackwardPass) {
+  RunOutput r;
+  ExpectCaught({"fill_oob", "--level L2 --filter 'L1.op.fill.*:L2.grad.tanh.*'",
+                                    "L1.op.fill.float32.scalar", "FAILED", "out-of-bounds write by kernel fill(",
+                                    "L1.op.fill.float32.value"}, &r);
+  if (HasFatalFailure()) return;
+  // The backward pass seeds its gradient with a scalar fill: the guard violation names fill, not tanh.
+  const nlohmann::json& grad = r.results.at("L2.grad.tanh.float32");
+  EXPECT_EQ(grad["status"], "FAILED") << grad;
+  EXPECT_NE(grad["message"].get<std::string>().find("out-of-bounds write by kernel fill("), std::string::npos) << grad;
+  EXPECT_EQ(r.summary["levels"]["L2"], "BLOCKED") << r.summary;  // never PASS above a failed level
+}
+
+TEST(FaultyPlugins, FillNarrowingInt64Fails) {
+  ExpectCaught({"fill_narrow", "--level L1 --filter 'L1.op.fill.*'", "L1.op.fill.int64.value", "FAILED",
+                "fill [int64] [3, 4] value 1099511627779: output 0 (int64) differs", "L1.op.fill.int32.value"});
 }
 
 }  // namespace

@@ -5,12 +5,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/base/error.h"
 #include "core/runtime/runtime.h"
+#include "core/tensor/tensor.h"
 
 namespace oar::conformance {
 
@@ -31,6 +34,11 @@ struct CaseResult {
   double max_abs_error = 0;
   double max_rel_error = 0;
   double seconds = 0;
+  /// Ops that ran on cpu instead of the device (model cases, where the counted fallback is allowed).
+  std::map<std::string, uint64_t> fallbacks;
+  /// What --replay prints besides the message: every kernel launched with its operands' dtypes, shapes,
+  /// strides and offsets, and the first mismatching elements (not written to results.jsonl).
+  std::string detail;
 };
 
 /// Thrown by checks inside a case: the case FAILS with this message.
@@ -68,6 +76,13 @@ void AddLevel3Cases(std::vector<Case>& cases);
 /// The tolerances.json every run uses, located from the runner's own path (op_check.cc): neither a
 /// plugin nor an option or environment variable can substitute another.
 const std::string& TolerancesPath();
+
+/// True when the plugin under test registers a kernel for `op` with exactly these dtypes (inputs then
+/// outputs), in any format.
+bool Claims(CaseContext& c, const std::string& op, const std::vector<DType>& key);
+
+/// "matmul(float32 [4, 6], float32 [6, 5]) -> (float32 [4, 5])".
+std::string LaunchDescription(const std::string& op, std::span<const Tensor> inputs, std::span<const Tensor> outputs);
 
 /// Helpers for case bodies.
 [[noreturn]] void Fail(std::string message);

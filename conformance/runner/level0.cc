@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <numeric>
+#include <mutex>
 #include <thread>
 
 #include "conformance/runner/case.h"
@@ -13,6 +15,7 @@
 #include "core/runtime/dispatch.h"
 #include "core/runtime/kernel_registry.h"
 #include "core/runtime/status.h"
+#include "core/tensor/tensor.h"
 
 namespace oar::conformance {
 namespace {
@@ -447,6 +450,147 @@ void Streams(std::vector<Case>& cases) {
   });
 }
 
+// ---- ordering against a stream the runner holds ---------------------------------------------------
+// A host callback that blocks until the runner opens it holds everything queued behind it on its
+// stream, for as long as the runner wants: the checks below do not depend on how fast the device is.
+// A device that runs host callbacks at once on the enqueuing thread (synchronous streams) has nothing
+// to hold: the callback notices and returns, and the case is SKIPPED.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false, ran_inline = false, timed_out = false;
+  std::thread::id enqueuer = std::this_thread::get_id();
+
+  static void Wait(void* p) {
+    auto* g = static_cast<Gate*>(p);
+    std::unique_lock<std::mutex> lock(g->mu);
+    if (std::this_thread::get_id() == g->enqueuer) {
+      g->ran_inline = true;
+      return;
+    }
+    if (!g->cv.wait_for(lock, std::chrono::seconds(20), [g] { return g->open; })) g->timed_out = true;  // never forever
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu);
+    open = true;
+    cv.notify_all();
+  }
+  /// Opened by the runner, or given up waiting (then nothing was held any more).
+  bool IsOpen() {
+    std::lock_guard<std::mutex> lock(mu);
+    return open || timed_out;
+  }
+};
+
+// Holds `stream` with a fresh Gate (never freed: a callback may outlive a failed case), or SKIPs.
+Gate* HoldStream(Api& api, oar_stream_t stream) {
+  Gate* g = new Gate;
+  api.Ok(api.d->stream_add_callback(api.ord, stream, &Gate::Wait, g), "stream_add_callback (the runner's gate)");
+  if (g->ran_inline) {
+    throw SkipCase{"the device runs host callbacks at once on the enqueuing thread (synchronous streams): there is "
+                   "no queued work to order against"};
+  }
+  return g;
+}
+
+// Opens the gate when the case ends, however it ends.
+struct OpenAtExit {
+  Gate* g;
+  ~OpenAtExit() { g->Open(); }
+};
+
+void GatedOrdering(std::vector<Case>& cases) {
+  Add(cases, "stream.held_stream_queries_report_pending", "stream", [](CaseContext& c) {
+    Api api(c);
+    StreamHandle s(api);
+    EventHandle e(api);
+    Gate* g = HoldStream(api, s.s);
+    OpenAtExit open{g};
+    api.Ok(api.d->event_record(api.ord, e.e, s.s), "event_record behind the held callback");
+    bool idle = true, done = true;
+    api.Ok(api.d->stream_query(api.ord, s.s, &idle), "stream_query");
+    Expect(!idle, "stream_query reports the stream idle while a host callback on it has not returned (the runner "
+                  "holds it): stream_query must report pending work");
+    api.Ok(api.d->event_query(api.ord, e.e, &done), "event_query");
+    Expect(!done, "event_query reports complete an event recorded behind a host callback that has not returned "
+                  "(the runner holds it): event_query must report it pending");
+    g->Open();
+    api.Ok(api.d->event_synchronize(api.ord, e.e), "event_synchronize after the gate opened");
+    api.Ok(api.d->stream_query(api.ord, s.s, &idle), "stream_query after event_synchronize");
+    api.Ok(api.d->event_query(api.ord, e.e, &done), "event_query after event_synchronize");
+    Expect(done, "event_query reports pending after event_synchronize returned");
+  });
+  Add(cases, "stream.held_stream_sync_copy_and_event_synchronize_wait", "stream", [](CaseContext& c) {
+    Api api(c);
+    if (!OAR_HAS_SLOT(api.d, memset_async)) throw SkipCase{"needs memset_async"};
+    const size_t n = 1 << 16;
+    DeviceBuffer b(api, n);
+    api.Ok(api.d->memset(api.ord, b.ptr, 0, n), "memset 0");
+    StreamHandle s(api);
+    EventHandle e(api);
+    Gate* g = HoldStream(api, s.s);
+    OpenAtExit open{g};
+    api.Ok(api.d->memset_async(api.ord, s.s, b.ptr, 0x5a, n), "memset_async 0x5a behind the held callback");
+    api.Ok(api.d->event_record(api.ord, e.e, s.s), "event_record after it");
+    // Each waits on its own thread; whether it returned before the gate opened is decided without timing
+    // (the gate's state is read when it returns), the short sleep only gives a wrong one time to return.
+    std::vector<uint8_t> host(n, 0);
+    std::atomic<bool> copy_early{false}, sync_early{false};
+    std::string copy_error, sync_error;
+    std::thread copier([&] {
+      if (oar_status_t* st = api.d->memcpy_d2h(api.ord, host.data(), b.ptr, n)) copy_error = TakeStatus(st).message;
+      copy_early = !g->IsOpen();
+    });
+    std::thread syncer([&] {
+      if (oar_status_t* st = api.d->event_synchronize(api.ord, e.e)) sync_error = TakeStatus(st).message;
+      sync_early = !g->IsOpen();
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    g->Open();
+    copier.join();
+    syncer.join();
+    Expect(copy_error.empty(), "memcpy_d2h failed: " + copy_error);
+    Expect(sync_error.empty(), "event_synchronize failed: " + sync_error);
+    Expect(!sync_early, "event_synchronize returned while the stream it was recorded on was held by the runner "
+                        "(work queued before the event had not run)");
+    Expect(!copy_early, "a synchronous memcpy_d2h returned while a stream was held with work queued on it: "
+                        "synchronous copies are ordered after queued work on every stream");
+    ExpectBytes(host, std::vector<uint8_t>(n, 0x5a),
+                "synchronous memcpy_d2h issued while memset_async 0x5a was queued behind a held callback");
+  });
+  Add(cases, "stream.op_result_read_without_synchronize", "stream", [](CaseContext& c) {
+    Api api(c);
+    const std::vector<float> a(4099, 1.25f), b(4099, 2.5f);
+    const Tensor ta = FromVector<float>(a, Dims{4099}, Device("cpu")).to(c.device);
+    const Tensor tb = FromVector<float>(b, Dims{4099}, Device("cpu")).to(c.device);
+    c.ctx.Synchronize();
+    Gate* g = HoldStream(api, c.ctx.stream());  // the stream the core enqueues ops on
+    OpenAtExit open{g};
+    Tensor sum;
+    try {
+      sum = ops::Run(ops::Op::kAdd, std::vector<Tensor>{ta, tb}, {}, c.device)[0];  // queued behind the gate
+    } catch (const Error& err) {
+      if (err.code() == ErrorCode::kUnimplemented) throw SkipCase{"prerequisite not claimed: add float32"};
+      throw;
+    }
+    std::vector<float> got;
+    std::atomic<bool> early{false};
+    std::thread reader([&] {  // no explicit synchronize: reading the result must wait for it
+      got = sum.to(Device("cpu")).ToVector<float>();
+      early = !g->IsOpen();
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    g->Open();
+    reader.join();
+    Expect(!early, "reading an op's result on the host returned while the op was still queued behind a held callback");
+    for (size_t i = 0; i < got.size(); ++i) {
+      Expect(got[i] == 3.75f, fmt::format("add's result read without synchronize: element {} is {}, expected 3.75 "
+                                          "(the copy did not wait for the queued op)",
+                                          i, got[i]));
+    }
+  });
+}
+
 void Misuse(std::vector<Case>& cases) {
   Add(cases, "misuse.unsupported_op_is_a_clean_error", "misuse", [](CaseContext& c) {
     // Through the runtime, with fallback forbidden: an op no plugin has must be UNIMPLEMENTED, not a crash.
@@ -485,6 +629,7 @@ void AddLevel0Cases(std::vector<Case>& cases) {
   Memory(cases);
   Copies(cases);
   Streams(cases);
+  GatedOrdering(cases);
   Misuse(cases);
 }
 

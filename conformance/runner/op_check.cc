@@ -1,11 +1,15 @@
 #include "conformance/runner/op_check.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "core/ops/output_allocator.h"
 #include "core/runtime/copy.h"
+#include "core/runtime/dispatch.h"
 #include "core/runtime/kernel_registry.h"
 #include "core/runtime/runtime.h"
 #include "core/runtime/status.h"
@@ -100,6 +104,10 @@ ref::Array ToArray(const Tensor& t) {
 }
 
 Tensor InputMaker::Values(const ref::Array& values, DType dtype, Device device, ref::Array* array) {
+  if (values.numel() == 0) {  // nothing to copy (and the core's host copy refuses some empty shapes, e.g. [3, 0])
+    if (array != nullptr) *array = values;
+    return runtime::Empty(Dims(std::span<const int64_t>(values.shape)), dtype, device);
+  }
   const Tensor host = cast(FromVector<double>(values.data, Dims(std::span<const int64_t>(values.shape)), kCpu), dtype);
   if (array != nullptr) *array = ToArray(host);
   return host.to(device);
@@ -131,6 +139,60 @@ bool Claims(CaseContext& c, const std::string& op, const std::vector<DType>& key
   return false;
 }
 
+std::string LaunchDescription(const std::string& op, std::span<const Tensor> inputs, std::span<const Tensor> outputs) {
+  std::string in, out;
+  for (const Tensor& t : inputs) in += fmt::format("{}{} {}", in.empty() ? "" : ", ", DTypeName(t.dtype()), t.shape().ToString());
+  for (const Tensor& t : outputs) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", DTypeName(t.dtype()), t.shape().ToString());
+  return fmt::format("{}({}) -> ({})", op, in, out);
+}
+
+namespace {
+
+std::vector<DType> LaunchKey(std::span<const Tensor> inputs, std::span<const Tensor> outputs) {
+  std::vector<DType> key;
+  for (const Tensor& t : inputs) key.push_back(t.dtype());
+  for (const Tensor& t : outputs) key.push_back(t.dtype());
+  return key;
+}
+
+std::string Layout(const char* what, size_t i, const Tensor& t) {
+  return fmt::format("    {} {}: {} shape {} strides {} offset {}\n", what, i, DTypeName(t.dtype()), t.shape().ToString(),
+                     t.strides().ToString(), t.offset());
+}
+
+// Unit in the last place of a finite, normal 16-bit value near |v| (0 where it is subnormal or zero).
+double Ulp16(double v, DType dt) {
+  if (v == 0 || !std::isfinite(v)) return 0;
+  const int mantissa = dt == DType::kFloat16 ? 10 : 7;
+  const int min_exp = dt == DType::kFloat16 ? -14 : -126;
+  const int e = static_cast<int>(std::floor(std::log2(std::fabs(v))));
+  return e < min_exp ? 0 : std::ldexp(1.0, e - mantissa);
+}
+
+}  // namespace
+
+RoundingBias MeasureRoundingBias(const ref::Array& got, const ref::Array& want, DType dt) {
+  RoundingBias b;
+  if (dt != DType::kFloat16 && dt != DType::kBFloat16) return b;
+  double signed_sum = 0, toward_zero_sum = 0;
+  for (size_t i = 0; i < want.data.size() && i < got.data.size(); ++i) {
+    const double w = want.data[i], g = got.data[i];
+    const double ulp = Ulp16(w, dt);
+    if (ulp == 0 || !std::isfinite(g)) continue;
+    const double rounded = dt == DType::kFloat16 ? ref::RoundToFloat16(w) : ref::RoundToBFloat16(w);
+    if (rounded == w) continue;  // exactly representable: no rounding happened
+    const double e = (g - w) / ulp;
+    signed_sum += e;
+    toward_zero_sum += w > 0 ? e : -e;
+    ++b.samples;
+  }
+  if (b.samples > 0) {
+    b.mean_signed_ulps = signed_sum / static_cast<double>(b.samples);
+    b.mean_outward_ulps = toward_zero_sum / static_cast<double>(b.samples);
+  }
+  return b;
+}
+
 CaseResult CheckOp(CaseContext& c, const std::string& op, const std::vector<DType>& key, const std::string& shape,
                    const DeviceFn& fn, const std::function<std::vector<Expected>()>& want) {
   CaseResult r;
@@ -146,15 +208,58 @@ CaseResult CheckOp(CaseContext& c, const std::string& op, const std::vector<DTyp
     return r;
   };
 
+  // Every kernel the case launches on the device under test: the first one the plugin does not claim
+  // (a prerequisite, when it is not the op under test), and the first one after which a guard region
+  // was found overwritten (the culprit of an out-of-bounds write, which need not be the op under test).
   std::vector<GuardRegion> regions;
-  std::vector<Tensor> got;
-  try {
+  std::string launches, unclaimed, unclaimed_op, culprit;
+  int num_launches = 0;
+  bool check_each_launch = true;
+  runtime::ScopedLaunchObserver observer([&](Device device, int op_id, std::span<const Tensor> inputs,
+                                             std::span<const Tensor> outputs, bool done) {
+    if (device != c.device) return;
+    const std::string& name = runtime::OpName(op_id);
+    if (!done) {
+      if (!check_each_launch) return;
+      launches += fmt::format("  launch {}: {}\n", ++num_launches, LaunchDescription(name, inputs, outputs));
+      for (size_t i = 0; i < inputs.size(); ++i) launches += Layout("input", i, inputs[i]);
+      for (size_t i = 0; i < outputs.size(); ++i) launches += Layout("output", i, outputs[i]);
+      if (unclaimed.empty() && !Claims(c, name, LaunchKey(inputs, outputs))) {
+        unclaimed = LaunchDescription(name, inputs, outputs);
+        unclaimed_op = name;
+      }
+      return;
+    }
+    if (!check_each_launch || !culprit.empty() || regions.empty()) return;
+    c.ctx.Synchronize();
+    if (std::string oob = CheckGuards(c, regions); !oob.empty()) {
+      culprit = fmt::format("kernel {} (launch {} of the case): {}", LaunchDescription(name, inputs, outputs),
+                            num_launches, oob);
+    }
+  });
+  auto run_guarded = [&] {
     ops::ScopedOutputAllocator guarded([&](const Dims& s, DType d, Device dev) {
       return dev == c.device ? GuardedEmpty(c, regions, s, d) : runtime::Empty(s, d, dev);
     });
-    got = fn();
+    std::vector<Tensor> out = fn();
     c.ctx.Synchronize();
+    return out;
+  };
+
+  std::vector<Tensor> got;
+  try {
+    got = run_guarded();
   } catch (const Error& e) {
+    r.detail = launches;
+    if (!culprit.empty()) return fail(fmt::format("{}: out-of-bounds write by {}", where, culprit));
+    // One rule at every level: a case that needs a kernel the plugin does not claim, other than the one
+    // under test, is SKIPPED naming that prerequisite, never FAILED against the op under test.
+    if (!unclaimed.empty() && unclaimed_op != op && e.code() == ErrorCode::kUnimplemented) {
+      r.status = Status::kSkipped;
+      r.message = fmt::format("prerequisite not claimed: this case also runs {}, which the plugin does not claim",
+                              unclaimed);
+      return r;
+    }
     if (claimed) return fail(fmt::format("{}: the plugin registers this kernel but it failed: {}", where, e.ToString()));
     if (e.code() == ErrorCode::kUnimplemented || e.code() == ErrorCode::kInvalidArgument) {
       r.status = Status::kSkipped;
@@ -164,6 +269,8 @@ CaseResult CheckOp(CaseContext& c, const std::string& op, const std::vector<DTyp
     return fail(fmt::format("{}: not claimed by the plugin, so it must fail with UNIMPLEMENTED or INVALID_ARGUMENT; got {}",
                             where, e.ToString()));
   }
+  r.detail = launches;
+  if (!culprit.empty()) return fail(fmt::format("{}: out-of-bounds write by {}", where, culprit));
   if (std::string oob = CheckGuards(c, regions); !oob.empty()) return fail(fmt::format("{}: {}", where, oob));
 
   const std::vector<Expected> expected = want();
@@ -171,6 +278,8 @@ CaseResult CheckOp(CaseContext& c, const std::string& op, const std::vector<DTyp
     return fail(fmt::format("{}: {} outputs, expected {}", where, got.size(), expected.size()));
   }
   r.numeric = true;
+  std::vector<ref::Array> first_run;
+  std::string bias_note;
   for (size_t i = 0; i < got.size(); ++i) {
     const Expected& e = expected[i];
     const DType dt = got[i].dtype();
@@ -185,17 +294,101 @@ CaseResult CheckOp(CaseContext& c, const std::string& op, const std::vector<DTyp
       tol = ref::LoadTolerance(TolerancesPath(), cls, ToRef(dt)).ForLength(e.k);
       tol.atol *= e.input_scale;
     }
-    const ref::CompareResult cr = ref::Compare(ToArray(got[i]), want_i, tol);
+    first_run.push_back(ToArray(got[i]));
+    const ref::Array& got_i = first_run.back();
+    const ref::CompareResult cr = ref::Compare(got_i, want_i, tol);
     r.atol = std::max(r.atol, tol.atol);
     r.tolerance = std::max(r.tolerance, tol.rtol);
     r.max_abs_error = std::max(r.max_abs_error, cr.max_abs_error);
     r.max_rel_error = std::max(r.max_rel_error, cr.max_rel_error);
     if (!cr.ok) {
-      return fail(fmt::format("{}: output {} ({}) differs from the fp64 reference (atol {:g}, rtol {:g}, K {}): {}",
-                              where, i, DTypeName(dt), tol.atol, tol.rtol, e.k, cr.message));
+      // The headline says what failed first: NaN/inf in the wrong places outweighs any finite error.
+      const std::string headline =
+          cr.nonfinite_mismatches > 0
+              ? fmt::format("{} of {} elements are NaN/inf where the reference is not, or the reverse; ",
+                            cr.nonfinite_mismatches, want_i.numel())
+              : "";
+      r.detail += fmt::format("  output {} ({} {}) first mismatches (index: got vs expected):\n", i, DTypeName(dt),
+                              got[i].shape().ToString());
+      int shown = 0;
+      for (int64_t j = 0; j < want_i.numel() && shown < 16; ++j) {
+        const double g = got_i.data[j], w = want_i.data[j];
+        const bool bad = (std::isnan(w) != std::isnan(g)) || (!std::isnan(w) && std::isinf(w) && g != w) ||
+                         (std::isfinite(w) && !(std::fabs(g - w) <= tol.atol + tol.rtol * std::fabs(w)));
+        if (!bad) continue;
+        r.detail += fmt::format("    [{}] {} vs {}\n", j, g, w);
+        ++shown;
+      }
+      return fail(fmt::format("{}: output {} ({}) differs from the fp64 reference (atol {:g}, rtol {:g}, K {}): {}{}",
+                              where, i, DTypeName(dt), tol.atol, tol.rtol, e.k, headline, cr.message));
+    }
+    // A 16-bit kernel that truncates instead of rounding to nearest stays inside a 2-ulp band but is
+    // biased: over many inexact results the mean signed error of a correctly rounded op is near zero.
+    const RoundingBias bias = MeasureRoundingBias(got_i, want_i, dt);
+    if (bias.samples >= kMinBiasSamples) {
+      bias_note = fmt::format("rounding bias of output {} over {} inexact results: {:.3f} ulp signed, {:.3f} ulp outward",
+                              i, bias.samples, bias.mean_signed_ulps, bias.mean_outward_ulps);
+      if (std::fabs(bias.mean_signed_ulps) > kMaxBiasUlps || std::fabs(bias.mean_outward_ulps) > kMaxBiasUlps) {
+        return fail(fmt::format(
+            "{}: output {} ({}) is within the tolerance but biased: the mean signed error over {} inexact results is "
+            "{:.3f} ulp ({:.3f} ulp away from zero), more than {} ulp; a correctly rounded (round to nearest even) "
+            "kernel averages about 0 (truncation gives about -0.5)",
+            where, i, DTypeName(dt), bias.samples, bias.mean_signed_ulps, bias.mean_outward_ulps, kMaxBiasUlps));
+      }
     }
   }
-  if (!claimed) r.message = "WARNING: works, but the plugin does not claim this kernel (support matrix incomplete)";
+
+  // The same case again: its results must be bitwise the same where the plugin declares its kernels
+  // deterministic (reported otherwise), and the device's bytes in use, with the host's caches emptied,
+  // must be the same after the second run as before it (the first run may warm the plugin's own caches).
+  check_each_launch = false;
+  got.clear();
+  regions.clear();
+  auto in_use = [&]() -> std::optional<uint64_t> {
+    c.ctx.Synchronize();
+    c.ctx.allocator().EmptyCache();
+    return c.ctx.PluginMemoryStats().bytes_in_use;
+  };
+  const std::optional<uint64_t> before = in_use();
+  {
+    std::vector<Tensor> again;
+    try {
+      again = run_guarded();
+    } catch (const Error& e) {
+      return fail(fmt::format("{}: the first run passed, the same call again failed: {}", where, e.ToString()));
+    }
+    if (std::string oob = CheckGuards(c, regions); !oob.empty()) {
+      return fail(fmt::format("{}: second run of the same call: {}", where, oob));
+    }
+    const runtime::AttrValue* det = c.ctx.FindAttribute(kDeterministicAttribute);
+    const bool declared = det != nullptr && det->type == OAR_ATTR_BOOL && det->b;
+    for (size_t i = 0; i < again.size() && i < first_run.size(); ++i) {
+      const ref::Array second = ToArray(again[i]);
+      for (size_t j = 0; j < second.data.size(); ++j) {
+        if (std::memcmp(&second.data[j], &first_run[i].data[j], sizeof(double)) == 0) continue;
+        const std::string what = fmt::format(
+            "output {} element {} is {} in the first run and {} in the second run of the same call on the same inputs",
+            i, j, first_run[i].data[j], second.data[j]);
+        if (declared) {
+          return fail(fmt::format("{}: not deterministic, although the device declares '{}': {}", where,
+                                  kDeterministicAttribute, what));
+        }
+        r.message = fmt::format("NOTE: not bitwise reproducible ({}); the device does not declare '{}'. ", what,
+                                kDeterministicAttribute);
+        break;
+      }
+      if (!r.message.empty()) break;
+    }
+    regions.clear();
+  }
+  const std::optional<uint64_t> after = in_use();
+  if (before && after && *after > *before) {
+    return fail(fmt::format("{}: leaks device memory: bytes_in_use grew from {} to {} (+{} bytes) over one call whose "
+                            "results were all released (the host's caching allocator emptied before and after)",
+                            where, *before, *after, *after - *before));
+  }
+  if (!claimed) r.message += "WARNING: works, but the plugin does not claim this kernel (support matrix incomplete)";
+  if (!bias_note.empty()) r.message += (r.message.empty() ? "" : " ") + bias_note;
   return r;
 }
 

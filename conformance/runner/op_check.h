@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,13 +60,32 @@ using DeviceFn = std::function<std::vector<Tensor>()>;
 ///  * an out-of-bounds write into a guard region is FAILED naming op, dtype and shape;
 ///  * an error when the plugin claims `key` is FAILED; when it does not claim it, a clean
 ///    UNIMPLEMENTED/INVALID_ARGUMENT is SKIPPED and anything else is FAILED;
-///  * a success the plugin does not claim is PASSED with a warning in the message.
+///  * a success the plugin does not claim is PASSED with a warning in the message;
+///  * a kernel other than the op under test that the plugin does not claim makes the case SKIPPED
+///    naming that prerequisite;
+///  * the call is made a second time: results that differ bitwise FAIL where the device declares
+///    kDeterministicAttribute (a note otherwise), and growth of the device's bytes in use over
+///    the second call (host caches emptied) is a leak, FAILED naming the op;
+///  * float16/bfloat16 results whose mean rounding error is biased (MeasureRoundingBias) FAIL.
 CaseResult CheckOp(CaseContext& c, const std::string& op, const std::vector<DType>& key, const std::string& shape,
                    const DeviceFn& fn, const std::function<std::vector<Expected>()>& want);
 
-/// True when the plugin under test registers a kernel for `op` with exactly these dtypes (inputs then
-/// outputs), in any format.
-bool Claims(CaseContext& c, const std::string& op, const std::vector<DType>& key);
+/// The BOOL device attribute by which a plugin declares every kernel bitwise reproducible (identical
+/// inputs, attributes and shapes give identical bits: no atomics- or timing-dependent accumulation
+/// order). With it, a difference between the two runs of an op case FAILS; without it, it is a note.
+inline constexpr const char* kDeterministicAttribute = "deterministic";
+
+/// Rounding bias of a 16-bit output (float16, bfloat16) against the exact results, in ulps of each
+/// result, over the elements whose exact result is not representable (others have no rounding to judge).
+struct RoundingBias {
+  int64_t samples = 0;
+  double mean_signed_ulps = 0;   // mean of (got - exact) / ulp: ~0 for round-to-nearest, -0.5 rounding down
+  double mean_outward_ulps = 0;  // the same, signed away from zero: -0.5 for truncation toward zero
+};
+RoundingBias MeasureRoundingBias(const ref::Array& got, const ref::Array& want, DType dtype);
+/// The bias check applies from this many inexact results; a mean beyond kMaxBiasUlps fails the case.
+inline constexpr int64_t kMinBiasSamples = 256;
+inline constexpr double kMaxBiasUlps = 0.2;
 
 }  // namespace oar::conformance
 

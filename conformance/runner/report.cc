@@ -53,6 +53,7 @@ nlohmann::json Record::ToJson() const {
   } else if (result.tolerance != 0) {
     j["tolerance"] = result.tolerance;
   }
+  if (!result.fallbacks.empty()) j["cpu_fallbacks"] = result.fallbacks;
   if (result.numeric || result.max_abs_error != 0 || result.tolerance != 0) {
     j["max_abs_error"] = result.max_abs_error;
     j["max_rel_error"] = result.max_rel_error;
@@ -80,6 +81,9 @@ Record Record::FromJson(const nlohmann::json& j) {
   r.result.max_abs_error = j.value("max_abs_error", 0.0);
   r.result.max_rel_error = j.value("max_rel_error", 0.0);
   r.result.seconds = j.value("seconds", 0.0);
+  if (j.contains("cpu_fallbacks") && j["cpu_fallbacks"].is_object()) {
+    r.result.fallbacks = j["cpu_fallbacks"].get<std::map<std::string, uint64_t>>();
+  }
   return r;
 }
 
@@ -106,7 +110,8 @@ void ReportWriter::WriteSummary(const nlohmann::json& summary) const {
   std::ofstream(dir_ / "summary.json") << summary.dump(2) << "\n";
 }
 
-void ReportWriter::WriteJUnit(const std::filesystem::path& path, const std::string& suite_name) const {
+void ReportWriter::WriteJUnit(const std::filesystem::path& path, const std::string& suite_name,
+                              const std::vector<std::pair<std::string, std::string>>& properties) const {
   int failures = 0, skipped = 0, tests = 0;
   double seconds = 0;
   for (const Record& r : records_) {
@@ -121,6 +126,13 @@ void ReportWriter::WriteJUnit(const std::filesystem::path& path, const std::stri
                      skipped, seconds);
   out << fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
                      XmlEscape(suite_name), tests, failures, skipped, seconds);
+  if (!properties.empty()) {
+    out << "    <properties>\n";
+    for (const auto& [name, value] : properties) {
+      out << fmt::format("      <property name=\"{}\" value=\"{}\"/>\n", XmlEscape(name), XmlEscape(value));
+    }
+    out << "    </properties>\n";
+  }
   for (const Record& r : records_) {
     const size_t dot = r.id.rfind('.');
     out << fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\">", XmlEscape(r.id.substr(0, dot)),

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -36,7 +37,9 @@ class ReportWriter {
 
   /// The three end-of-run files. `summary` is written as given.
   void WriteSummary(const nlohmann::json& summary) const;
-  void WriteJUnit(const std::filesystem::path& path, const std::string& suite_name) const;
+  /// `properties` (the verdicts and what each level covered) go in the suite's <properties>.
+  void WriteJUnit(const std::filesystem::path& path, const std::string& suite_name,
+                  const std::vector<std::pair<std::string, std::string>>& properties = {}) const;
   /// Declared support: op -> dtype -> "declared"; written as support.csv and support.md.
   void WriteSupport(const std::map<std::string, std::map<std::string, std::string>>& matrix) const;
 

@@ -24,6 +24,7 @@ struct RunOutput {
   std::map<std::string, nlohmann::json> results;  // by case id
   std::string junit;
   std::string support_csv;
+  std::string log;  // stdout and stderr
 };
 
 inline RunOutput RunRunner(const std::string& args, const std::string& name) {
@@ -32,7 +33,9 @@ inline RunOutput RunRunner(const std::string& args, const std::string& name) {
   const std::string cmd = std::string(OAR_BIN_DIR) + "/oar conformance " + args + " --report-dir " + dir.string() +
                           " > " + (dir.string() + ".log") + " 2>&1";
   const int status = std::system(cmd.c_str());
-  RunOutput out{WIFEXITED(status) ? WEXITSTATUS(status) : -1, {}, {}, {}, {}};
+  RunOutput out{WIFEXITED(status) ? WEXITSTATUS(status) : -1, {}, {}, {}, {}, {}};
+  std::ifstream log(dir.string() + ".log");
+  out.log.assign(std::istreambuf_iterator<char>(log), {});
   std::ifstream summary(dir / "summary.json");
   if (summary) out.summary = nlohmann::json::parse(summary);
   std::ifstream results(dir / "results.jsonl");

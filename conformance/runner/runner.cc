@@ -15,6 +15,7 @@
 #include <map>
 
 #include "conformance/runner/case.h"
+#include "core/runtime/dispatch.h"
 #include "conformance/runner/report.h"
 #include "core/base/logging.h"
 #include "core/runtime/runtime.h"
@@ -88,6 +89,18 @@ CaseResult RunOne(const Case& c, Target& target, uint64_t seed) {
   CaseContext ctx{target.device, *target.ctx, seed};
   const auto start = Clock::now();
   CaseResult r;
+  // The first kernel the case launches that the plugin does not claim: when the case then fails with
+  // UNIMPLEMENTED (CPU fallback is off), it is SKIPPED naming that prerequisite (op cases decide this in
+  // CheckOp, with the op under test excepted).
+  std::string unclaimed;
+  runtime::ScopedLaunchObserver observer([&](Device device, int op_id, std::span<const Tensor> inputs,
+                                             std::span<const Tensor> outputs, bool done) {
+    if (done || device != ctx.device || !unclaimed.empty() || !runtime::Runtime::Get().strict()) return;
+    std::vector<DType> key;
+    for (const Tensor& t : inputs) key.push_back(t.dtype());
+    for (const Tensor& t : outputs) key.push_back(t.dtype());
+    if (!Claims(ctx, runtime::OpName(op_id), key)) unclaimed = LaunchDescription(runtime::OpName(op_id), inputs, outputs);
+  });
   try {
     r = c.run(ctx);
   } catch (const CheckFailure& f) {
@@ -97,8 +110,14 @@ CaseResult RunOne(const Case& c, Target& target, uint64_t seed) {
     r.status = Status::kSkipped;
     r.message = s.reason;
   } catch (const Error& e) {
-    r.status = Status::kFailed;
-    r.message = fmt::format("unexpected error: {}", e.ToString());
+    if (e.code() == ErrorCode::kUnimplemented && !unclaimed.empty()) {
+      r.status = Status::kSkipped;
+      r.message = fmt::format("prerequisite not claimed: this case runs {}, which the plugin does not claim ({})",
+                              unclaimed, e.what());
+    } else {
+      r.status = Status::kFailed;
+      r.message = fmt::format("unexpected error: {}", e.ToString());
+    }
   } catch (const std::exception& e) {
     r.status = Status::kFailed;
     r.message = fmt::format("unexpected exception: {}", e.what());
@@ -256,6 +275,86 @@ void AddObservedSupport(const std::vector<Record>& records,
   }
 }
 
+// The part of --timeout a case may take: model, training and distributed cases the whole of it;
+// optimiser steps, finite differences (many forward passes) and the memory loop half; op and L0 cases
+// (one small kernel each) a quarter, so that a hang in one of them costs seconds, not minutes.
+double CaseTimeout(const std::string& id, double timeout) {
+  const Case* c = FindCase(id);
+  if (c == nullptr || c->family == "model" || c->level == 3) return timeout;
+  if (id.rfind("L2.fdcheck.", 0) == 0 || id.rfind("L2.optim.", 0) == 0 || id.rfind("L1.memory.", 0) == 0) {
+    return timeout / 2;
+  }
+  return timeout / 4;
+}
+
+// The command that replays one case exactly (same plugin or device, same run seed).
+std::string ReplayCommand(const Options& o, const std::string& id) {
+  const std::string target = !o.plugin.empty() ? fmt::format("--plugin {}{}", o.plugin,
+                                                               o.device_index != 0 ? fmt::format(" --device-index {}", o.device_index) : "")
+                                               : fmt::format("--device {}", o.device.empty() ? "cpu:0" : o.device);
+  return fmt::format("oar conformance {} --replay {} --seed {}", target, id, o.seed);
+}
+
+// What a level tested, for its minimum: L1 PASSes only with the core kernels (kL1Core, float32) and at
+// least one model forward pass passed; L2 only with at least one training curve passed.
+constexpr const char* kL1Core[] = {"fill", "copy", "cast", "add", "mul", "matmul", "sum", "softmax"};
+
+struct Coverage {
+  bool applies = false;  // L1 and L2
+  int keys = 0, keys_passed = 0, models = 0, models_passed = 0;
+  std::vector<std::string> missing;  // what the minimum lacks
+  std::string Text() const {
+    std::string t = fmt::format("{} of {} kernel keys, {} of {} models", keys_passed, keys, models_passed, models);
+    if (!missing.empty()) {
+      t += "; missing for PASS:";
+      for (const std::string& m : missing) t += " " + m + (&m == &missing.back() ? "" : ",");
+    }
+    return t;
+  }
+};
+
+std::vector<Coverage> MeasureCoverage(const std::vector<Record>& records, int max_level) {
+  std::vector<Coverage> out(max_level + 1);
+  for (int l = 1; l <= std::min(max_level, 2); ++l) {
+    Coverage& cov = out[l];
+    cov.applies = true;
+    const std::string op_prefix = fmt::format("L{}.op.", l);
+    const std::string model_suffix = l == 1 ? ".forward" : ".training_curve";
+    std::map<std::string, std::pair<int, int>> keys;  // "op.dtype" -> (passed, failed)
+    for (const Case& c : AllCases()) {
+      if (c.level == l && c.family == "model" && c.id.size() > model_suffix.size() &&
+          c.id.compare(c.id.size() - model_suffix.size(), model_suffix.size(), model_suffix) == 0) {
+        ++cov.models;
+      }
+    }
+    for (const Record& r : records) {
+      if (r.level != l || r.result.status == Status::kNotSelected) continue;
+      if (r.id.rfind(op_prefix, 0) == 0) {
+        const size_t a = op_prefix.size(), b = r.id.find('.', a), e = b == std::string::npos ? b : r.id.find('.', b + 1);
+        if (e == std::string::npos) continue;
+        auto& k = keys[r.id.substr(a, e - a)];
+        k.first += r.result.status == Status::kPassed ? 1 : 0;
+        k.second += IsFailure(r.result.status) ? 1 : 0;
+      } else if (r.family == "model" && r.result.status == Status::kPassed && r.id.size() > model_suffix.size() &&
+                 r.id.compare(r.id.size() - model_suffix.size(), model_suffix.size(), model_suffix) == 0) {
+        ++cov.models_passed;
+      }
+    }
+    cov.keys = static_cast<int>(keys.size());
+    for (const auto& [key, pf] : keys) cov.keys_passed += pf.first > 0 && pf.second == 0 ? 1 : 0;
+    if (l == 1) {
+      for (const char* op : kL1Core) {
+        auto it = keys.find(std::string(op) + ".float32");
+        if (it == keys.end() || it->second.first == 0 || it->second.second > 0) cov.missing.push_back(std::string(op) + " float32");
+      }
+      if (cov.models_passed == 0) cov.missing.push_back("a model forward pass");
+    } else if (cov.models_passed == 0) {
+      cov.missing.push_back("a training curve");
+    }
+  }
+  return out;
+}
+
 struct Totals {
   int passed = 0, failed = 0, skipped = 0, not_selected = 0;
 };
@@ -297,28 +396,114 @@ const std::vector<Case>& AllCases() {
   return cases;
 }
 
+Verdicts DecideVerdicts(const std::vector<Record>& records, int max_level, bool filtered) {
+  int level_cases[kMaxLevel + 1] = {}, level_failures[kMaxLevel + 1] = {}, level_passed[kMaxLevel + 1] = {};
+  for (const Record& r : records) {
+    if (r.result.status == Status::kNotSelected || r.level < 0 || r.level > kMaxLevel) continue;
+    ++level_cases[r.level];
+    level_failures[r.level] += IsFailure(r.result.status) ? 1 : 0;
+    level_passed[r.level] += r.result.status == Status::kPassed ? 1 : 0;
+  }
+  Verdicts out;
+  // Raw verdict of each level from its own cases.
+  std::vector<std::string> raw(max_level + 1);
+  for (int l = 0; l <= max_level; ++l) {
+    bool has_cases = false;
+    for (const Case& c : AllCases()) has_cases |= c.level == l;
+    if (!has_cases)
+      raw[l] = "NOT_AVAILABLE";  // this runner version has no cases at that level yet
+    else if (level_failures[l] > 0)
+      raw[l] = "FAIL";
+    else if (level_cases[l] == 0 && filtered)
+      raw[l] = "FILTERED_OUT";  // the filter selected none of it
+    else if (level_passed[l] == 0)
+      raw[l] = "NO_CASES_RUN";
+    else
+      raw[l] = filtered ? "PASS_FILTERED" : "PASS";
+  }
+  // How much each level tested: kernel keys (op, first dtype) of its op cases and its model cases.
+  const std::vector<Coverage> coverage = MeasureCoverage(records, max_level);
+  out.levels = nlohmann::json::object();
+  out.coverage = nlohmann::json::object();
+  bool partial_below = false;
+  std::vector<std::string> final_verdicts;
+  for (int l = 0; l <= max_level; ++l) {
+    std::string v = raw[l];
+    const Coverage& cov = coverage[l];
+    // Minimums (a full run only; a filtered run is not a certification anyway): a level PASSes only
+    // when what it is about was actually tested, else it is PARTIAL.
+    if (v == "PASS" && !cov.missing.empty()) v = "PARTIAL";
+    if (!out.blocked_by.empty() && v != "FILTERED_OUT") {
+      v = "BLOCKED";  // never PASS above a failed level
+    } else if (partial_below && v == "PASS") {
+      v = "PARTIAL";  // a level is certified only on top of certified levels
+    }
+    if (out.blocked_by.empty() && (raw[l] == "FAIL" || raw[l] == "NOT_AVAILABLE" || raw[l] == "NO_CASES_RUN")) {
+      out.blocked_by = fmt::format("L{}", l);
+    }
+    partial_below = partial_below || v == "PARTIAL";
+    final_verdicts.push_back(v);
+    out.levels[fmt::format("L{}", l)] = v;
+    if (cov.applies) {
+      out.coverage[fmt::format("L{}", l)] = {{"kernel_keys_passed", cov.keys_passed},
+                                             {"kernel_keys", cov.keys},
+                                             {"models_passed", cov.models_passed},
+                                             {"models", cov.models},
+                                             {"missing_for_pass", cov.missing},
+                                             {"text", cov.Text()}};
+    }
+  }
+  bool pass = true, any_passed = false, any_partial = false, any_failed = false;
+  for (const std::string& v : final_verdicts) {
+    const bool ok = v == "PASS" || v == "PASS_FILTERED" || v == "FILTERED_OUT";
+    any_passed = any_passed || v == "PASS" || v == "PASS_FILTERED";
+    any_partial = any_partial || v == "PARTIAL";
+    any_failed = any_failed || !(ok || v == "PARTIAL");
+    pass = pass && ok;
+  }
+  pass = pass && any_passed;  // a run in which nothing passed is never a pass
+  out.overall = pass ? "PASS" : (!any_failed && any_partial) ? "PARTIAL" : "FAIL";
+  return out;
+}
+
 void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--device", o.device, "Device to certify, e.g. cuda:0 (default: OAR_DEVICE or cpu:0)");
   app.add_option("--plugin", o.plugin, "Plugin file to certify (loaded first)");
-  app.add_option("--device-index", o.device_index, "Device ordinal within --plugin")->check(CLI::NonNegativeNumber);
+  app.add_option("--device-index", o.device_index, "Device ordinal within --plugin")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option_function<std::string>(
-      "--level",
-      [&o](const std::string& v) {
-        if (v.size() != 2 || (v[0] != 'L' && v[0] != 'l') || v[1] < '0' || v[1] > '3') {
-          throw CLI::ValidationError("--level", "expected L0, L1, L2 or L3, got '" + v + "'");
-        }
-        o.level = v[1] - '0';
-      },
-      "Certification level, cumulative (L0 loadable, L1 inference, L2 training, L3 distributed); default L2");
+         "--level",
+         [&o](const std::string& v) {
+           if (v.size() != 2 || (v[0] != 'L' && v[0] != 'l') || v[1] < '0' || v[1] > '3') {
+             throw CLI::ValidationError("--level", "expected L0, L1, L2 or L3, got '" + v + "'");
+           }
+           o.level = v[1] - '0';
+         },
+         "Certification level, cumulative (L0 loadable, L1 inference, L2 training, L3 distributed)")
+      ->default_str("L2");
   app.add_option("--filter", o.filter,
-                 "Run only case ids matching this glob (several: GLOB1:GLOB2); the rest are NOT_SELECTED");
+                 "Run only case ids matching this glob (several: GLOB1:GLOB2); the rest are NOT_SELECTED "
+                 "(default: every case)");
   app.add_flag("--list", o.list, "List the selected case ids and exit");
-  app.add_option("--replay", o.replay, "Run one case in this process, printing everything");
-  app.add_option("--jobs", o.jobs, "Worker processes")->check(CLI::Range(1, 64));
-  app.add_option("--seed", o.seed, "Run seed (each case derives its own, recorded in the results)");
-  app.add_option("--timeout", o.timeout_seconds, "Seconds before a case is killed and reported as TIMEOUT")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--report-dir", o.report_dir, "Where results.jsonl, summary.json, junit.xml, support.* go");
+  app.add_option("--replay", o.replay,
+                 "Run one case in this process and print everything: the kernels it launched with their "
+                 "operands' shapes and strides, the first mismatching elements (use the --seed of the run)");
+  app.add_option("--jobs", o.jobs, "Worker processes")->check(CLI::Range(1, 64))->capture_default_str();
+  app.add_option("--seed", o.seed, "Run seed (each case derives its own from it and its id, recorded in the results)")
+      ->capture_default_str();
+  app.add_option("--timeout", o.timeout_seconds,
+                 "Seconds before a model, training or distributed case is killed and reported as TIMEOUT; "
+                 "optimiser, finite-difference and memory cases get half of it, op and L0 cases a quarter")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--budget", o.budget_seconds,
+                 "Seconds for the whole run: when spent, the running cases are TIMEOUT and the rest FAILED as "
+                 "not run (0: no budget)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--report-dir", o.report_dir, "Where results.jsonl, summary.json, junit.xml, support.* go")
+      ->capture_default_str();
   app.add_option("--junit", o.junit, "JUnit XML path (default: <report-dir>/junit.xml)");
   app.add_flag("--worker", o.worker)->group("");
   app.add_option("--result-fd", o.result_fd)->group("");
@@ -381,8 +566,12 @@ int Run(const Options& o, const std::vector<std::string>& self) {
     if (target.ctx == nullptr) Throw(ErrorCode::kNotFound, "conformance: {}", target.load_error);
     const uint64_t seed = CaseSeed(o.seed, c->id);
     const CaseResult r = RunOne(*c, target, seed);
-    std::printf("%s %s (seed %llu, %.3fs)\n%s\n", std::string(StatusName(r.status)).c_str(), c->id.c_str(),
-                static_cast<unsigned long long>(seed), r.seconds, r.message.c_str());
+    std::printf("%s %s (case seed %llu from run seed %llu, %.3fs)\n%s\n", std::string(StatusName(r.status)).c_str(),
+                c->id.c_str(), static_cast<unsigned long long>(seed), static_cast<unsigned long long>(o.seed), r.seconds,
+                r.message.c_str());
+    if (!r.detail.empty()) std::printf("kernels launched on %s, with their operands:\n%s", target.device.str().c_str(),
+                                       r.detail.c_str());
+    for (const auto& [op, n] : r.fallbacks) std::printf("cpu fallback: %s x%llu\n", op.c_str(), static_cast<unsigned long long>(n));
     return r.status == Status::kPassed || r.status == Status::kSkipped ? 0 : 1;
   }
 
@@ -411,14 +600,15 @@ int Run(const Options& o, const std::vector<std::string>& self) {
     queue.push_back(std::move(batch));
   }
   std::vector<Worker> workers;
+  const auto run_start = Clock::now();
   int done = 0;
   auto finish = [&](Record r) {
     if (r.family.empty()) r.family = family_of(r.id);
     report.Add(r);
     ++done;
     if (IsFailure(r.result.status)) {
-      std::fprintf(stderr, "%s %s: %s\n", std::string(StatusName(r.result.status)).c_str(), r.id.c_str(),
-                   r.result.message.c_str());
+      std::fprintf(stderr, "%s %s: %s\n  replay: %s\n", std::string(StatusName(r.result.status)).c_str(),
+                   r.id.c_str(), r.result.message.c_str(), ReplayCommand(o, r.id).c_str());
     }
   };
   if (!probe_error.empty()) {
@@ -464,8 +654,11 @@ int Run(const Options& o, const std::vector<std::string>& self) {
           finish(std::move(r));
         }
       }
+      const bool over_budget = o.budget_seconds > 0 &&
+                               std::chrono::duration<double>(Clock::now() - run_start).count() > o.budget_seconds;
       if (!w.current.empty() && !w.killed_for_timeout &&
-          std::chrono::duration<double>(Clock::now() - w.started).count() > o.timeout_seconds) {
+          (over_budget ||
+           std::chrono::duration<double>(Clock::now() - w.started).count() > CaseTimeout(w.current, o.timeout_seconds))) {
         ::kill(w.pid, SIGKILL);
         w.killed_for_timeout = true;
       }
@@ -478,7 +671,12 @@ int Run(const Options& o, const std::vector<std::string>& self) {
         r.result.seconds = std::chrono::duration<double>(Clock::now() - w.started).count();
         if (w.killed_for_timeout) {
           r.result.status = Status::kTimeout;
-          r.result.message = fmt::format("did not finish within {} s; the worker was killed", o.timeout_seconds);
+          r.result.message =
+              o.budget_seconds > 0 && std::chrono::duration<double>(Clock::now() - run_start).count() > o.budget_seconds
+                  ? fmt::format("still running when the --budget of {} s for the whole run was spent; the worker was killed",
+                                o.budget_seconds)
+                  : fmt::format("did not finish within {} s (its share of --timeout {}); the worker was killed",
+                                CaseTimeout(w.current, o.timeout_seconds), o.timeout_seconds);
         } else {
           r.result.status = Status::kCrashed;
           r.result.message = fmt::format("the worker process {} while running this case", SignalDescription(status));
@@ -495,6 +693,18 @@ int Run(const Options& o, const std::vector<std::string>& self) {
       }
       if (!w.batch.empty()) queue.push_front(std::move(w.batch));
       workers.erase(workers.begin() + static_cast<long>(i));
+      if (o.budget_seconds > 0 &&
+          std::chrono::duration<double>(Clock::now() - run_start).count() > o.budget_seconds) {
+        for (auto& batch : queue) {  // the budget is spent: what is left is not run, and the run fails
+          for (const std::string& id : batch) {
+            Record r{id, level_of(id), "", CaseSeed(o.seed, id), {}};
+            r.result.status = Status::kFailed;
+            r.result.message = fmt::format("not run: the --budget of {} s for the whole run was spent", o.budget_seconds);
+            finish(std::move(r));
+          }
+        }
+        queue.clear();
+      }
       break;  // indices shifted: poll again
     }
   }
@@ -503,7 +713,6 @@ int Run(const Options& o, const std::vector<std::string>& self) {
   Totals totals;
   std::map<std::string, std::map<std::string, int>> per_family;
   std::map<std::string, int> per_status;
-  int level_cases[kMaxLevel + 1] = {}, level_failures[kMaxLevel + 1] = {}, level_passed[kMaxLevel + 1] = {};
   for (const Record& r : report.records()) {
     const Status s = r.result.status;
     per_status[std::string(StatusName(s))]++;
@@ -518,37 +727,20 @@ int Run(const Options& o, const std::vector<std::string>& self) {
       ++totals.skipped;
     else
       ++totals.failed;
-    ++level_cases[r.level];
-    level_failures[r.level] += IsFailure(s) ? 1 : 0;
-    level_passed[r.level] += s == Status::kPassed ? 1 : 0;
   }
-  nlohmann::json verdicts = nlohmann::json::object();
-  bool pass = true, any_passed = false;
-  for (int l = 0; l <= o.level; ++l) {
-    std::string v;
-    bool has_cases = false;
-    for (const Case& c : AllCases()) has_cases |= c.level == l;
-    if (!has_cases)
-      v = "NOT_AVAILABLE";  // this runner version has no cases at that level yet
-    else if (level_failures[l] > 0)
-      v = "FAIL";
-    else if (level_cases[l] == 0 && !o.filter.empty())
-      v = "FILTERED_OUT";  // the filter selected none of it
-    else if (level_passed[l] == 0)
-      v = "NO_CASES_RUN";
-    else
-      v = o.filter.empty() ? "PASS" : "PASS_FILTERED";
-    verdicts[fmt::format("L{}", l)] = v;
-    pass = pass && (v == "PASS" || v == "PASS_FILTERED" || v == "FILTERED_OUT");
-    any_passed = any_passed || v == "PASS" || v == "PASS_FILTERED";
-  }
-  pass = pass && any_passed;  // a run in which nothing passed is never a pass
+  const Verdicts decided = DecideVerdicts(report.records(), o.level, !o.filter.empty());
+  const nlohmann::json& verdicts = decided.levels;
+  const nlohmann::json& coverage_json = decided.coverage;
+  const std::string& overall = decided.overall;
+  const std::string& below = decided.blocked_by;
+  const bool pass = overall == "PASS";
   nlohmann::json summary = {
       {"runner_version", OAR_VERSION_STRING},
       {"abi", fmt::format("{}.{}", OAR_PLUGIN_ABI_MAJOR, OAR_PLUGIN_ABI_MINOR)},
       {"requested_level", fmt::format("L{}", o.level)},
-      {"verdict", pass ? "PASS" : "FAIL"},
+      {"verdict", overall},
       {"levels", verdicts},
+      {"coverage", coverage_json},
       {"seed", o.seed},
       {"filter", o.filter},
       {"counts",
@@ -585,19 +777,26 @@ int Run(const Options& o, const std::vector<std::string>& self) {
                          {"load_error", target.load_error}};
   }
   report.WriteSummary(summary);
+  std::vector<std::pair<std::string, std::string>> properties = {{"verdict", overall}};
+  for (auto& [level, v] : verdicts.items()) {
+    properties.emplace_back(level, v.get<std::string>());
+    if (coverage_json.contains(level)) properties.emplace_back(level + ".coverage", coverage_json[level]["text"].get<std::string>());
+  }
   report.WriteJUnit(o.junit.empty() ? o.report_dir / "junit.xml" : o.junit,
-                    fmt::format("oar-conformance {}", summary["device"].get<std::string>()));
+                    fmt::format("oar-conformance {}", summary["device"].get<std::string>()), properties);
   report.WriteSupport(support);
   std::printf("conformance %s up to L%d: %s (", summary["device"].get<std::string>().c_str(), o.level,
-              pass ? "PASS" : "FAIL");
+              overall.c_str());
   bool first = true;
   for (auto& [level, v] : verdicts.items()) {
     std::printf("%s%s %s", first ? "" : ", ", level.c_str(), v.get<std::string>().c_str());
+    if (v == "BLOCKED") std::printf(" by %s", below.c_str());
+    if (coverage_json.contains(level)) std::printf(" [%s]", coverage_json[level]["text"].get<std::string>().c_str());
     first = false;
   }
   std::printf("); reports in %s\n", o.report_dir.string().c_str());
   std::printf("%d passed, %d failed, %d skipped\n", totals.passed, totals.failed, totals.skipped);
-  return pass ? 0 : 1;
+  return pass ? 0 : overall == "PARTIAL" ? 2 : 1;
 }
 
 }  // namespace oar::conformance

@@ -11,6 +11,9 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "conformance/runner/report.h"
 
 namespace oar::conformance {
 
@@ -24,7 +27,8 @@ struct Options {
   std::string replay;                   // --replay CASE_ID (in-process, verbose)
   int jobs = 1;                         // --jobs N worker processes
   uint64_t seed = 0;                    // --seed S
-  double timeout_seconds = 120;         // --timeout SECONDS per case
+  double timeout_seconds = 120;         // --timeout SECONDS for the heaviest cases (others get a share)
+  double budget_seconds = 0;            // --budget SECONDS for the whole run (0: none)
   std::filesystem::path report_dir = "conformance-report";  // --report-dir DIR
   std::filesystem::path junit;          // --junit FILE (default: <report-dir>/junit.xml)
   // Internal: worker mode.
@@ -32,6 +36,17 @@ struct Options {
   int result_fd = -1;
   std::vector<std::string> cases;
 };
+
+/// The verdicts of a run (docs/conformance.md, "Verdicts"): per level PASS, PASS_FILTERED, PARTIAL (passed,
+/// but below the level's documented minimum), FAIL, BLOCKED (a lower level failed: never PASS above it),
+/// NOT_AVAILABLE, NO_CASES_RUN or FILTERED_OUT; overall PASS, PARTIAL or FAIL.
+struct Verdicts {
+  nlohmann::json levels;    // {"L0": "PASS", ...}
+  nlohmann::json coverage;  // {"L1": {"kernel_keys_passed", "kernel_keys", "models_passed", "models", ...}}
+  std::string overall;
+  std::string blocked_by;   // the lowest failed level, "" when none
+};
+Verdicts DecideVerdicts(const std::vector<Record>& records, int max_level, bool filtered);
 
 /// Add the runner's options to `app` (shared by `oar conformance` and `oar-conformance`).
 void AddOptions(CLI::App& app, Options& options);

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +15,7 @@
 
 #include "conformance/runner/case.h"
 #include "conformance/runner/run_runner_testing.h"
+#include "conformance/runner/runner.h"
 
 namespace oar::conformance {
 namespace {
@@ -156,6 +159,90 @@ TEST(Runner, L1NumericRecordsCarryDtypeShapeToleranceAndErrors) {
   EXPECT_GT(j["tolerance"]["rtol"].get<double>(), 0);
   EXPECT_TRUE(j.contains("max_abs_error") && j.contains("max_rel_error")) << j;
   EXPECT_NE(j["seed"].get<uint64_t>(), 0u);
+}
+
+// ---- verdicts: minimums, PARTIAL, never PASS above a failed level ---------------------------------
+
+Record Rec(const std::string& id, Status status, const std::string& family = "op") {
+  Record r;
+  r.id = id;
+  r.level = id[1] - '0';
+  r.family = family;
+  r.result.status = status;
+  return r;
+}
+
+// A record set meeting every minimum up to L2: the L1 core kernels in float32, one model forward pass,
+// one training curve.
+std::vector<Record> MinimalCertifiable() {
+  std::vector<Record> rs = {Rec("L0.memory.alignment", Status::kPassed, "memory")};
+  for (const char* op : {"fill", "copy", "cast", "add", "mul", "matmul", "sum", "softmax"}) {
+    rs.push_back(Rec(std::string("L1.op.") + op + ".float32.x", Status::kPassed));
+  }
+  rs.push_back(Rec("L1.op.add.float16.x", Status::kSkipped));
+  rs.push_back(Rec("L1.model.mlp.forward", Status::kPassed, "model"));
+  rs.push_back(Rec("L1.model.cnn.forward", Status::kSkipped, "model"));
+  rs.push_back(Rec("L2.op.conv2d_grad_input.float32.x", Status::kPassed));
+  rs.push_back(Rec("L2.model.mlp.training_curve", Status::kPassed, "model"));
+  return rs;
+}
+
+TEST(Verdicts, ALevelMeetingItsMinimumPassesAndSaysHowMuchItTested) {
+  const Verdicts v = DecideVerdicts(MinimalCertifiable(), 2, false);
+  EXPECT_EQ(v.overall, "PASS") << v.levels << v.coverage;
+  EXPECT_EQ(v.levels["L1"], "PASS");
+  EXPECT_EQ(v.levels["L2"], "PASS");
+  EXPECT_EQ(v.coverage["L1"]["kernel_keys"], 9);  // add.float16 was run (skipped): a key not covered
+  EXPECT_EQ(v.coverage["L1"]["kernel_keys_passed"], 8);
+  EXPECT_EQ(v.coverage["L1"]["models_passed"], 1);
+  EXPECT_EQ(v.coverage["L1"]["text"].get<std::string>().rfind("8 of 9 kernel keys, 1 of ", 0), 0u) << v.coverage;
+}
+
+TEST(Verdicts, WithoutACoreKernelOrAModelALevelIsPartialNotPass) {
+  std::vector<Record> rs = MinimalCertifiable();
+  rs.erase(rs.begin() + 3);  // cast float32
+  rs.erase(std::remove_if(rs.begin(), rs.end(), [](const Record& r) { return r.id == "L1.model.mlp.forward"; }),
+           rs.end());
+  const Verdicts v = DecideVerdicts(rs, 2, false);
+  EXPECT_EQ(v.levels["L0"], "PASS");
+  EXPECT_EQ(v.levels["L1"], "PARTIAL");
+  EXPECT_EQ(v.levels["L2"], "PARTIAL");  // certified only on top of certified levels
+  EXPECT_EQ(v.overall, "PARTIAL");
+  const std::string text = v.coverage["L1"]["text"];
+  EXPECT_NE(text.find("missing for PASS: cast float32, a model forward pass"), std::string::npos) << text;
+}
+
+TEST(Verdicts, L2WithoutATrainingCurveIsPartial) {
+  std::vector<Record> rs = MinimalCertifiable();
+  rs.back().result.status = Status::kSkipped;
+  const Verdicts v = DecideVerdicts(rs, 2, false);
+  EXPECT_EQ(v.levels["L1"], "PASS");
+  EXPECT_EQ(v.levels["L2"], "PARTIAL");
+  EXPECT_NE(v.coverage["L2"]["text"].get<std::string>().find("a training curve"), std::string::npos);
+}
+
+TEST(Verdicts, ALevelAboveAFailedLevelIsBlockedNeverPass) {
+  std::vector<Record> rs = MinimalCertifiable();
+  rs.push_back(Rec("L1.op.exp.float32.x", Status::kFailed));
+  const Verdicts v = DecideVerdicts(rs, 2, false);
+  EXPECT_EQ(v.levels["L0"], "PASS");
+  EXPECT_EQ(v.levels["L1"], "FAIL");
+  EXPECT_EQ(v.levels["L2"], "BLOCKED");
+  EXPECT_EQ(v.blocked_by, "L1");
+  EXPECT_EQ(v.overall, "FAIL");
+}
+
+TEST(Runner, HelpShowsEveryDefault) {
+  const std::string cmd = std::string(OAR_BIN_DIR) + "/oar conformance --help";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, n);
+  ::pclose(p);
+  for (const char* d : {"POSITIVE=120", "TEXT=L2", "TEXT=conformance-report", "NONNEGATIVE=0", "64]=1", "UINT=0"}) {
+    EXPECT_NE(text.find(d), std::string::npos) << d << " missing in\n" << text;
+  }
 }
 
 }  // namespace

@@ -358,8 +358,30 @@ LaunchPath LaunchOn(DeviceContext& ctx, int op_id, std::span<const Tensor> input
 
 }  // namespace
 
+namespace {
+thread_local const LaunchObserver* t_observer = nullptr;
+}  // namespace
+
+ScopedLaunchObserver::ScopedLaunchObserver(LaunchObserver observer)
+    : observer_(std::move(observer)), previous_(t_observer) {
+  t_observer = &observer_;
+}
+ScopedLaunchObserver::~ScopedLaunchObserver() { t_observer = previous_; }
+
 void Launch(Device device, int op_id, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
             std::span<const KernelAttr> kernel_attrs) {
+  if (t_observer != nullptr) {
+    const LaunchObserver* observer = t_observer;
+    t_observer = nullptr;  // launches the observer makes itself are not observed
+    struct Restore {
+      const LaunchObserver* o;
+      ~Restore() { t_observer = o; }
+    } restore{observer};
+    (*observer)(device, op_id, inputs, outputs, false);
+    Launch(device, op_id, inputs, outputs, kernel_attrs);
+    (*observer)(device, op_id, inputs, outputs, true);
+    return;
+  }
   OAR_CHECK(inputs.size() <= kMaxTensors && outputs.size() <= kMaxTensors, kInvalidArgument,
             "op '{}': at most {} inputs and outputs", OpName(op_id), kMaxTensors);
   OAR_CHECK(kernel_attrs.size() <= static_cast<size_t>(kMaxKernelAttrs), kInvalidArgument,

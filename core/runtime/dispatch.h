@@ -4,6 +4,7 @@
 #define OAR_CORE_RUNTIME_DISPATCH_H_
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <variant>
 
@@ -26,6 +27,25 @@ inline constexpr int kMaxKernelAttrs = 16;
 /// op's attributes. Every failure is an oar::Error naming the op, the dtypes and the device.
 void Launch(Device device, int op_id, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
             std::span<const KernelAttr> attrs);
+
+/// Sees every Launch on this thread while it is installed (the conformance runner uses it to name the
+/// kernel that broke a guard region and the unclaimed kernel a case needs). `done` is false just before
+/// the kernel is chosen and true once it has been enqueued (not run: streams are asynchronous).
+using LaunchObserver = std::function<void(Device device, int op_id, std::span<const Tensor> inputs,
+                                          std::span<const Tensor> outputs, bool done)>;
+
+/// Installs `observer` for Launches on the calling thread until destroyed (nesting restores the outer one).
+class ScopedLaunchObserver {
+ public:
+  explicit ScopedLaunchObserver(LaunchObserver observer);
+  ~ScopedLaunchObserver();
+  ScopedLaunchObserver(const ScopedLaunchObserver&) = delete;
+  ScopedLaunchObserver& operator=(const ScopedLaunchObserver&) = delete;
+
+ private:
+  LaunchObserver observer_;
+  const LaunchObserver* previous_;
+};
 
 }  // namespace oar::runtime
 

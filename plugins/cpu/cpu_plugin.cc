@@ -92,6 +92,7 @@ struct Attributes {
         sdk::IntAttr(OAR_DEVICE_ATTR_ALIGNMENT, kAlignment),
         sdk::BoolAttr(OAR_DEVICE_ATTR_HOST_ACCESSIBLE, true),
         sdk::IntsAttr(OAR_DEVICE_ATTR_DTYPES, dtypes),
+        sdk::BoolAttr("deterministic", true),  // docs/conformance.md: a fixed work split per thread count
     };
   }
 };

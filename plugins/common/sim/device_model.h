@@ -30,6 +30,7 @@ struct DeviceModel {
   double launch_overhead_ns = 2000;     ///< fixed cost of every kernel
   double copy_overhead_ns = 1000;       ///< fixed cost of every copy
   int64_t alignment = 64;
+  bool deterministic = true;  ///< "deterministic" attribute: kernels are bitwise reproducible
   std::vector<int64_t> dtypes;                       ///< "dtypes" attribute
   std::map<std::string, int64_t> extra_ints;         ///< more INT attributes
   std::map<std::string, std::string> extra_strings;  ///< more STRING attributes

@@ -42,6 +42,7 @@ SimDevice::SimDevice(Simulator* sim, int32_t ordinal)
       sdk::FloatAttr("peer_bandwidth", m.peer_bandwidth),
       sdk::IntAttr("local_memory_per_unit", m.local_memory_per_unit),
       sdk::BoolAttr("simulated", true),
+      sdk::BoolAttr("deterministic", m.deterministic),  // docs/conformance.md, determinism
   };
   for (const auto& [name, value] : m.extra_ints) attrs_.push_back(sdk::IntAttr(name.c_str(), value));
   for (const auto& [name, value] : m.extra_strings) {
