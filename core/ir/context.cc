@@ -98,12 +98,15 @@ Type IrContext::VectorType(std::span<const Type> elements) {
 }
 
 namespace {
+// The uniqued attribute of `kind` whose encoded fields are `key` (built from AttrKey(kind)); `fill` sets the
+// fields of a new one.
 template <typename Fill>
-Attribute Unique(IrContext::Impl& impl, IrContext* ctx, std::string key, Fill fill) {
+Attribute Unique(IrContext::Impl& impl, IrContext* ctx, AttrKind kind, std::string key, Fill fill) {
   auto it = impl.attr_index.find(key);
   if (it != impl.attr_index.end()) return Attribute(it->second);
   detail::AttrStorage& s = impl.attrs.emplace_back();
   s.ctx = ctx;
+  s.kind = kind;
   fill(s);
   impl.attr_index.emplace(std::move(key), &s);
   return Attribute(&s);
@@ -114,40 +117,35 @@ std::string AttrKey(AttrKind kind) { return std::string(1, static_cast<char>(kin
 Attribute IrContext::BoolAttr(bool v) {
   std::string key = AttrKey(AttrKind::kBool);
   Put(key, v);
-  return Unique(*impl_, this, std::move(key), [&](detail::AttrStorage& s) {
-    s.kind = AttrKind::kBool;
+  return Unique(*impl_, this, AttrKind::kBool, std::move(key), [&](detail::AttrStorage& s) {
     s.b = v;
   });
 }
 Attribute IrContext::IntAttr(int64_t v) {
   std::string key = AttrKey(AttrKind::kInt);
   Put(key, v);
-  return Unique(*impl_, this, std::move(key), [&](detail::AttrStorage& s) {
-    s.kind = AttrKind::kInt;
+  return Unique(*impl_, this, AttrKind::kInt, std::move(key), [&](detail::AttrStorage& s) {
     s.i = v;
   });
 }
 Attribute IrContext::FloatAttr(double v) {
   std::string key = AttrKey(AttrKind::kFloat);
   Put(key, std::bit_cast<uint64_t>(v));  // -0.0 and each NaN payload stay distinct
-  return Unique(*impl_, this, std::move(key), [&](detail::AttrStorage& s) {
-    s.kind = AttrKind::kFloat;
+  return Unique(*impl_, this, AttrKind::kFloat, std::move(key), [&](detail::AttrStorage& s) {
     s.f = v;
   });
 }
 Attribute IrContext::StringAttr(std::string_view v) {
   std::string key = AttrKey(AttrKind::kString);
   key += v;
-  return Unique(*impl_, this, std::move(key), [&](detail::AttrStorage& s) {
-    s.kind = AttrKind::kString;
+  return Unique(*impl_, this, AttrKind::kString, std::move(key), [&](detail::AttrStorage& s) {
     s.s = v;
   });
 }
 Attribute IrContext::ArrayAttr(std::span<const Attribute> elements) {
   std::string key = AttrKey(AttrKind::kArray);
   for (Attribute a : elements) Put(key, a.storage());
-  return Unique(*impl_, this, std::move(key), [&](detail::AttrStorage& s) {
-    s.kind = AttrKind::kArray;
+  return Unique(*impl_, this, AttrKind::kArray, std::move(key), [&](detail::AttrStorage& s) {
     s.elements.assign(elements.begin(), elements.end());
   });
 }
@@ -161,32 +159,28 @@ Attribute IrContext::DTypeAttr(DType t) {
   OAR_CHECK_ARG(DTypeSize(t) != 0, "dtype attribute: invalid dtype {}", static_cast<int>(t));
   std::string key = AttrKey(AttrKind::kDType);
   Put(key, t);
-  return Unique(*impl_, this, std::move(key), [&](detail::AttrStorage& s) {
-    s.kind = AttrKind::kDType;
+  return Unique(*impl_, this, AttrKind::kDType, std::move(key), [&](detail::AttrStorage& s) {
     s.dtype = t;
   });
 }
 Attribute IrContext::DeviceAttr(std::string_view name) {
   std::string key = AttrKey(AttrKind::kDevice);
   key += name;
-  return Unique(*impl_, this, std::move(key), [&](detail::AttrStorage& s) {
-    s.kind = AttrKind::kDevice;
+  return Unique(*impl_, this, AttrKind::kDevice, std::move(key), [&](detail::AttrStorage& s) {
     s.s = name;
   });
 }
 Attribute IrContext::ShapeAttr(const Dims& dims) {
   std::string key = AttrKey(AttrKind::kShape);
   PutDims(key, dims);
-  return Unique(*impl_, this, std::move(key), [&](detail::AttrStorage& s) {
-    s.kind = AttrKind::kShape;
+  return Unique(*impl_, this, AttrKind::kShape, std::move(key), [&](detail::AttrStorage& s) {
     s.dims = dims;
   });
 }
 Attribute IrContext::TypeAttr(Type t) {
   std::string key = AttrKey(AttrKind::kType);
   Put(key, t.storage());
-  return Unique(*impl_, this, std::move(key), [&](detail::AttrStorage& s) {
-    s.kind = AttrKind::kType;
+  return Unique(*impl_, this, AttrKind::kType, std::move(key), [&](detail::AttrStorage& s) {
     s.type = t;
   });
 }
