@@ -80,31 +80,6 @@ void CheckReplaceable(const fs::path& dir) {
   OAR_CHECK(!ec, kPermissionDenied, "cannot write checkpoint '{}': {}", dir.string(), ec.message());
 }
 
-// Replace `dir` by `tmp`. Afterwards `tmp` holds the previous checkpoint (or nothing) to be removed.
-void Replace(const fs::path& tmp, const fs::path& dir) {
-  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_NOREPLACE) == 0) return;
-  int error = errno;
-  if (error == EEXIST) {
-    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) return;
-    error = errno;
-  }
-  if (error == EINVAL || error == ENOSYS || error == EEXIST) {
-    // No atomic exchange on this file system: rename() replaces an empty folder only, so move the old one
-    // aside first (a crash between the two renames leaves it at `tmp`'s name, complete).
-    const fs::path aside = tmp.string() + ".old";
-    std::error_code ec;
-    if (fs::exists(dir, ec)) {
-      fs::rename(dir, aside, ec);
-      OAR_CHECK(!ec, kDataLoss, "cannot move the previous checkpoint '{}' aside: {}", dir.string(), ec.message());
-    }
-    fs::rename(tmp, dir, ec);
-    OAR_CHECK(!ec, kDataLoss, "cannot rename '{}' to '{}': {}", tmp.string(), dir.string(), ec.message());
-    fs::rename(aside, tmp, ec);
-    return;
-  }
-  Throw(ErrorCode::kDataLoss, "cannot rename '{}' to '{}': {}", tmp.string(), dir.string(), std::strerror(error));
-}
-
 // Read back what was written, as LoadCheckpoint will, before it replaces anything.
 void Verify(const fs::path& tmp, const std::string& config, size_t num_tensors) {
   const SafetensorsFile weights = SafetensorsFile::Read(tmp / kWeights);
@@ -152,7 +127,7 @@ void SaveCheckpoint(Example& example, const fs::path& dir_arg, const std::functi
     Verify(tmp, config, state.size());
     SyncDirectory(tmp, "checkpoint");
     step("verified");
-    Replace(tmp, dir);
+    ReplaceDirectory(tmp, dir, "checkpoint");
     SyncDirectory(parent, "checkpoint");
     step("replaced");
   } catch (...) {

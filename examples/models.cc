@@ -30,6 +30,25 @@ double Accuracy(const Tensor& logits, const std::vector<int64_t>& y) {
   return static_cast<double>(right) / static_cast<double>(y.size());
 }
 
+jit::DimSpec BatchDim(int64_t batch) { return batch > 0 ? jit::DimSpec::Static(batch) : jit::DimSpec::Symbol("B"); }
+
+// Parameters and buffers, by their state-dict names.
+std::vector<jit::StateSlot> StateOf(nn::Module& m) {
+  std::vector<jit::StateSlot> slots;
+  for (auto& [name, t] : m.NamedParameters()) slots.push_back({name, t});
+  for (auto& [name, t] : m.NamedBuffers()) slots.push_back({name, t});
+  return slots;
+}
+
+// The eval-mode, no-grad forward of a one-input module.
+jit::Function EvalForward(nn::Module& m, std::function<Tensor(const Tensor&)> forward) {
+  return [&m, forward = std::move(forward)](std::span<const Tensor> in) {
+    m.Eval();
+    NoGradGuard no_grad;
+    return std::vector<Tensor>{forward(in[0])};
+  };
+}
+
 // ---- MLP on two spirals ---------------------------------------------------------------------------------
 class SpiralMlp : public nn::UnaryModule {
  public:
@@ -80,6 +99,10 @@ class MlpExample : public Example {
     model_->Eval();
     NoGradGuard no_grad;
     return Accuracy(model_->Forward(test_x_), test_y_);
+  }
+  InferenceForward ExportForward(int64_t batch, int64_t) override {
+    return {{{"x", DType::kFloat32, {BatchDim(batch), jit::DimSpec::Static(2)}}}, {"logits"},
+            EvalForward(*model_, [this](const Tensor& x) { return model_->Forward(x); }), StateOf(*model_)};
   }
   std::string ConfigJson() const override {
     return nlohmann::json{{"hidden", kHidden}, {"layers", 3}, {"activation", "tanh"}, {"train", kTrain},
@@ -174,6 +197,11 @@ class CnnExample : public Example {
     NoGradGuard no_grad;
     const Tensor x = FromVector<float>(test_x_, {kTest, 1, kSize, kSize}, device_);
     return Accuracy(model_->Forward(x), test_y_);
+  }
+  InferenceForward ExportForward(int64_t batch, int64_t) override {
+    const jit::DimSpec size = jit::DimSpec::Static(kSize);
+    return {{{"x", DType::kFloat32, {BatchDim(batch), jit::DimSpec::Static(1), size, size}}}, {"logits"},
+            EvalForward(*model_, [this](const Tensor& x) { return model_->Forward(x); }), StateOf(*model_)};
   }
   std::string ConfigJson() const override {
     return nlohmann::json{{"image", kSize}, {"classes", {"circle", "square", "triangle"}}, {"channels", {8, 16, 16}},
@@ -334,6 +362,13 @@ class LlamaExample : public Example {
       ++b;
     }
     return Loss(xs, ys, b).to(Device("cpu")).item<float>();
+  }
+  InferenceForward ExportForward(int64_t batch, int64_t seq) override {
+    OAR_CHECK_ARG(seq >= 0 && seq <= c_.context, "llama: the sequence length must be 1 to {} (the context), got {}",
+                  c_.context, seq);
+    return {{{"ids", DType::kInt64, {BatchDim(batch), jit::DimSpec::Static(seq > 0 ? seq : c_.context)}}},
+            {"logits"},
+            EvalForward(*model_, [this](const Tensor& ids) { return model_->Forward(ids); }), StateOf(*model_)};
   }
   std::string ConfigJson() const override {
     std::vector<int> vocab(vocab_.begin(), vocab_.end());

@@ -12,9 +12,19 @@
 #include <string>
 #include <vector>
 
+#include "core/jit/capture.h"
 #include "core/nn/module.h"
 
 namespace oar::examples {
+
+/// An example's inference forward as a function to capture (jit::Capture) or run eagerly: eval mode, no
+/// gradients, the model's parameters and buffers as state.
+struct InferenceForward {
+  std::vector<jit::InputSpec> inputs;
+  std::vector<std::string> outputs;
+  jit::Function fn;
+  std::vector<jit::StateSlot> state;
+};
 
 /// One trainable example: its model, its generated data and its training recipe.
 class Example {
@@ -31,6 +41,9 @@ class Example {
   virtual double TrainStep(int64_t step, int64_t total) = 0;
   /// The metric on held-out data (eval mode, no gradients).
   virtual double Evaluate() = 0;
+  /// The forward for export. `batch` > 0 fixes the batch extent, otherwise it is the symbol B; `seq` (llama
+  /// only) is the static sequence length, default the training context.
+  virtual InferenceForward ExportForward(int64_t batch, int64_t seq) = 0;
   /// Hyper-parameters as a JSON object text (written next to the weights).
   virtual std::string ConfigJson() const = 0;
   Device device() const { return device_; }

@@ -2,8 +2,8 @@
 
 #include <fstream>
 
-#include <openssl/evp.h>
 
+#include "core/base/digest.h"
 #include "core/base/error.h"
 #include "oar/plugin/cpp/dtype.hpp"
 
@@ -183,23 +183,6 @@ void ReportWriter::WriteSupport(const std::map<std::string, std::map<std::string
   }
 }
 
-std::string Sha256File(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  std::vector<char> buf(1 << 16);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    EVP_DigestUpdate(ctx, buf.data(), static_cast<size_t>(in.gcount()));
-  }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_DigestFinal_ex(ctx, digest, &n);
-  EVP_MD_CTX_free(ctx);
-  std::string hex;
-  for (unsigned int i = 0; i < n; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
-}
+std::string Sha256File(const std::filesystem::path& path) { return Sha256FileHex(path); }
 
 }  // namespace oar::conformance

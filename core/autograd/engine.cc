@@ -16,6 +16,7 @@
 
 #include "core/autograd/autograd.h"
 #include "core/base/error.h"
+#include "core/ops/trace.h"
 
 namespace oar::autograd {
 
@@ -73,35 +74,8 @@ void RecordOp(ops::Op op, std::span<const Tensor> inputs, std::span<Tensor> outp
 }
 
 void RecordView(const Tensor& base, Tensor& view, ViewOp op, std::span<const int64_t> args) {
-  ops::AttrValues attrs;
-  ops::Op which = ops::Op::kView;
-  switch (op) {
-    case ViewOp::kView:
-      which = ops::Op::kView;
-      attrs = {std::vector<int64_t>(view.shape().begin(), view.shape().end())};
-      break;
-    case ViewOp::kExpand:
-      which = ops::Op::kExpand;
-      attrs = {std::vector<int64_t>(view.shape().begin(), view.shape().end())};
-      break;
-    case ViewOp::kPermute:
-      which = ops::Op::kPermute;
-      attrs = {std::vector<int64_t>(args.begin(), args.end())};
-      break;
-    case ViewOp::kSlice:
-      which = ops::Op::kSlice;
-      attrs = {args[0], args[1], args[2], args[3]};
-      break;
-    case ViewOp::kSqueeze:
-      which = ops::Op::kSqueeze;
-      attrs = {args[0]};
-      break;
-    case ViewOp::kUnsqueeze:
-      which = ops::Op::kUnsqueeze;
-      attrs = {args[0]};
-      break;
-  }
-  RecordOp(which, {&base, 1}, {&view, 1}, attrs);
+  const ops::ViewCall call = ops::ViewCallOf(view, op, args);
+  RecordOp(call.op, {&base, 1}, {&view, 1}, call.attrs);
 }
 
 // Installs the recorders before main(): this file is linked whenever backward() or grad() is used.

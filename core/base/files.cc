@@ -1,5 +1,6 @@
 #include "core/base/files.h"
 
+#include <stdio.h>  // renameat2
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -125,6 +126,30 @@ void SyncDirectory(const std::filesystem::path& dir, std::string_view what) {
   const int error = errno;
   ::close(fd);
   OAR_CHECK(rc == 0, kDataLoss, "{}: flushing folder {} failed: {}", what, dir.string(), std::strerror(error));
+}
+
+void ReplaceDirectory(const std::filesystem::path& tmp, const std::filesystem::path& dir, std::string_view what) {
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_NOREPLACE) == 0) return;
+  int error = errno;
+  if (error == EEXIST) {
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) return;
+    error = errno;
+  }
+  if (error == EINVAL || error == ENOSYS || error == EEXIST) {
+    // No atomic exchange on this file system: rename() replaces an empty folder only, so move the old one
+    // aside first (a crash between the two renames leaves it at `tmp`'s name, complete).
+    const std::filesystem::path aside = tmp.string() + ".old";
+    std::error_code ec;
+    if (std::filesystem::exists(dir, ec)) {
+      std::filesystem::rename(dir, aside, ec);
+      OAR_CHECK(!ec, kDataLoss, "cannot move the previous {} '{}' aside: {}", what, dir.string(), ec.message());
+    }
+    std::filesystem::rename(tmp, dir, ec);
+    OAR_CHECK(!ec, kDataLoss, "cannot rename '{}' to '{}': {}", tmp.string(), dir.string(), ec.message());
+    std::filesystem::rename(aside, tmp, ec);
+    return;
+  }
+  Throw(ErrorCode::kDataLoss, "cannot rename '{}' to '{}': {}", tmp.string(), dir.string(), std::strerror(error));
 }
 
 }  // namespace oar

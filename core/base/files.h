@@ -46,6 +46,11 @@ class DurableFile {
 /// fsync the directory `dir`, so that names created, renamed or removed in it survive a crash.
 void SyncDirectory(const std::filesystem::path& dir, std::string_view what);
 
+/// Put the folder `tmp` in the place of `dir` in one step: an atomic exchange where the file system has
+/// one (renameat2), else `dir` is moved aside first. Afterwards `tmp` holds the previous folder (or
+/// nothing), to be removed by the caller. Throws oar::Error(kDataLoss) naming `what` and both paths.
+void ReplaceDirectory(const std::filesystem::path& tmp, const std::filesystem::path& dir, std::string_view what);
+
 }  // namespace oar
 
 #endif  // OAR_CORE_BASE_FILES_H_

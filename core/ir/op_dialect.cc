@@ -71,6 +71,17 @@ ops::AttrValues SchemaAttrValues(const ops::OpSchema& s, const std::vector<Named
   return values;
 }
 
+std::vector<NamedAttribute> SchemaAttributes(IrContext& ctx, const ops::OpSchema& s, const ops::AttrValues& values) {
+  OAR_CHECK(values.size() == s.attrs.size(), kInternal, "{}: {} attribute values for {} attributes", s.name,
+            values.size(), s.attrs.size());
+  std::vector<NamedAttribute> out;
+  out.reserve(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    out.push_back({ctx.Intern(s.attrs[i].name), ToAttribute(ctx, KindOf(s.attrs[i]), values[i])});
+  }
+  return out;
+}
+
 namespace {
 
 std::string ExtentName(const IrContext& ctx, int64_t d) {

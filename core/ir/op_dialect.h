@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "core/ir/context.h"
 #include "core/ir/operation.h"
 #include "core/ops/schema.h"
 
@@ -11,6 +12,10 @@ namespace oar::ir {
 
 /// The schema's attribute values (schema order) of an op.* or kernel.* op's attributes.
 ops::AttrValues SchemaAttrValues(const ops::OpSchema& s, const std::vector<NamedAttribute>& attrs);
+
+/// The inverse: IR attributes (schema order, every attribute present) for schema attribute values, as
+/// Builder::Create takes them.
+std::vector<NamedAttribute> SchemaAttributes(IrContext& ctx, const ops::OpSchema& s, const ops::AttrValues& values);
 
 }  // namespace oar::ir
 

@@ -8,6 +8,7 @@
 
 #include "core/ops/ops.h"
 #include "core/ops/output_allocator.h"
+#include "core/ops/trace.h"
 #include "core/runtime/copy.h"
 #include "core/runtime/dispatch.h"
 #include "core/runtime/runtime.h"
@@ -104,6 +105,9 @@ Tensor ExpandTo(const Tensor& t, const Dims& shape) { return t.shape() == shape 
 
 std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs, std::optional<Device> device) {
   const OpSchema& s = Schema(op);
+  // Under capture the op is reported once, as called; the views it makes of its operands are its own.
+  Tracer* const tracer = ActiveTracer();
+  const TraceSuspend inside;
   OAR_CHECK_ARG((s.variadic ? !inputs.empty() : inputs.size() == s.inputs.size()) && inputs.size() <= kMaxInputs,
                 "{}: expected {} inputs, got {}", s.name, s.variadic ? "1 to 15" : std::to_string(s.inputs.size()),
                 inputs.size());
@@ -212,6 +216,7 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
   } else {
     runtime::Launch(*device, s.kernel_id, {kin.data(), inputs.size()}, {&kernel_out, 1}, kattrs.span());
   }
+  if (tracer != nullptr) tracer->OnOp(op, inputs, results, attrs);
   Record(op, inputs, results, attrs);
   return results;
 }
@@ -287,11 +292,13 @@ Tensor SliceScatter(const Tensor& src, const Dims& shape, int64_t dim, int64_t s
   Tensor out;
   {
     NoGradGuard no_grad;
+    ops::TraceSuspend inside;
     out = zeros(shape, src.dtype(), src.device());
     out.slice(dim, start, end, step).copy_(src);
   }
-  ops::Record(ops::Op::kSliceScatter, {&src, 1}, {&out, 1},
-              {std::vector<int64_t>(shape.begin(), shape.end()), dim, start, end, step});
+  const ops::AttrValues attrs = {std::vector<int64_t>(shape.begin(), shape.end()), dim, start, end, step};
+  if (ops::Tracer* tracer = ops::ActiveTracer()) tracer->OnOp(ops::Op::kSliceScatter, {&src, 1}, {&out, 1}, attrs);
+  ops::Record(ops::Op::kSliceScatter, {&src, 1}, {&out, 1}, attrs);
   return out;
 }
 

@@ -17,6 +17,8 @@
 
 namespace oar {
 
+class SafetensorsFile;
+
 // ---- elementwise (broadcasting) --------------------------------------------------------------------
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
@@ -141,6 +143,8 @@ void SaveTensors(const std::filesystem::path& path, const std::map<std::string, 
 /// Load every tensor of a safetensors file onto `device`.
 std::map<std::string, Tensor> LoadTensors(const std::filesystem::path& path,
                                           std::optional<Device> device = std::nullopt);
+/// Every tensor of a parsed safetensors file onto `device`.
+std::map<std::string, Tensor> LoadTensors(const SafetensorsFile& file, std::optional<Device> device = std::nullopt);
 
 // ---- operators -----------------------------------------------------------------------------------------
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

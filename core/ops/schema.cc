@@ -6,6 +6,7 @@
 #include "core/runtime/kernel_registry.h"
 #include "core/tensor/autograd_meta.h"
 #include "core/tensor/tensor.h"
+#include "core/ops/trace.h"
 
 namespace oar::ops {
 namespace {
@@ -416,6 +417,19 @@ Recorder g_recorder = nullptr;
 }  // namespace
 
 void SetRecorder(Recorder recorder) { g_recorder = recorder; }
+
+ViewCall ViewCallOf(const Tensor& view, ViewOp op, std::span<const int64_t> args) {
+  const std::vector<int64_t> shape(view.shape().begin(), view.shape().end());
+  switch (op) {
+    case ViewOp::kView: return {Op::kView, {shape}};
+    case ViewOp::kExpand: return {Op::kExpand, {shape}};
+    case ViewOp::kPermute: return {Op::kPermute, {std::vector<int64_t>(args.begin(), args.end())}};
+    case ViewOp::kSlice: return {Op::kSlice, {args[0], args[1], args[2], args[3]}};
+    case ViewOp::kSqueeze: return {Op::kSqueeze, {args[0]}};
+    case ViewOp::kUnsqueeze: return {Op::kUnsqueeze, {args[0]}};
+  }
+  Throw(ErrorCode::kInternal, "unknown view op {}", static_cast<int>(op));
+}
 
 void Record(Op op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const AttrValues& attrs) {
   if (g_recorder == nullptr || !GradModeEnabled() || Schema(op).vjp == nullptr) return;

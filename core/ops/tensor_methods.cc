@@ -7,6 +7,7 @@
 #include <numbers>
 
 #include "core/ops/ops.h"
+#include "core/ops/trace.h"
 #include "core/runtime/copy.h"
 #include "core/runtime/dispatch.h"
 #include "core/runtime/runtime.h"
@@ -17,7 +18,9 @@ namespace oar {
 namespace {
 
 // Host bytes of a tensor in row-major order.
-std::vector<std::byte> HostBytes(const Tensor& t) {
+std::vector<std::byte> HostBytes(const Tensor& t, std::string_view what) {
+  if (ops::Tracer* tracer = ops::ActiveTracer()) tracer->OnHostRead(t, what);
+  ops::TraceSuspend inside;
   const Tensor c = t.contiguous();
   std::vector<std::byte> bytes(c.nbytes());
   runtime::CopyToHost(c, bytes.data());
@@ -80,8 +83,10 @@ Tensor Tensor::clone() const {
   Tensor out = runtime::Empty(shape(), dtype(), device());
   {
     NoGradGuard no_grad;
+    ops::TraceSuspend inside;
     out.copy_(*this);
   }
+  if (ops::Tracer* tracer = ops::ActiveTracer()) tracer->OnOp(ops::Op::kClone, {this, 1}, {&out, 1}, {});
   ops::Record(ops::Op::kClone, {this, 1}, {&out, 1}, {});
   return out;
 }
@@ -97,8 +102,11 @@ Tensor Tensor::reshape(const Dims& shape) const {
 Tensor Tensor::to(Device target) const {
   if (device() == target) return *this;
   runtime::Runtime::Get().Context(target);  // validate the name first, listing what exists
-  const Tensor moved = runtime::CopySpanTo(*this, target);
-  return moved.contiguous();
+  ops::Tracer* tracer = ops::ActiveTracer();
+  ops::TraceSuspend inside;
+  const Tensor moved = runtime::CopySpanTo(*this, target).contiguous();
+  if (tracer != nullptr) tracer->OnTransfer(*this, moved);
+  return moved;
 }
 
 Tensor Tensor::to(DType target) const { return cast(*this, target); }
@@ -110,6 +118,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
   OAR_CHECK_ARG(!(GradModeEnabled() && (requires_grad() || src.requires_grad())),
                 "copy_: in-place copies are not recorded by autograd; the destination or source requires grad "
                 "(use NoGradGuard for parameter updates, or an out-of-place op)");
+  if (ops::Tracer* tracer = ops::ActiveTracer()) tracer->OnCopy(*this, src);
+  ops::TraceSuspend inside;
   Tensor source = runtime::CopySpanTo(src, device());
   if (source.shape() != shape()) {
     OAR_CHECK_ARG(BroadcastShapes(source.shape(), shape(), "copy_") == shape(),
@@ -125,7 +135,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 template <typename T>
 std::vector<T> Tensor::ToVector() const {
-  return ConvertHost<T>(HostBytes(*this), dtype(), numel());
+  return ConvertHost<T>(HostBytes(*this, "a host read (ToVector or item)"), dtype(), numel());
 }
 
 template <typename T>
@@ -274,15 +284,18 @@ void SaveTensors(const std::filesystem::path& path, const std::map<std::string, 
   buffers.reserve(tensors.size());
   for (const auto& [name, t] : tensors) {
     OAR_CHECK_ARG(t.defined(), "SaveTensors: tensor '{}' is undefined", name);
-    buffers.push_back(HostBytes(t));
+    buffers.push_back(HostBytes(t, "SaveSafetensors"));
     records.push_back({name, t.dtype(), t.shape(), buffers.back().data(), buffers.back().size()});
   }
   WriteSafetensors(path, records, metadata);
 }
 
 std::map<std::string, Tensor> LoadTensors(const std::filesystem::path& path, std::optional<Device> device) {
+  return LoadTensors(SafetensorsFile::Read(path), device);
+}
+
+std::map<std::string, Tensor> LoadTensors(const SafetensorsFile& file, std::optional<Device> device) {
   const Device target = device ? *device : DefaultDevice();
-  const SafetensorsFile file = SafetensorsFile::Read(path);
   std::map<std::string, Tensor> out;
   for (const SafetensorsRecord& r : file.records()) {
     Tensor t = runtime::Empty(r.shape, r.dtype, target);

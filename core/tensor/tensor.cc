@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "core/base/error.h"
 #include "core/tensor/autograd_meta.h"
+#include "core/tensor/trace.h"
 
 namespace oar {
 namespace {
@@ -73,18 +75,25 @@ std::optional<Dims> ViewStrides(const Dims& old_shape, const Dims& old_strides, 
 }
 
 thread_local bool g_grad_mode = true;
+thread_local TensorTracer* g_tracer = nullptr;
 ViewRecorder g_view_recorder = nullptr;
 ReverseFn g_reverse = nullptr;
 
-// Views of a tensor that takes part in autograd are recorded (their VJPs live in core/ops).
-Tensor RecordView(const Tensor& base, Tensor view, ViewOp op, std::initializer_list<int64_t> args = {}) {
-  if (g_view_recorder != nullptr && g_grad_mode && base.requires_grad()) {
-    g_view_recorder(base, view, op, std::span<const int64_t>(args.begin(), args.size()));
-  }
+// Views of a tensor that takes part in autograd are recorded (their VJPs live in core/ops); under capture
+// every view is reported to the tracer.
+Tensor RecordView(const Tensor& base, Tensor view, ViewOp op, std::span<const int64_t> args) {
+  if (g_tracer != nullptr) g_tracer->OnView(base, view, op, args);
+  if (g_view_recorder != nullptr && g_grad_mode && base.requires_grad()) g_view_recorder(base, view, op, args);
   return view;
+}
+Tensor RecordView(const Tensor& base, Tensor view, ViewOp op, std::initializer_list<int64_t> args = {}) {
+  return RecordView(base, std::move(view), op, std::span<const int64_t>(args.begin(), args.size()));
 }
 
 }  // namespace
+
+TensorTracer* ActiveTensorTracer() { return g_tracer; }
+TensorTracer* SetActiveTensorTracer(TensorTracer* tracer) { return std::exchange(g_tracer, tracer); }
 
 bool GradModeEnabled() { return g_grad_mode; }
 void SetGradMode(bool enabled) { g_grad_mode = enabled; }
@@ -193,12 +202,10 @@ Tensor Tensor::permute(std::span<const int64_t> dims) const {
     strides.push_back(t.strides[a]);
   }
   Tensor view(t.storage, t.dtype, shape, strides, t.offset);
-  if (g_view_recorder != nullptr && g_grad_mode && requires_grad()) {
-    Dims order;
-    for (int64_t d : dims) order.push_back(NormalizeAxis(d, rank, "permute"));
-    g_view_recorder(*this, view, ViewOp::kPermute, order);
-  }
-  return view;
+  if (g_tracer == nullptr && !(g_view_recorder != nullptr && g_grad_mode && requires_grad())) return view;
+  Dims order;
+  for (int64_t d : dims) order.push_back(NormalizeAxis(d, rank, "permute"));
+  return RecordView(*this, std::move(view), ViewOp::kPermute, std::span<const int64_t>(order.data(), order.size()));
 }
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {

@@ -15,6 +15,9 @@ void AddConformanceCommand(CLI::App& app, int& exit_code);
 /// `oar ir verify|print|opt`: the PIR tools (core/ir, core/passes).
 void AddIrCommands(CLI::App& app);
 
+/// `oar predict` (the Predictor) and, with the examples, `oar export` (capture a model into a saved program).
+void AddPredictCommands(CLI::App& app);
+
 /// `oar train|eval|generate`: the example models (examples/models.h); built with OAR_BUILD_EXAMPLES.
 void AddTrainCommands(CLI::App& app);
 

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   oar::cli::AddConformanceCommand(app, exit_code);
   oar::cli::AddIrCommands(app);
+  oar::cli::AddPredictCommands(app);
 #ifdef OAR_HAVE_EXAMPLES
   oar::cli::AddTrainCommands(app);
 #endif

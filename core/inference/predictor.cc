@@ -1,0 +1,88 @@
+#include "core/inference/predictor.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/base/error.h"
+#include "core/ir/text.h"
+#include "core/jit/interpreter.h"
+#include "core/jit/model.h"
+#include "core/ops/ops.h"
+#include "core/passes/pass.h"
+#include "core/tensor/autograd_meta.h"
+
+namespace oar::inference {
+namespace {
+
+nlohmann::json ShapeJson(const ir::IrContext& ctx, ir::Type t) {
+  nlohmann::json dims = nlohmann::json::array();
+  for (int64_t d : t.dims()) {
+    if (ir::SymDim::IsStatic(d)) dims.push_back(d);
+    else dims.push_back(ir::SymDim::IsSymbol(d) ? ctx.SymbolName(d) : "?");
+  }
+  return dims;
+}
+
+}  // namespace
+
+Predictor::Predictor(const Config& config)
+    : device_(config.device.empty() ? DefaultDevice() : Device(config.device)),
+      ctx_(std::make_unique<ir::IrContext>()) {
+  program_ = jit::Load(*ctx_, config.model_dir, device_);
+  passes::PassManager pm;
+  if (config.optimize) pm.AddPipeline(config.passes.empty() ? kDefaultPasses : config.passes);
+  pm.AddPipeline(fmt::format("kernel-select{{device={}}}", device_.str()));
+  pm.Run(*program_);
+  inputs_ = jit::ProgramInputs(*program_);
+  outputs_ = jit::ProgramOutputNames(*program_);
+}
+
+Predictor::~Predictor() = default;
+
+std::vector<Tensor> Predictor::Run(std::span<const Tensor> inputs) const {
+  OAR_CHECK_ARG(inputs.size() == inputs_.size(), "predictor: the model takes {} inputs ({}), got {}", inputs_.size(),
+                [&] {
+                  std::string s;
+                  for (const jit::InputSpec& i : inputs_) s += (s.empty() ? "" : ", ") + i.ToString();
+                  return s;
+                }(),
+                inputs.size());
+  NoGradGuard no_grad;
+  return jit::Interpret(*program_, inputs, device_);
+}
+
+std::map<std::string, Tensor> Predictor::Run(const std::map<std::string, Tensor>& inputs) const {
+  std::vector<Tensor> ordered;
+  for (const jit::InputSpec& spec : inputs_) {
+    auto it = inputs.find(spec.name);
+    OAR_CHECK_ARG(it != inputs.end(), "predictor: input '{}' ({}) is missing", spec.name, spec.ToString());
+    ordered.push_back(it->second);
+  }
+  for (const auto& [name, t] : inputs) {
+    bool known = false;
+    for (const jit::InputSpec& spec : inputs_) known = known || spec.name == name;
+    OAR_CHECK_ARG(known, "predictor: the model has no input '{}'", name);
+  }
+  std::vector<Tensor> out = Run(ordered);
+  std::map<std::string, Tensor> named;
+  for (size_t i = 0; i < out.size(); ++i) named[outputs_[i]] = std::move(out[i]);
+  return named;
+}
+
+std::string Predictor::Describe() const {
+  nlohmann::json inputs = nlohmann::json::array(), outputs = nlohmann::json::array();
+  for (ir::Operation* op : program_->block()) {
+    if (op->name() == "builtin.data") {
+      inputs.push_back({{"name", op->attr("name").AsString()},
+                        {"dtype", DTypeName(op->result(0).type().dtype())},
+                        {"shape", ShapeJson(*ctx_, op->result(0).type())}});
+    } else if (op->name() == "builtin.output") {
+      for (uint32_t i = 0; i < op->num_operands(); ++i) {
+        const ir::Type t = op->operand(i).type();
+        outputs.push_back({{"name", outputs_[i]}, {"dtype", DTypeName(t.dtype())}, {"shape", ShapeJson(*ctx_, t)}});
+      }
+    }
+  }
+  return nlohmann::json{{"device", device_.str()}, {"inputs", inputs}, {"outputs", outputs}}.dump(2);
+}
+
+}  // namespace oar::inference

@@ -1,0 +1,70 @@
+// The Predictor: serve a saved program (core/jit/model.h) on any device by name, in the manner of Paddle
+// Inference and ONNX Runtime. Built once from a Config — load, verify, optimise (canonicalize, cse,
+// constant-fold, dce) and bind every op to the device (kernel-select, with explicit host fallback) — then
+// Run(inputs) any number of times, from any number of threads at once: a run keeps its state on its own
+// stack, the program and the parameters (placed on the device at load) are only read. Input shapes may
+// change from run to run within the program's symbolic extents. Inputs bound from user buffers with
+// FromDLPack (core/tensor/dlpack.h) are read in place, without a copy, when they are on the device.
+#ifndef OAR_CORE_INFERENCE_PREDICTOR_H_
+#define OAR_CORE_INFERENCE_PREDICTOR_H_
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/ir/builder.h"
+#include "core/jit/capture.h"
+#include "core/tensor/tensor.h"
+
+namespace oar::inference {
+
+struct Config {
+  /// A folder written by jit::Save or `oar export`.
+  std::filesystem::path model_dir;
+  /// The device by name ("cpu", "kunlun_sim:0", "ascend_sim:1"); empty: OAR_DEVICE, else cpu:0.
+  std::string device;
+  /// Run the optimisation passes on load (kernel selection always runs).
+  bool optimize = true;
+  /// A pass pipeline replacing the default optimisation passes (oar ir opt syntax); empty: the default.
+  std::string passes;
+};
+
+class Predictor {
+ public:
+  /// Load, check and prepare the model. Throws oar::Error naming the file, the device or the pass.
+  explicit Predictor(const Config& config);
+  ~Predictor();
+  Predictor(const Predictor&) = delete;
+  Predictor& operator=(const Predictor&) = delete;
+
+  /// Outputs for `inputs` (by position, as inputs() lists them), on the predictor's device. Safe to call
+  /// from several threads at once. Throws oar::Error naming the input that does not fit its spec.
+  std::vector<Tensor> Run(std::span<const Tensor> inputs) const;
+  /// By name: every input of inputs() must be present; returns outputs by name.
+  std::map<std::string, Tensor> Run(const std::map<std::string, Tensor>& inputs) const;
+
+  const std::vector<jit::InputSpec>& inputs() const { return inputs_; }
+  const std::vector<std::string>& output_names() const { return outputs_; }
+  Device device() const { return device_; }
+  /// The prepared (optimised, device-bound) program.
+  const ir::Program& program() const { return *program_; }
+  /// {"inputs": [{name, dtype, shape}], "outputs": [{name, dtype, shape}], "device": ...} as JSON text.
+  std::string Describe() const;
+
+ private:
+  Device device_;
+  std::unique_ptr<ir::IrContext> ctx_;
+  std::unique_ptr<ir::Program> program_;
+  std::vector<jit::InputSpec> inputs_;
+  std::vector<std::string> outputs_;
+};
+
+/// The default optimisation pipeline run on load, before kernel selection.
+inline constexpr const char* kDefaultPasses = "canonicalize,cse,constant-fold,dce";
+
+}  // namespace oar::inference
+
+#endif  // OAR_CORE_INFERENCE_PREDICTOR_H_
