@@ -3,7 +3,9 @@
 // the same kernels in the same order — at batch extents other than the ones it was captured at.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <filesystem>
 
 #include <unistd.h>
@@ -68,6 +70,47 @@ TEST_P(ExportTest, PredictorMatchesEagerOnEveryDevice) {
   }
   fs::remove_all(dir);
   fs::remove_all(checkpoint);
+}
+
+// `oar train --static`: the captured step programs give the eager losses, bitwise, on cpu and a simulator.
+class StaticTrainTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(StaticTrainTest, LossesEqualEagerBitwise) {
+  const auto& [kind, device] = GetParam();
+  constexpr int64_t kSteps = 6;
+  auto eager = MakeExample(kind, Device(device), 5);
+  auto captured = MakeExample(kind, Device(device), 5);
+  const std::vector<double> want = Train(*eager, kSteps);
+  jit::StaticFunction::Stats stats;
+  const std::vector<double> got = TrainStatic(*captured, kSteps, 0, {}, {}, &stats);
+  EXPECT_EQ(got, want);
+  // Step 0 captures (Adam has no moments yet), step 1 captures again (now it has), then every step replays.
+  EXPECT_EQ(stats.misses, 2);
+  EXPECT_EQ(stats.hits, kSteps - 2);
+  ASSERT_EQ(stats.miss_reasons.size(), 2u);
+  EXPECT_EQ(stats.miss_reasons[0], "first call");
+  EXPECT_NE(stats.miss_reasons[1].find("adam.m.0"), std::string::npos) << stats.miss_reasons[1];
+  // The trained weights agree too.
+  const auto a = eager->module().StateDict(), b = captured->module().StateDict();
+  for (const auto& [name, t] : a) EXPECT_EQ(t.ToVector<float>(), b.at(name).ToVector<float>()) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, StaticTrainTest,
+                         ::testing::Combine(::testing::Values("mlp", "cnn"), ::testing::Values("cpu", "kunlun_sim:0")),
+                         [](const auto& info) {
+                           std::string d = std::get<1>(info.param);
+                           std::replace(d.begin(), d.end(), ':', '_');
+                           return std::get<0>(info.param) + "_" + d;
+                         });
+
+TEST(StaticTrainTest, LlamaNamesTheHostReadThatPreventsCapture) {
+  auto e = MakeExample("llama", Device("cpu"), 5);
+  try {
+    TrainStatic(*e, 1);
+    FAIL() << "expected an error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("host"), std::string::npos) << err.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ExportTest, ::testing::Values("mlp", "cnn", "llama"),

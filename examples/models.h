@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "core/jit/capture.h"
+#include "core/jit/static_function.h"
 #include "core/nn/module.h"
+#include "core/optim/optim.h"
 
 namespace oar::examples {
 
@@ -38,7 +40,15 @@ class Example {
   virtual std::string metric_name() const = 0;
   virtual nn::Module& module() = 0;
   /// One optimiser step (step is 0-based out of `total`, for the schedule); returns the training loss.
-  virtual double TrainStep(int64_t step, int64_t total) = 0;
+  /// Exactly Batch, then TrainOn with the optimiser's NextStepScalars() as tensors.
+  double TrainStep(int64_t step, int64_t total);
+  /// The step's data as tensors (drawn on the host from the example's seed; sets the learning rate of the
+  /// schedule). Called once per step, in order, eagerly or statically alike.
+  virtual std::vector<Tensor> Batch(int64_t step, int64_t total) = 0;
+  /// Forward, loss, backward and the optimiser's update on `batch`, its host numbers from `scalar`;
+  /// returns {loss}. Only tensor ops: this is what `oar train --static` captures into one program.
+  virtual std::vector<Tensor> TrainOn(std::span<const Tensor> batch, const optim::Optimizer::ScalarFn& scalar) = 0;
+  virtual optim::Optimizer& optimizer() = 0;
   /// The metric on held-out data (eval mode, no gradients).
   virtual double Evaluate() = 0;
   /// The forward for export. `batch` > 0 fixes the batch extent, otherwise it is the symbol B; `seq` (llama
@@ -66,6 +76,15 @@ std::vector<std::string> ExampleKinds();
 std::vector<double> Train(Example& example, int64_t steps, int64_t log_every = 0,
                           const std::function<void(int64_t, double)>& log = {},
                           const std::function<void(int64_t, int64_t)>& progress = {});
+
+/// Train as Train does, but through captured programs (`oar train --static`): the step Batch -> TrainOn is
+/// captured by a jit::StaticFunction on its first call and replayed from the program afterwards (capturing
+/// again when a guard fails, e.g. once Adam's moments exist). The same batches, schedule and update, so the
+/// losses equal Train's. `stats` (optional) receives the capture cache's hits, misses and their reasons.
+std::vector<double> TrainStatic(Example& example, int64_t steps, int64_t log_every = 0,
+                                const std::function<void(int64_t, double)>& log = {},
+                                const std::function<void(int64_t, int64_t)>& progress = {},
+                                jit::StaticFunction::Stats* stats = nullptr);
 
 /// The points SaveCheckpoint passes, in order: "weights" (model.safetensors written and flushed in the
 /// temporary folder), "config" (config.json too), "verified" (both read back and checked), "replaced"

@@ -64,7 +64,10 @@ class Tracer final : public ops::Tracer {
     if (it != ids_.end()) return it->second;
     // A tensor made outside the traced ops: its current value becomes part of the program.
     const int c = static_cast<int>(t_.constants.size());
-    t_.constants.push_back(t.detach());
+    {
+      ops::TraceSuspend quiet;
+      t_.constants.push_back(t.detach());
+    }
     return Bind(t, {Node::kConstant, c});
   }
   std::optional<int> Find(const Tensor& t) const {
@@ -105,6 +108,7 @@ class Tracer final : public ops::Tracer {
   }
 
   void OnTransfer(const Tensor& src, const Tensor& moved) override { Rebind(moved, Id(src)); }
+  void OnAlias(const Tensor& src, const Tensor& alias) override { Rebind(alias, Id(src)); }
 
   void OnHostRead(const Tensor& t, std::string_view what) override {
     const std::optional<int> id = Find(t);

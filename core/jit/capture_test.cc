@@ -10,7 +10,7 @@
 #include "core/ir/verifier.h"
 #include "core/jit/grad.h"
 #include "core/jit/interpreter.h"
-#include "core/jit/model.h"
+#include "core/jit/static_function.h"
 #include "core/nn/layers.h"
 #include "core/ops/nn.h"
 
@@ -186,6 +186,30 @@ TEST(CaptureTest, GradOfACapturedProgramMatchesEagerToSecondOrder) {
     const double t = std::tanh(xv[i]);
     EXPECT_NEAR(gv[i], t + xv[i] * (1 - t * t), 1e-12);
   }
+}
+
+TEST(StaticFunctionTest, CachesPerGuardSetAndSaysWhyItMissed) {
+  Tensor total = zeros({});
+  auto fn = [&](std::span<const Tensor> in) {
+    NoGradGuard no_grad;
+    total = total + sum(in[0]);
+    return std::vector<Tensor>{in[0] * 2.0};
+  };
+  StaticFunction f(fn, {{"total", &total}}, kCpu, /*capacity=*/2);
+  auto call = [&](Dims shape) { return f(std::vector<Tensor>{ones(shape)})[0].ToVector<float>(); };
+  EXPECT_EQ(call({2}), (std::vector<float>{2, 2}));     // miss: first call (captured)
+  EXPECT_EQ(call({2}), (std::vector<float>{2, 2}));     // hit
+  EXPECT_EQ(call({3}), (std::vector<float>{2, 2, 2}));  // miss: shape
+  EXPECT_EQ(call({2}), (std::vector<float>{2, 2}));     // hit (still cached)
+  EXPECT_EQ(call({4}).size(), 4u);                      // miss: evicts [3], the least recently used
+  EXPECT_EQ(call({3}).size(), 3u);                      // miss again
+  EXPECT_EQ(f.stats().hits, 2);
+  EXPECT_EQ(f.stats().misses, 4);
+  EXPECT_EQ(f.cached(), 2u);
+  EXPECT_EQ(f.stats().miss_reasons[0], "first call");
+  EXPECT_EQ(f.stats().miss_reasons[1], "input 0: float32 [3] on cpu:0 (cached: float32 [2] on cpu:0)");
+  // State threads through captured and replayed calls alike: 2 + 2 + 3 + 2 + 4 + 3.
+  EXPECT_EQ(total.item<float>(), 16.0f);
 }
 
 }  // namespace

@@ -22,6 +22,11 @@ Optimizer::Optimizer(std::vector<Tensor*> params, double lr) : params_(std::move
   }
 }
 
+void Optimizer::Step() {
+  const std::vector<double> values = NextStepScalars();
+  ApplyStep([&](size_t k, DType dtype, Device device) { return full({}, values.at(k), dtype, device); });
+}
+
 void Optimizer::ZeroGrad() {
   for (Tensor* p : params_) p->zero_grad();
 }
@@ -31,7 +36,13 @@ SGD::SGD(std::vector<Tensor*> params, double lr, SgdOptions options)
   OAR_CHECK_ARG(!o_.nesterov || o_.momentum > 0, "SGD: Nesterov needs momentum > 0");
 }
 
-void SGD::Step() {
+std::vector<std::pair<std::string, Tensor*>> SGD::NamedState() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (size_t i = 0; i < velocity_.size(); ++i) out.emplace_back(fmt::format("sgd.velocity.{}", i), &velocity_[i]);
+  return out;
+}
+
+void SGD::ApplyStep(const ScalarFn& scalar) {
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor* p = params_[i];
@@ -43,7 +54,7 @@ void SGD::Step() {
       velocity_[i] = velocity_[i].defined() ? velocity_[i] * o_.momentum + g : g.clone();
       step = o_.nesterov ? g + velocity_[i] * o_.momentum : velocity_[i];
     }
-    Assign(p, *p - step * lr_);
+    Assign(p, *p - step * scalar(0, p->dtype(), p->device()));
   }
 }
 
@@ -53,24 +64,37 @@ Adam::Adam(std::vector<Tensor*> params, double lr, AdamOptions options)
                 "Adam: betas ({}, {}) must be in [0, 1)", o_.beta1, o_.beta2);
 }
 
-void Adam::Step() {
-  NoGradGuard no_grad;
+std::vector<double> Adam::NextStepScalars() {
   ++t_;
-  const double c1 = 1 - std::pow(o_.beta1, static_cast<double>(t_));
-  const double c2 = 1 - std::pow(o_.beta2, static_cast<double>(t_));
+  return {lr_, 1 - std::pow(o_.beta1, static_cast<double>(t_)), 1 - std::pow(o_.beta2, static_cast<double>(t_)),
+          1 - lr_ * o_.weight_decay};
+}
+
+std::vector<std::pair<std::string, Tensor*>> Adam::NamedState() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (size_t i = 0; i < m_.size(); ++i) {
+    out.emplace_back(fmt::format("adam.m.{}", i), &m_[i]);
+    out.emplace_back(fmt::format("adam.v.{}", i), &v_[i]);
+  }
+  return out;
+}
+
+void Adam::ApplyStep(const ScalarFn& scalar) {
+  NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor* p = params_[i];
     Tensor g = p->grad();
     if (!g.defined()) continue;
     Tensor value = *p;
     if (o_.weight_decay != 0) {
-      if (o_.decoupled) value = value * (1 - lr_ * o_.weight_decay);
+      if (o_.decoupled) value = value * scalar(3, p->dtype(), p->device());
       else g = g + *p * o_.weight_decay;
     }
     m_[i] = m_[i].defined() ? m_[i] * o_.beta1 + g * (1 - o_.beta1) : g * (1 - o_.beta1);
     v_[i] = v_[i].defined() ? v_[i] * o_.beta2 + g * g * (1 - o_.beta2) : g * g * (1 - o_.beta2);
-    const Tensor update = (m_[i] / c1) / (sqrt(v_[i] / c2) + o_.eps);
-    Assign(p, value - update * lr_);
+    const Tensor update = (m_[i] / scalar(1, p->dtype(), p->device())) /
+                          (sqrt(v_[i] / scalar(2, p->dtype(), p->device())) + o_.eps);
+    Assign(p, value - update * scalar(0, p->dtype(), p->device()));
   }
 }
 

@@ -4,6 +4,9 @@
 #ifndef OAR_CORE_OPTIM_OPTIM_H_
 #define OAR_CORE_OPTIM_OPTIM_H_
 
+#include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/autograd/autograd.h"
@@ -14,8 +17,20 @@ class Optimizer {
  public:
   explicit Optimizer(std::vector<Tensor*> params, double lr);
   virtual ~Optimizer() = default;
+  /// A 0-d tensor of the dtype asked for holding host number k of the step (see ApplyStep).
+  using ScalarFn = std::function<Tensor(size_t k, DType dtype, Device device)>;
+
   /// Apply one update from the parameters' accumulated grad(); parameters without a gradient are skipped.
-  virtual void Step() = 0;
+  /// The same as ApplyStep(NextStepScalars() made into tensors).
+  void Step();
+  /// Advance the host-side schedule (Adam's step count) and return the numbers the next update uses, the
+  /// learning rate first. A captured training step takes them as program inputs, so that one program
+  /// serves every step of a schedule.
+  virtual std::vector<double> NextStepScalars() { return {lr_}; }
+  /// The update, with host number k of NextStepScalars() given by scalar(k, dtype, device).
+  virtual void ApplyStep(const ScalarFn& scalar) = 0;
+  /// The optimiser's own state tensors (momentum, moments) by name, for capture (jit::StateSlot).
+  virtual std::vector<std::pair<std::string, Tensor*>> NamedState() { return {}; }
   void ZeroGrad();
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
@@ -35,7 +50,8 @@ struct SgdOptions {
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor*> params, double lr, SgdOptions options = {});
-  void Step() override;
+  void ApplyStep(const ScalarFn& scalar) override;
+  std::vector<std::pair<std::string, Tensor*>> NamedState() override;
 
  private:
   SgdOptions o_;
@@ -53,7 +69,10 @@ struct AdamOptions {
 class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor*> params, double lr, AdamOptions options = {});
-  void Step() override;
+  /// lr, 1 - beta1^t, 1 - beta2^t, 1 - lr * weight_decay (after advancing t).
+  std::vector<double> NextStepScalars() override;
+  void ApplyStep(const ScalarFn& scalar) override;
+  std::vector<std::pair<std::string, Tensor*>> NamedState() override;
   int64_t steps() const { return t_; }
 
  private:

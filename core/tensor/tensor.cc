@@ -131,7 +131,9 @@ bool Tensor::is_leaf() const {
 
 Tensor Tensor::detach() const {
   const TensorImpl& t = Checked(impl_);
-  return Tensor(t.storage, t.dtype, t.shape, t.strides, t.offset);
+  Tensor detached(t.storage, t.dtype, t.shape, t.strides, t.offset);
+  if (g_tracer != nullptr) g_tracer->OnAlias(*this, detached);
+  return detached;
 }
 
 AutogradMeta* Tensor::autograd_meta() const { return impl_ ? impl_->autograd.get() : nullptr; }

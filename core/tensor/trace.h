@@ -16,6 +16,8 @@ class TensorTracer {
   virtual ~TensorTracer() = default;
   /// `view` was made from `base` (args as for ViewRecorder).
   virtual void OnView(const Tensor& base, const Tensor& view, ViewOp op, std::span<const int64_t> args) = 0;
+  /// `alias` is `src` under another handle with the same values (detach).
+  virtual void OnAlias(const Tensor& src, const Tensor& alias) = 0;
 };
 
 /// The tracer active on this thread, or null (the common case: one thread-local load per view).

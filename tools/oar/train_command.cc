@@ -8,6 +8,7 @@
 
 #include "core/base/error.h"
 #include "core/ops/ops.h"
+#include "core/jit/static_function.h"
 #include "core/runtime/profiler.h"
 #include "examples/models.h"
 #include "tools/oar/commands.h"
@@ -34,7 +35,7 @@ void AddTrainCommands(CLI::App& app) {
       std::string model, device, out;
       int64_t steps = -1, log_every = 0;
       uint64_t seed = 0;
-      bool profile = false;
+      bool profile = false, static_graph = false;
     };
     auto a = std::make_shared<Args>();
     CLI::App* cmd = app.add_subcommand("train", "Train an example model (mlp, cnn, llama) on a device");
@@ -46,6 +47,9 @@ void AddTrainCommands(CLI::App& app) {
     cmd->add_option("--seed", a->seed, "Seed for data and weights")->capture_default_str();
     cmd->add_option("--out", a->out, "Write the checkpoint (model.safetensors + config.json) to this folder");
     cmd->add_option("--log-every", a->log_every, "Print the loss every N steps (default: steps / 10)");
+    cmd->add_flag("--static", a->static_graph,
+                  "Capture the training step (forward, loss, backward, update) into a program on the first step "
+                  "and run the program afterwards; the losses equal eager training's");
     cmd->add_flag("--profile", a->profile,
                   "After training, print a per-op table: calls, host dispatch time, device time (simulated on "
                   "the simulators), cpu fallbacks, private-format kernel runs");
@@ -67,8 +71,12 @@ void AddTrainCommands(CLI::App& app) {
       const bool tty = ::isatty(STDERR_FILENO) != 0;
       auto last_draw = t0;
       if (a->profile) runtime::Profiler::Get().Start();
-      examples::Train(
-          *e, steps, a->log_every,
+      jit::StaticFunction::Stats stats;
+      auto train = [&](auto&& log, auto&& progress) {
+        if (a->static_graph) return examples::TrainStatic(*e, steps, a->log_every, log, progress, &stats);
+        return examples::Train(*e, steps, a->log_every, log, progress);
+      };
+      train(
           [tty](int64_t i, double loss) {
             if (tty) std::fprintf(stderr, "\r\033[K");
             std::printf("step %lld loss %.6f\n", static_cast<long long>(i), loss);
@@ -87,6 +95,14 @@ void AddTrainCommands(CLI::App& app) {
           });
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::printf("trained in %.1f s\n", secs);
+      if (a->static_graph) {
+        std::printf("static: %lld steps ran captured programs, %lld captured (", static_cast<long long>(stats.hits),
+                    static_cast<long long>(stats.misses));
+        for (size_t i = 0; i < stats.miss_reasons.size(); ++i) {
+          std::printf("%s%s", i ? "; " : "", stats.miss_reasons[i].c_str());
+        }
+        std::printf(")\n");
+      }
       if (a->profile)
         std::printf("\nprofile of the training steps:\n%s\n",
                     runtime::FormatProfile(runtime::Profiler::Get().Stop()).c_str());

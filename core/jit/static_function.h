@@ -1,0 +1,59 @@
+// to_static: a function that captures itself on first use and runs the captured program afterwards, as
+// Paddle's to_static and dynamo do. A captured program is valid only under what its capture assumed — the
+// guards: each input's dtype, shape and device, each state slot's presence, dtype, shape and device, and
+// the grad mode. A call whose guards match a cached program runs that program (through the reference
+// interpreter, which the scheduler will replace); any other call captures again, which runs the function
+// eagerly, and caches the new program. The cache is bounded (least recently used program evicted) and
+// observable: hits, misses and the reason of every miss.
+#ifndef OAR_CORE_JIT_STATIC_FUNCTION_H_
+#define OAR_CORE_JIT_STATIC_FUNCTION_H_
+
+#include <list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/jit/capture.h"
+
+namespace oar::jit {
+
+class StaticFunction {
+ public:
+  struct Stats {
+    int64_t hits = 0;
+    int64_t misses = 0;
+    /// Why each miss happened ("first call", "input 0 shape [4, 2] (cached: [8, 2])", ...), oldest first.
+    std::vector<std::string> miss_reasons;
+  };
+
+  /// `fn` reads and may replace `state`; its inputs and results are tensors on `device`. At most `capacity`
+  /// programs are kept.
+  StaticFunction(Function fn, std::vector<StateSlot> state, Device device, size_t capacity = 8);
+  ~StaticFunction();
+
+  /// Run: the cached program when the guards match, else capture (running fn eagerly). State slots the
+  /// function replaces are updated either way.
+  std::vector<Tensor> operator()(std::span<const Tensor> inputs);
+
+  const Stats& stats() const { return stats_; }
+  size_t cached() const { return cache_.size(); }
+  /// The most recently used program (null before the first call).
+  const ir::Program* program() const;
+
+ private:
+  struct Entry;
+  std::string GuardKey(std::span<const Tensor> inputs) const;
+  std::vector<Tensor> Replay(Entry& e, std::span<const Tensor> inputs);
+
+  Function fn_;
+  std::vector<StateSlot> state_;
+  Device device_;
+  size_t capacity_;
+  std::unique_ptr<ir::IrContext> ctx_;
+  std::list<std::unique_ptr<Entry>> cache_;  // most recently used first
+  Stats stats_;
+};
+
+}  // namespace oar::jit
+
+#endif  // OAR_CORE_JIT_STATIC_FUNCTION_H_
