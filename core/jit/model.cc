@@ -104,9 +104,8 @@ void Save(const ir::Program& program, const fs::path& dir_arg) {
   SyncDirectory(dir.parent_path(), "program");
 }
 
-std::unique_ptr<ir::Program> LoadFromBytes(ir::IrContext& ctx, std::string_view model_json,
-                                           std::string_view program_text, std::vector<std::byte> parameters,
-                                           const std::string& origin, std::optional<Device> device) {
+SavedProgram ParseSaved(ir::IrContext& ctx, std::string_view model_json, std::string_view program_text,
+                        std::vector<std::byte> parameters, const std::string& origin) {
   const std::string manifest_file = (fs::path(origin) / kManifest).string();
   std::string problem;
   const std::optional<nlohmann::json> m = ParseJson(model_json, &problem);
@@ -160,8 +159,17 @@ std::unique_ptr<ir::Program> LoadFromBytes(ir::IrContext& ctx, std::string_view 
     OAR_CHECK_ARG(declared.count(r.name) != 0, "{}: holds '{}', which the program does not declare", params_file,
                   r.name);
   }
-  for (auto& [name, t] : LoadTensors(file, device ? *device : Device("cpu"))) program->parameters[name] = std::move(t);
-  return program;
+  return {std::move(program), std::move(file)};
+}
+
+std::unique_ptr<ir::Program> LoadFromBytes(ir::IrContext& ctx, std::string_view model_json,
+                                           std::string_view program_text, std::vector<std::byte> parameters,
+                                           const std::string& origin, std::optional<Device> device) {
+  SavedProgram saved = ParseSaved(ctx, model_json, program_text, std::move(parameters), origin);
+  for (auto& [name, t] : LoadTensors(saved.parameters, device ? *device : Device("cpu"))) {
+    saved.program->parameters[name] = std::move(t);
+  }
+  return std::move(saved.program);
 }
 
 std::unique_ptr<ir::Program> Load(ir::IrContext& ctx, const fs::path& dir, std::optional<Device> device) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/ir/builder.h"
+#include "core/tensor/safetensors.h"
 
 namespace oar::jit {
 
@@ -34,8 +35,15 @@ void Save(const ir::Program& program, const std::filesystem::path& dir);
 std::unique_ptr<ir::Program> Load(ir::IrContext& ctx, const std::filesystem::path& dir,
                                   std::optional<Device> device = std::nullopt);
 
-/// Load's checks on bytes in memory (the fuzz target): `model_json`, `program_text` and `parameters` are the
-/// three files' contents; `origin` names the folder in messages.
+/// A saved program checked but not yet placed on a device: the program and its parameters' file.
+struct SavedProgram {
+  std::unique_ptr<ir::Program> program;
+  SafetensorsFile parameters;
+};
+/// Every check of Load on the three files' contents in memory (the fuzz target); `origin` names the folder.
+SavedProgram ParseSaved(ir::IrContext& ctx, std::string_view model_json, std::string_view program_text,
+                        std::vector<std::byte> parameters, const std::string& origin);
+/// ParseSaved, then the parameters onto `device` (default cpu).
 std::unique_ptr<ir::Program> LoadFromBytes(ir::IrContext& ctx, std::string_view model_json,
                                            std::string_view program_text, std::vector<std::byte> parameters,
                                            const std::string& origin, std::optional<Device> device = std::nullopt);
