@@ -349,8 +349,6 @@ class LlamaExample : public Example {
     }
     return {FromVector<int64_t>(xs, {b, t}, device_), FromVector<int64_t>(ys, {b * t}, device_)};
   }
-  // Gradient clipping reads the global norm on the host (optim::ClipGradNorm), so this step cannot be
-  // captured whole yet: capture reports that read.
   std::vector<Tensor> TrainOn(std::span<const Tensor> batch, const optim::Optimizer::ScalarFn& scalar) override {
     model_->Train();
     const Tensor loss = Loss(batch[0], batch[1]);

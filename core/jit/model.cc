@@ -136,7 +136,7 @@ SavedProgram ParseSaved(ir::IrContext& ctx, std::string_view model_json, std::st
 
   std::unique_ptr<ir::Program> program = ir::ParseProgram(ctx, program_text, program_file);
   ir::Verify(*program->module());
-  const SafetensorsFile file = SafetensorsFile::Parse(std::move(parameters), params_file);
+  SafetensorsFile file = SafetensorsFile::Parse(std::move(parameters), params_file);
   std::set<std::string> declared;
   for (ir::Operation* op : program->block()) {
     OAR_CHECK_ARG(op->name().starts_with("op.") || op->name().starts_with("builtin.") || op->name().starts_with("cf."),

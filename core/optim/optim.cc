@@ -107,26 +107,31 @@ double WarmupCosine(int64_t step, double base, int64_t warmup, int64_t total, do
   return min_lr + 0.5 * (base - min_lr) * (1 + std::cos(std::numbers::pi * progress));
 }
 
-double ClipGradNorm(const std::vector<Tensor*>& params, double max_norm) {
+Tensor ClipGradNorm(const std::vector<Tensor*>& params, double max_norm) {
   OAR_CHECK_ARG(max_norm > 0, "ClipGradNorm: max_norm {} must be positive", max_norm);
   NoGradGuard no_grad;
-  double total = 0;
+  // Each tensor's sum of squares on its device, in float32 (float64 grads stay float64): casting to
+  // float64 there would need a float64 kernel, which kunlun_sim and ascend_sim do not have and strict
+  // mode (certification) forbids falling back for.
+  Tensor total;
   for (Tensor* p : params) {
     const Tensor g = p->grad();
     if (!g.defined()) continue;
-    // Each tensor's sum of squares on its device, in float32 (float64 grads stay float64): casting to
-    // float64 there would need a float64 kernel, which kunlun_sim and ascend_sim do not have and strict
-    // mode (certification) forbids falling back for. Tensors are added up in double on the host.
-    const Tensor w = g.dtype() == DType::kFloat64 ? g : cast(g, DType::kFloat32);
-    total += sum(w * w).item<double>();
+    const DType acc = total.defined() ? total.dtype() : g.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    const Tensor w = cast(g, acc);
+    Tensor s = sum(w * w);
+    if (total.defined() && s.device() != total.device()) s = s.to(total.device());
+    total = total.defined() ? total + s : s;
   }
-  const double norm = std::sqrt(total);
-  if (norm > max_norm) {
-    const double scale = max_norm / (norm + 1e-6);
-    for (Tensor* p : params) {
-      if (!p->grad().defined()) continue;
-      p->mutable_autograd_meta().grad = p->grad() * scale;
-    }
+  if (!total.defined()) return total;
+  const Tensor norm = sqrt(total);
+  const Tensor scale = minimum(full({}, max_norm, norm.dtype(), norm.device()) / (norm + 1e-6),
+                               full({}, 1.0, norm.dtype(), norm.device()));
+  for (Tensor* p : params) {
+    const Tensor g = p->grad();
+    if (!g.defined()) continue;
+    const Tensor s = cast(scale.device() == g.device() ? scale : scale.to(g.device()), g.dtype());
+    p->mutable_autograd_meta().grad = g * s;
   }
   return norm;
 }

@@ -91,8 +91,12 @@ class AdamW : public Adam {
 /// `base` to `min_lr` at `total` steps (constant afterwards).
 double WarmupCosine(int64_t step, double base, int64_t warmup, int64_t total, double min_lr = 0);
 
-/// Scale every gradient so their global L2 norm is at most `max_norm`; returns the norm before clipping.
-double ClipGradNorm(const std::vector<Tensor*>& params, double max_norm);
+/// Scale every gradient so their global L2 norm is at most `max_norm`, as PyTorch's clip_grad_norm_ does:
+/// every gradient is multiplied by min(1, max_norm / (norm + 1e-6)). Entirely on the device — no host
+/// read, so a training step that clips can be captured into one program. Returns the norm before
+/// clipping as a 0-d tensor (float32, or float64 when the first gradient is), on the first gradient's
+/// device; undefined when no parameter has a gradient.
+Tensor ClipGradNorm(const std::vector<Tensor*>& params, double max_norm);
 
 }  // namespace oar::optim
 

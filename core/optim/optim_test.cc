@@ -70,7 +70,7 @@ TEST(Clip, ScalesToTheGlobalNorm) {
   Tensor a = Param({0, 0}), b = Param({0});
   Backward(a, {3, 0});
   Backward(b, {4});
-  EXPECT_NEAR(ClipGradNorm({&a, &b}, 1.0), 5.0, 1e-12);
+  EXPECT_NEAR(ClipGradNorm({&a, &b}, 1.0).item<double>(), 5.0, 1e-12);
   EXPECT_NEAR(a.grad().ToVector<double>()[0], 0.6, 1e-6);
   EXPECT_NEAR(b.grad().ToVector<double>()[0], 0.8, 1e-6);
 }

@@ -36,6 +36,12 @@ void WriteSafetensors(const std::filesystem::path& path, std::span<const Safeten
 /// reported as oar::Error(kDataLoss) naming the file and the offending entry.
 class SafetensorsFile {
  public:
+  // Move-only: records point into the held bytes, which a move keeps and a copy would not.
+  SafetensorsFile(SafetensorsFile&&) = default;
+  SafetensorsFile& operator=(SafetensorsFile&&) = default;
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
   static SafetensorsFile Read(const std::filesystem::path& path);
   /// Parse bytes already in memory; `origin` names them in errors.
   static SafetensorsFile Parse(std::vector<std::byte> bytes, const std::string& origin);
@@ -47,6 +53,7 @@ class SafetensorsFile {
   const SafetensorsRecord& Get(const std::string& name) const;
 
  private:
+  SafetensorsFile() = default;
   std::string origin_;
   std::vector<std::byte> bytes_;
   std::vector<SafetensorsRecord> records_;

@@ -210,7 +210,7 @@ TEST(SimCoreFallback, ClipGradNormNeedsNoFloat64OnTheDevice) {
   sum(p * p).backward();  // grad = 2p = (6, 8): norm 10
   runtime::Runtime::Get().SetStrict(true);
   double norm = 0;
-  EXPECT_NO_THROW(norm = optim::ClipGradNorm({&p}, 5.0));
+  EXPECT_NO_THROW(norm = optim::ClipGradNorm({&p}, 5.0).item<double>());
   runtime::Runtime::Get().SetStrict(false);
   EXPECT_NEAR(norm, 10.0, 1e-6);
   const std::vector<float> g = p.grad().ToVector<float>();
