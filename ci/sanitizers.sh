@@ -29,13 +29,14 @@ asan_programs=(
   oar_sim_unit_test oar_sim_device_test oar_sim_fault_test oar_kunlun_sim_test oar_ascend_sim_test
   oar_ascend_sim_precision_test oar_sim_core_test oar_sim_core_fault_test
   oar_reference_test
-  oar_ir_test oar_passes_test oar_jit_test oar_op_semantics_test
+  oar_ir_test oar_passes_test oar_jit_test oar_inference_test oar_op_semantics_test
 )
 tsan_programs=(
   oar_runtime_test
   oar_sim_unit_test oar_sim_device_test oar_sim_fault_test oar_kunlun_sim_test oar_ascend_sim_test
   oar_sim_core_test
   oar_distributed_test
+  oar_inference_test
 )
 
 for preset in "${presets[@]}"; do
