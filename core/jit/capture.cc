@@ -1,6 +1,7 @@
 #include "core/jit/capture.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <unordered_map>
@@ -233,10 +234,19 @@ void Generalise(Trace& a, const Trace& b) {
     }
   }
   for (size_t c = 0; c < a.constants.size(); ++c) {
-    OAR_CHECK(a.constants[c].shape() == b.constants[c].shape(), kFailedPrecondition,
-              "capture: a tensor made outside the traced ops has shape {} at one extent of the symbolic dimensions "
-              "and {} at another; create it with ops inside the function",
-              a.constants[c].shape().ToString(), b.constants[c].shape().ToString());
+    const Tensor& ca = a.constants[c];
+    const Tensor& cb = b.constants[c];
+    OAR_CHECK(ca.shape() == cb.shape() && ca.dtype() == cb.dtype(), kFailedPrecondition,
+              "capture: a tensor made outside the traced ops is {}{} at one extent of the symbolic dimensions and "
+              "{}{} at another; create it with ops inside the function",
+              DTypeName(ca.dtype()), ca.shape().ToString(), DTypeName(cb.dtype()), cb.shape().ToString());
+    // Its values must not depend on the extent either (a position table made on the host, say).
+    ops::TraceSuspend quiet;
+    const std::vector<double> va = ca.ToVector<double>(), vb = cb.ToVector<double>();
+    OAR_CHECK(std::memcmp(va.data(), vb.data(), va.size() * sizeof(double)) == 0, kFailedPrecondition,
+              "capture: a tensor made outside the traced ops ({}{}) holds different values at different extents "
+              "of the symbolic dimensions; compute it with ops inside the function, or make that dimension static",
+              DTypeName(ca.dtype()), ca.shape().ToString());
   }
 }
 

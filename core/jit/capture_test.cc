@@ -156,6 +156,22 @@ TEST(CaptureTest, SymbolicExtentInAFillIsRefusedWithTheOp) {
   }
 }
 
+TEST(CaptureTest, HostMadeValuesThatFollowASymbolicExtentAreRefused) {
+  ir::IrContext ctx;
+  // The same shape at every batch, but values computed on the host from the batch extent.
+  auto fn = [](std::span<const Tensor> in) {
+    const float n = static_cast<float>(in[0].dim(0));
+    return std::vector<Tensor>{in[0] * FromVector<float>({n, n, n, n}, {4})};
+  };
+  const std::vector<InputSpec> specs = BatchSpec();
+  try {
+    Capture(ctx, fn, specs, {}, kCpu);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds different values"), std::string::npos) << e.what();
+  }
+}
+
 // f(x) = sum(tanh(x) * x): program gradients of first and second order equal eager autograd's.
 TEST(CaptureTest, GradOfACapturedProgramMatchesEagerToSecondOrder) {
   ir::IrContext ctx;
