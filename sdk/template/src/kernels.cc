@@ -88,8 +88,8 @@ void CheckArity(const KernelCall& c, int inputs, int outputs) {
 /// `supports` must use to decline.
 View Capture(const KernelCall& c, const TensorRef& t, const std::string& what) {
   if (t.format() != OAR_FORMAT_PLAIN) {
-    Fail(OAR_STATUS_INVALID_ARGUMENT, c.Where() + ": " + what + " is in format " + std::to_string(t.format()) +
-                                          ", expected PLAIN");
+    Fail(OAR_STATUS_INVALID_ARGUMENT,
+         c.Where() + ": " + what + " is in format " + std::to_string(t.format()) + ", expected PLAIN");
   }
   if (t.rank() < 0 || t.rank() > kMaxRank) {
     Fail(OAR_STATUS_UNIMPLEMENTED, c.Where() + ": " + what + " has rank " + std::to_string(t.rank()) + "; " + kName +
@@ -289,8 +289,8 @@ Work PrepareSoftmax(const KernelCall& c) {
   int64_t axis = c.GetInt("axis", -1);
   if (rank > 0) {
     if (axis < -rank || axis >= rank) {
-      Fail(OAR_STATUS_INVALID_ARGUMENT, c.Where() + ": axis " + std::to_string(axis) + " is out of range for rank " +
-                                            std::to_string(rank));
+      Fail(OAR_STATUS_INVALID_ARGUMENT,
+           c.Where() + ": axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
     }
     if (axis < 0) axis += rank;
   }
@@ -350,9 +350,8 @@ Work PrepareCopy(const KernelCall& c) {
   const View out = Capture(c, c.output(0), "output 0");
   RequireSameShape(c, c.input(0), c.output(0), x, out);
   if (out.numel() == 0) return {};
-  return [=] {
-    ForEach(out.shape, [&](auto i, auto j, auto k, auto l) { out.at<T>(i, j, k, l) = x.at<T>(i, j, k, l); });
-  };
+  return
+      [=] { ForEach(out.shape, [&](auto i, auto j, auto k, auto l) { out.at<T>(i, j, k, l) = x.at<T>(i, j, k, l); }); };
 }
 
 // ===================================================================================================
