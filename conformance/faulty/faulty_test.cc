@@ -129,6 +129,23 @@ TEST(FaultyPlugins, QueriesThatAlwaysAnswerDoneFailAgainstAHeldStream) {
                 "stream_query reports the stream idle", "L0.stream.create_query_synchronize_destroy"});
 }
 
+TEST(FaultyPlugins, SyncD2hThatDoesNotWaitForQueuedWorkFailsAtL0) {
+  // Used to pass L0 and L1 and surface only at L2 as gradient mismatches; the held stream catches it at
+  // L0 whatever the timing, naming the synchronous copy.
+  RunOutput r;
+  ExpectCaught({"sync_d2h_no_wait", "--level L0", "L0.stream.held_stream_sync_copy_and_event_synchronize_wait",
+                "FAILED", "a synchronous memcpy_d2h returned while a stream was held with work queued on it",
+                "L0.stream.held_stream_queries_report_pending"},
+               &r);
+  if (HasFatalFailure()) return;
+  // The host's read of an op's result goes through the same copy: also caught, also without timing.
+  const nlohmann::json& read = r.results.at("L0.stream.op_result_read_without_synchronize");
+  EXPECT_EQ(read["status"], "FAILED") << read;
+  EXPECT_NE(read["message"].get<std::string>().find("returned while the op was still queued"), std::string::npos)
+      << read;
+  EXPECT_EQ(r.results.at("L0.copy.h2d_d2h.bytes=4096")["status"], "PASSED");  // nothing queued: right bytes
+}
+
 TEST(FaultyPlugins, SumWhoseLastBitVariesFailsTheDeterminismCheck) {
   ExpectCaught({"racy_sum", "--level L1 --filter 'L1.op.sum.*'", "L1.op.sum.float32.all", "FAILED",
                 "not deterministic, although the device declares 'deterministic'", "L1.op.sum.float64.all"});
