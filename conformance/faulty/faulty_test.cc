@@ -151,6 +151,43 @@ TEST(FaultyPlugins, SumWhoseLastBitVariesFailsTheDeterminismCheck) {
                 "not deterministic, although the device declares 'deterministic'", "L1.op.sum.float64.all"});
 }
 
+// ---- per-kernel determinism declarations --------------------------------------------------------------
+
+TEST(FaultyPlugins, KernelDeclaredDeterministicThatIsNotFailsOnADeviceThatIsNotDeclaredDeterministic) {
+  // Without the per-kernel declaration this difference would only be a NOTE (the device does not declare
+  // 'deterministic'): the check must use the kernel's own declaration.
+  ExpectCaught({"racy_sum_kernel_declared", "--level L1 --filter 'L1.op.sum.*'", "L1.op.sum.float32.all", "FAILED",
+                "not deterministic, although 'deterministic_kernels' lists sum(float32,float32) (kernel "
+                "sum(float32,float32))",
+                "L1.op.sum.float64.all"});
+}
+
+TEST(FaultyPlugins, KernelDeclaredNondeterministicIsExcusedOnADeterministicDevice) {
+  RunOutput r = RunRunner(std::string("--plugin ") + OAR_FAULTY_DIR +
+                              "/liboar_plugin_faulty_racy_sum_kernel_excused.so --level L1 --filter "
+                              "'L0.enumeration.*:L1.op.sum.*' --jobs 2",
+                          "faulty_racy_sum_kernel_excused");
+  EXPECT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_EQ(r.summary.value("verdict", ""), "PASS") << r.summary;
+  ASSERT_TRUE(r.results.count("L1.op.sum.float32.all"));
+  const nlohmann::json& sum = r.results.at("L1.op.sum.float32.all");
+  EXPECT_EQ(sum["status"], "PASSED") << sum;
+  EXPECT_NE(sum["message"].get<std::string>().find(
+                "NOTE: not bitwise reproducible (output 0 element 0 is"),
+            std::string::npos)
+      << sum;
+  EXPECT_NE(sum["message"].get<std::string>().find("not required: 'nondeterministic_kernels' lists sum"),
+            std::string::npos)
+      << sum;
+  EXPECT_EQ(r.results.at("L0.enumeration.determinism_declarations")["status"], "PASSED");
+}
+
+TEST(FaultyPlugins, DeterminismListNamingNoKernelFailsL0) {
+  ExpectCaught({"determinism_list_typo", "--level L0", "L0.enumeration.determinism_declarations", "FAILED",
+                "device attribute 'nondeterministic_kernels' lists scater_add, which the plugin does not register",
+                "L0.enumeration.required_attributes"});
+}
+
 TEST(FaultyPlugins, OutOfBoundsFillIsBlamedOnFillEvenInsideABackwardPass) {
   RunOutput r;
   ExpectCaught({"fill_oob", "--level L2 --filter 'L1.op.fill.*:L2.grad.tanh.*'",

@@ -125,6 +125,10 @@ oar_status_t* DeviceAttributes(int32_t device, const oar_attr_t** attrs, int32_t
         // false: the host must not dereference device pointers; it copies through memcpy_* instead.
         oar::sdk::BoolAttr(OAR_DEVICE_ATTR_HOST_ACCESSIBLE, false),
         oar::sdk::IntsAttr(OAR_DEVICE_ATTR_DTYPES, kDTypes),
+        // Bitwise reproducible kernels (docs/conformance.md, "Determinism"): all of them, except those
+        // kKernels marks otherwise. Conformance holds the plugin to it.
+        oar::sdk::BoolAttr(oar::sdk::kDeterministicAttr, true),
+        oar::sdk::StringAttr(oar::sdk::kNondeterministicKernelsAttr, NondeterministicKernels()),
     };
     *attrs = kTable;
     *num_attrs = static_cast<int32_t>(std::size(kTable));

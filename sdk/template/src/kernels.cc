@@ -360,11 +360,16 @@ Work PrepareCopy(const KernelCall& c) {
 
 using PrepareFn = Work (*)(const KernelCall&);
 
-/// One kernel: its key (op; dtypes of the inputs, then of the outputs) and its prepare function.
+/// One kernel: its key (op; dtypes of the inputs, then of the outputs), its prepare function, and whether
+/// it is bitwise reproducible (every kernel here is: plain loops in a fixed order). VENDOR: mark a kernel
+/// whose results may differ from call to call (atomics, a split chosen by load) with `false`; it is then
+/// listed in the `nondeterministic_kernels` attribute (device.cc) and conformance does not require two
+/// runs of it to match bit for bit, while every other kernel must.
 struct KernelEntry {
   const char* op;
   std::vector<int32_t> dtypes;
   PrepareFn prepare;
+  bool reproducible = true;
 };
 
 constexpr int32_t F32 = OAR_DTYPE_FLOAT32, F64 = OAR_DTYPE_FLOAT64, I32 = OAR_DTYPE_INT32, I64 = OAR_DTYPE_INT64,
@@ -416,6 +421,21 @@ const std::vector<KernelEntry> kKernels = {
     {"cast", {F32, B}, PrepareCast<float, Bool>},
     {"cast", {B, F32}, PrepareCast<Bool, float>},
 };
+
+}  // namespace
+
+const std::string& NondeterministicKernels() {
+  static const std::string list = [] {
+    std::string s;
+    for (const KernelEntry& e : kKernels) {
+      if (!e.reproducible) s += (s.empty() ? "" : ";") + oar::sdk::KernelKeyString(e.op, e.dtypes);
+    }
+    return s;
+  }();
+  return list;
+}
+
+namespace {
 
 /// Does the call's key (dtypes of its inputs, then of its outputs) equal the row's?
 bool Matches(const KernelCall& c, const KernelEntry& e) {

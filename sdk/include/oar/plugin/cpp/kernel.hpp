@@ -139,6 +139,24 @@ inline void RegisterKernel(oar_kernel_registrar_t* registrar, const char* op,
   RegisterKernel(registrar, op, std::span<const int32_t>(dtypes.begin(), dtypes.size()), fn, kernel_data, format);
 }
 
+/// Device attributes by which a plugin declares which kernels are bitwise reproducible (identical inputs,
+/// attributes and shapes give identical bits on every call): `oar conformance` then requires two runs of
+/// an op case to match bit for bit (docs/conformance.md, "Determinism"). kDeterministicAttr (BOOL) covers
+/// the whole device; the two STRING lists of kernel keys (KernelKeyString entries joined by ';', or a bare
+/// op name for all its keys) override it for the kernels they name. A host that does not know them
+/// ignores them, so any plugin may add them.
+inline constexpr const char* kDeterministicAttr = "deterministic";
+inline constexpr const char* kDeterministicKernelsAttr = "deterministic_kernels";
+inline constexpr const char* kNondeterministicKernelsAttr = "nondeterministic_kernels";
+
+/// One entry of those lists: "sum(float32,float32)" for op "sum" with key {F32, F32}.
+inline std::string KernelKeyString(std::string_view op, std::span<const int32_t> dtypes) {
+  std::string s(op);
+  s += '(';
+  for (size_t i = 0; i < dtypes.size(); ++i) s += (i ? "," : "") + std::string(DTypeName(dtypes[i]));
+  return s + ')';
+}
+
 /// Build an attribute entry (for device attribute tables).
 inline oar_attr_t IntAttr(const char* name, int64_t value) {
   oar_attr_t a{};
