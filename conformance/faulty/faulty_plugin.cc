@@ -16,6 +16,13 @@
 //   MATMUL_K0_UNWRITTEN  float32 matmul with K = 0 leaves its output unwritten           -> L1 matmul k0
 //   LEAK_ONE_OP       log1p leaks 64 KiB of device memory per launch                      -> L1 log1p (leak)
 //   QUERY_ALWAYS_DONE stream_query and event_query always answer "done"                   -> L0 held-stream queries
+//   SYNC_D2H_NO_WAIT  a synchronous memcpy_d2h reads at once, not after queued work       -> L0 held-stream sync copy
+// Per-kernel determinism declarations (device attributes deterministic_kernels / nondeterministic_kernels):
+//   RACY_SUM_KERNEL_DECLARED  the device is not declared deterministic, but 'deterministic_kernels' lists the
+//                     racy float32 sum                                                    -> L1 sum (determinism)
+//   RACY_SUM_KERNEL_EXCUSED   not a bug: the device is deterministic except for the racy float32 sum, which
+//                     'nondeterministic_kernels' lists                                    -> L1 sum PASSED, a NOTE
+//   DETERMINISM_LIST_TYPO     'nondeterministic_kernels' names an op the plugin does not register -> L0 declarations
 //   RACY_SUM          a float32 full sum differs in its last bit from one call to the next -> L1 sum (determinism)
 //   FILL_OOB          a float32 scalar fill writes one element past its output            -> L1 fill scalar, L2 grads name fill
 //   FILL_NARROW       int64 fill writes the value narrowed to 32 bits                     -> L1 fill int64
@@ -64,6 +71,14 @@ sim::DeviceModel Model() {
   m.alignment = 64;
   m.dtypes = {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT16, OAR_DTYPE_BFLOAT16, OAR_DTYPE_INT8,
               OAR_DTYPE_UINT8,   OAR_DTYPE_INT32,   OAR_DTYPE_INT64,   OAR_DTYPE_BOOL};
+#if defined(OAR_FAULT_RACY_SUM_KERNEL_DECLARED)
+  m.deterministic = false;
+  m.extra_strings["deterministic_kernels"] = "add; sum(float32, float32)";  // BUG: that sum is racy
+#elif defined(OAR_FAULT_RACY_SUM_KERNEL_EXCUSED)
+  m.extra_strings["nondeterministic_kernels"] = "sum(float32,float32)";  // honest: the one racy kernel
+#elif defined(OAR_FAULT_DETERMINISM_LIST_TYPO)
+  m.extra_strings["nondeterministic_kernels"] = "sum(float32,float32); scater_add";  // BUG: no such op
+#endif
   return m;
 }
 
@@ -220,6 +235,17 @@ void NaiveSoftmax(const sdk::KernelCall& k) {
   return nullptr;
 }
 
+// BUG: the synchronous copy reads device memory at once instead of after the work already queued on the
+// device's streams (as a DMA engine that bypasses the stream fences would): the bytes may predate a
+// memset or kernel the host enqueued before asking.
+[[maybe_unused]] oar_status_t* SyncD2hWithoutWaiting(int32_t device, void* dst, const void* src, size_t size) {
+  return Guard([&] {
+    if (size == 0) return;
+    const char* from = sim::Simulator::Get().device(device).memory().Translate(src, size, "memcpy_d2h source");
+    std::memcpy(dst, from, size);
+  });
+}
+
 // BUG: the copy is staged now but lands in host memory 50 ms later, on a thread of its own, while the
 // stream and any event recorded after it already report completion.
 [[maybe_unused]] oar_status_t* EarlyD2hAsync(int32_t device, oar_stream_t stream, void* dst, const void* src,
@@ -259,7 +285,8 @@ sim::KernelSet& Kernels() {
       if (k.op == "exp") k.run = TruncatingBf16Exp;
 #elif defined(OAR_FAULT_LEAK_ONE_OP)
       if (k.op == "log1p") k.run = LeakingLog1p;
-#elif defined(OAR_FAULT_RACY_SUM)
+#elif defined(OAR_FAULT_RACY_SUM) || defined(OAR_FAULT_RACY_SUM_KERNEL_DECLARED) || \
+    defined(OAR_FAULT_RACY_SUM_KERNEL_EXCUSED)
       if (k.op == "sum") k.run = RacySum;
 #elif defined(OAR_FAULT_FILL_OOB)
       if (k.op == "fill") k.run = FillPastScalar;
@@ -292,6 +319,9 @@ const oar_device_api_t kDeviceApi = [] {
   oar_device_api_t d = *sim::DeviceApi();
 #if defined(OAR_FAULT_EARLY_D2H)
   d.memcpy_d2h_async = EarlyD2hAsync;
+#endif
+#if defined(OAR_FAULT_SYNC_D2H_NO_WAIT)
+  d.memcpy_d2h = SyncD2hWithoutWaiting;
 #endif
 #if defined(OAR_FAULT_QUERY_ALWAYS_DONE)
   d.stream_query = StreamQueryAlwaysIdle;

@@ -129,9 +129,63 @@ TEST(FaultyPlugins, QueriesThatAlwaysAnswerDoneFailAgainstAHeldStream) {
                 "stream_query reports the stream idle", "L0.stream.create_query_synchronize_destroy"});
 }
 
+TEST(FaultyPlugins, SyncD2hThatDoesNotWaitForQueuedWorkFailsAtL0) {
+  // Used to pass L0 and L1 and surface only at L2 as gradient mismatches; the held stream catches it at
+  // L0 whatever the timing, naming the synchronous copy.
+  RunOutput r;
+  ExpectCaught({"sync_d2h_no_wait", "--level L0", "L0.stream.held_stream_sync_copy_and_event_synchronize_wait",
+                "FAILED", "a synchronous memcpy_d2h returned while a stream was held with work queued on it",
+                "L0.stream.held_stream_queries_report_pending"},
+               &r);
+  if (HasFatalFailure()) return;
+  // The host's read of an op's result goes through the same copy: also caught, also without timing.
+  const nlohmann::json& read = r.results.at("L0.stream.op_result_read_without_synchronize");
+  EXPECT_EQ(read["status"], "FAILED") << read;
+  EXPECT_NE(read["message"].get<std::string>().find("returned while the op was still queued"), std::string::npos)
+      << read;
+  EXPECT_EQ(r.results.at("L0.copy.h2d_d2h.bytes=4096")["status"], "PASSED");  // nothing queued: right bytes
+}
+
 TEST(FaultyPlugins, SumWhoseLastBitVariesFailsTheDeterminismCheck) {
   ExpectCaught({"racy_sum", "--level L1 --filter 'L1.op.sum.*'", "L1.op.sum.float32.all", "FAILED",
                 "not deterministic, although the device declares 'deterministic'", "L1.op.sum.float64.all"});
+}
+
+// ---- per-kernel determinism declarations --------------------------------------------------------------
+
+TEST(FaultyPlugins, KernelDeclaredDeterministicThatIsNotFailsOnADeviceThatIsNotDeclaredDeterministic) {
+  // Without the per-kernel declaration this difference would only be a NOTE (the device does not declare
+  // 'deterministic'): the check must use the kernel's own declaration.
+  ExpectCaught({"racy_sum_kernel_declared", "--level L1 --filter 'L1.op.sum.*'", "L1.op.sum.float32.all", "FAILED",
+                "not deterministic, although 'deterministic_kernels' lists sum(float32,float32) (kernel "
+                "sum(float32,float32))",
+                "L1.op.sum.float64.all"});
+}
+
+TEST(FaultyPlugins, KernelDeclaredNondeterministicIsExcusedOnADeterministicDevice) {
+  RunOutput r = RunRunner(std::string("--plugin ") + OAR_FAULTY_DIR +
+                              "/liboar_plugin_faulty_racy_sum_kernel_excused.so --level L1 --filter "
+                              "'L0.enumeration.*:L1.op.sum.*' --jobs 2",
+                          "faulty_racy_sum_kernel_excused");
+  EXPECT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_EQ(r.summary.value("verdict", ""), "PASS") << r.summary;
+  ASSERT_TRUE(r.results.count("L1.op.sum.float32.all"));
+  const nlohmann::json& sum = r.results.at("L1.op.sum.float32.all");
+  EXPECT_EQ(sum["status"], "PASSED") << sum;
+  EXPECT_NE(sum["message"].get<std::string>().find(
+                "NOTE: not bitwise reproducible (output 0 element 0 is"),
+            std::string::npos)
+      << sum;
+  EXPECT_NE(sum["message"].get<std::string>().find("not required: 'nondeterministic_kernels' lists sum"),
+            std::string::npos)
+      << sum;
+  EXPECT_EQ(r.results.at("L0.enumeration.determinism_declarations")["status"], "PASSED");
+}
+
+TEST(FaultyPlugins, DeterminismListNamingNoKernelFailsL0) {
+  ExpectCaught({"determinism_list_typo", "--level L0", "L0.enumeration.determinism_declarations", "FAILED",
+                "device attribute 'nondeterministic_kernels' lists scater_add, which the plugin does not register",
+                "L0.enumeration.required_attributes"});
 }
 
 TEST(FaultyPlugins, OutOfBoundsFillIsBlamedOnFillEvenInsideABackwardPass) {

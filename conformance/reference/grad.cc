@@ -281,7 +281,12 @@ Array stddev_grad(const Array& x, const Array& grad_y, const std::vector<int64_t
   OAR_CHECK_ARG(grad_y.shape == y.shape, "stddev_grad: grad_y {} must have the output shape {}",
                 ShapeString(grad_y.shape), ShapeString(y.shape));
   const Array s = stddev(x, axes, correction, true);
-  const Array g_over = div(reshape(grad_y, s.shape), mul(Array::Scalar(2.0), s));  // d sqrt(v) = dv / (2 sqrt v)
+  // d sqrt(v) = dv / (2 sqrt v), except where the std is 0: there its gradient is 0 (docs/ops.md, as torch),
+  // not an infinite factor times a zero deviation (NaN). A NaN std stays NaN.
+  Array g_over = reshape(grad_y, s.shape);
+  for (size_t i = 0; i < g_over.data.size(); ++i) {
+    g_over.data[i] = s.data[i] == 0.0 ? 0.0 : g_over.data[i] / (2.0 * s.data[i]);
+  }
   return var_grad(x, reshape(g_over, grad_y.shape), axes, correction, keepdim);
 }
 Array logsumexp_grad(const Array& x, const Array& grad_y, const std::vector<int64_t>& axes, bool keepdim) {

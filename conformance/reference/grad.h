@@ -82,6 +82,7 @@ Array max_grad(const Array& x, const Array& grad_y, const std::vector<int64_t>& 
 Array min_grad(const Array& x, const Array& grad_y, const std::vector<int64_t>& axes = {}, bool keepdim = false);
 Array var_grad(const Array& x, const Array& grad_y, const std::vector<int64_t>& axes = {}, double correction = 1.0,
                bool keepdim = false);
+/// 0 where the std is 0 (docs/ops.md, as torch: a constant row does not turn into NaN); NaN stays NaN.
 Array stddev_grad(const Array& x, const Array& grad_y, const std::vector<int64_t>& axes = {}, double correction = 1.0,
                   bool keepdim = false);
 Array logsumexp_grad(const Array& x, const Array& grad_y, const std::vector<int64_t>& axes = {}, bool keepdim = false);

@@ -163,6 +163,19 @@ TEST(RefReduceGrad, MatchFiniteDifferences) {
   }
 }
 
+TEST(RefReduceGrad, StddevGradIsZeroWhereTheVarianceIsZeroAsTheOpDefinesIt) {
+  // docs/ops.md ("stddev gradient at zero variance", as torch): a constant row's gradient is 0, not
+  // sqrt's 1 / (2 * 0) times a zero deviation (NaN). Other rows keep theirs (unbiased, correction 1:
+  // d std / dx_j = (x_j - mean) / ((n - 1) std)), and a NaN input still gives NaN.
+  const double nan = std::nan("");
+  const Array x = Array::Make({3, 3}, {2, 2, 2, 1, 2, 3, 1, nan, 3});
+  const Array want = Array::Make({3, 3}, {0, 0, 0, -0.5, 0, 0.5, nan, nan, nan});
+  EXPECT_TRUE(Same(stddev_grad(x, Array::Full({3}, 1.0), {1}, 1, false), want));
+  EXPECT_TRUE(Same(stddev_grad(x, Array::Full({3, 1}, 1.0), {1}, 1, true), want));
+  // The population form (correction 0) of a constant vector, reduced to a scalar.
+  EXPECT_TRUE(Same(stddev_grad(Array::Full({4}, 7.0), Array::Scalar(3.0), {}, 0), Array::Full({4}, 0.0)));
+}
+
 TEST(RefReduceGrad, MaxSplitsAmongTiesAndProdHandlesZeros) {
   EXPECT_TRUE(Same(max_grad(Array::Make({3}, {1, 3, 3}), Array::Scalar(1)), Array::Make({3}, {0, 0.5, 0.5})));
   EXPECT_TRUE(Same(min_grad(Array::Make({2, 2}, {1, 1, 2, 0}), Array::Make({2}, {4, 6}), {1}),

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "conformance/runner/case.h"
+#include "conformance/runner/determinism.h"
 #include "core/ops/ops.h"
 #include "core/runtime/dispatch.h"
 #include "core/runtime/kernel_registry.h"
@@ -150,6 +151,43 @@ void Handshake(std::vector<Case>& cases) {
       Expect(dt->type == OAR_ATTR_INTS, "attribute 'dtypes' must be INTS");
       for (int64_t t : dt->ints) {
         Expect(sdk::DTypeSize(static_cast<int32_t>(t)) != 0, fmt::format("attribute 'dtypes' lists invalid dtype {}", t));
+      }
+    }
+  });
+  Add(cases, "enumeration.determinism_declarations", "enumeration", [](CaseContext& c) {
+    // The per-kernel lists must parse, name kernels the plugin registers (a typo would silently declare
+    // nothing), and never call one kernel both reproducible and not.
+    DeterminismDeclarations d;
+    try {
+      d = DeterminismDeclarations::Read(c.ctx);
+    } catch (const Error& e) {
+      Fail(e.what());
+    }
+    const runtime::KernelTable& table = c.ctx.plugin().kernels();
+    for (const auto* list : {&d.deterministic, &d.nondeterministic}) {
+      const char* name = list == &d.deterministic ? kDeterministicKernelsAttribute : kNondeterministicKernelsAttribute;
+      for (const KernelPattern& p : *list) {
+        bool registered = false;
+        for (const runtime::KernelEntry& e : table.Variants(runtime::InternOp(p.op))) {
+          std::vector<DType> key;
+          for (int i = 0; i < e.num_dtypes; ++i) key.push_back(static_cast<DType>(e.dtypes[i]));
+          registered = registered || p.Matches(p.op, key);
+        }
+        Expect(registered, fmt::format("device attribute '{}' lists {}, which the plugin does not register", name,
+                                       p.text));
+      }
+    }
+    for (int op_id : table.Ops()) {
+      for (const runtime::KernelEntry& e : table.Variants(op_id)) {
+        std::vector<DType> key;
+        for (int i = 0; i < e.num_dtypes; ++i) key.push_back(static_cast<DType>(e.dtypes[i]));
+        const std::string& op = runtime::OpName(op_id);
+        auto listed = [&](const std::vector<KernelPattern>& l) {
+          return std::any_of(l.begin(), l.end(), [&](const KernelPattern& p) { return p.Matches(op, key); });
+        };
+        Expect(!(listed(d.deterministic) && listed(d.nondeterministic)),
+               fmt::format("kernel {} ({}) is listed both in '{}' and in '{}'", op, e.KeyString(),
+                           kDeterministicKernelsAttribute, kNondeterministicKernelsAttribute));
       }
     }
   });

@@ -13,6 +13,7 @@
 
 #include "conformance/reference/reference.h"
 #include "conformance/runner/case.h"
+#include "conformance/runner/determinism.h"
 #include "core/ops/ops.h"
 
 namespace oar::conformance {
@@ -63,17 +64,14 @@ using DeviceFn = std::function<std::vector<Tensor>()>;
 ///  * a success the plugin does not claim is PASSED with a warning in the message;
 ///  * a kernel other than the op under test that the plugin does not claim makes the case SKIPPED
 ///    naming that prerequisite;
-///  * the call is made a second time: results that differ bitwise FAIL where the device declares
-///    kDeterministicAttribute (a note otherwise), and growth of the device's bytes in use over
+///  * the call is made a second time: results that differ bitwise FAIL where every kernel the case
+///    launched is declared reproducible (DeterminismDeclarations: the device's kDeterministicAttribute
+///    or a per-kernel list; a note otherwise), and growth of the device's bytes in use over
 ///    the second call (host caches emptied) is a leak, FAILED naming the op;
 ///  * float16/bfloat16 results whose mean rounding error is biased (MeasureRoundingBias) FAIL.
 CaseResult CheckOp(CaseContext& c, const std::string& op, const std::vector<DType>& key, const std::string& shape,
                    const DeviceFn& fn, const std::function<std::vector<Expected>()>& want);
 
-/// The BOOL device attribute by which a plugin declares every kernel bitwise reproducible (identical
-/// inputs, attributes and shapes give identical bits: no atomics- or timing-dependent accumulation
-/// order). With it, a difference between the two runs of an op case FAILS; without it, it is a note.
-inline constexpr const char* kDeterministicAttribute = "deterministic";
 
 /// Rounding bias of a 16-bit output (float16, bfloat16) against the exact results, in ulps of each
 /// result, over the elements whose exact result is not representable (others have no rounding to judge).

@@ -14,11 +14,56 @@
 #include <sstream>
 
 #include "conformance/runner/case.h"
+#include "conformance/runner/determinism.h"
 #include "conformance/runner/run_runner_testing.h"
 #include "conformance/runner/runner.h"
 
 namespace oar::conformance {
 namespace {
+
+TEST(KernelLists, ParseOpsAndFullKeysIgnoringSpaces) {
+  const std::vector<KernelPattern> l = ParseKernelList(" sum(float32, float32) ;matmul;; cast(int64,float16);", "x");
+  ASSERT_EQ(l.size(), 3u);
+  EXPECT_EQ(l[0].op, "sum");
+  EXPECT_TRUE(l[0].Matches("sum", std::vector<DType>{DType::kFloat32, DType::kFloat32}));
+  EXPECT_FALSE(l[0].Matches("sum", std::vector<DType>{DType::kFloat64, DType::kFloat64}));
+  EXPECT_FALSE(l[0].Matches("sum", std::vector<DType>{DType::kFloat32}));  // the full key, not a prefix
+  EXPECT_TRUE(l[1].Matches("matmul", std::vector<DType>{DType::kBFloat16, DType::kBFloat16, DType::kBFloat16}));
+  EXPECT_FALSE(l[1].Matches("mul", std::vector<DType>{DType::kFloat32, DType::kFloat32, DType::kFloat32}));
+  EXPECT_TRUE(l[2].Matches("cast", std::vector<DType>{DType::kInt64, DType::kFloat16}));
+  EXPECT_TRUE(ParseKernelList("", "x").empty());
+}
+
+TEST(KernelLists, MalformedEntriesAreErrorsNamingTheAttributeAndEntry) {
+  for (const char* bad : {"sum(float32", "sum(floot32)", "sum()", "(float32)", "Sum", "sum(float32)(int32)"}) {
+    try {
+      ParseKernelList(std::string("add;") + bad, "nondeterministic_kernels");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << bad;
+      EXPECT_NE(std::string(e.what()).find("device attribute 'nondeterministic_kernels': entry '"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(KernelLists, KernelListsTakePrecedenceOverTheDeviceAttribute) {
+  DeterminismDeclarations d;
+  d.device_wide = true;
+  d.nondeterministic = ParseKernelList("scatter_add", "nondeterministic_kernels");
+  d.deterministic = ParseKernelList("sum(float32,float32)", "deterministic_kernels");
+  const std::vector<DType> f32x2{DType::kFloat32, DType::kFloat32}, f32x3{DType::kFloat32, DType::kFloat32,
+                                                                          DType::kFloat32};
+  std::string why;
+  EXPECT_TRUE(d.Reproducible("add", f32x3, &why));
+  EXPECT_EQ(why, "the device declares 'deterministic' (kernel add(float32,float32,float32))");
+  EXPECT_FALSE(d.Reproducible("scatter_add", f32x3, &why));
+  EXPECT_EQ(why, "'nondeterministic_kernels' lists scatter_add (kernel scatter_add(float32,float32,float32))");
+  d.device_wide = false;
+  EXPECT_TRUE(d.Reproducible("sum", f32x2, &why));
+  EXPECT_FALSE(d.Reproducible("add", f32x3, &why));
+  EXPECT_EQ(why, "the device does not declare 'deterministic' and no kernel list names add(float32,float32,float32)");
+}
 
 size_t Count(const std::string& haystack, const std::string& needle) {
   size_t n = 0;

@@ -275,6 +275,19 @@ TEST_P(OpSemantics, ZeroExtentsAfterTheFirstDimensionWork) {
   std::filesystem::remove(path);
 }
 
+TEST_P(OpSemantics, HostTensorsWithAnEmptyInnerExtentCopyToTheDevice) {
+  // [3, 0] from the host, and an empty transposed view, to the device and back: this used to fail with
+  // INTERNAL "CopyFromHost needs a contiguous tensor".
+  const Tensor empty_rows = zeros({3, 0}, DType::kFloat32, kCpu);
+  for (const Tensor& host : {empty_rows, zeros({0, 3}, DType::kFloat32, kCpu).transpose(0, 1)}) {
+    const Tensor moved = host.to(dev());
+    EXPECT_EQ(moved.device(), dev());
+    EXPECT_EQ(moved.shape(), (Dims{3, 0}));
+    EXPECT_EQ(moved.to(kCpu).shape(), (Dims{3, 0}));
+    EXPECT_TRUE(moved.ToVector<float>().empty());
+  }
+}
+
 TEST_P(OpSemantics, OneHotRefusesAnOutOfRangeIndex) {
   const Tensor ok = one_hot(FromVector<int64_t>({2, 0}, {2}, kCpu).to(dev()), 3);
   EXPECT_EQ(ok.to(kCpu).ToVector<int64_t>(), (std::vector<int64_t>{0, 0, 1, 1, 0, 0}));

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Out-of-tree vendor check: build sdk/template the way a vendor does — against an installed Oar and nothing
-# else — then load it with the installed `oar` and certify it at level L0.
+# else — then load it with the installed `oar` and certify it at level L2 (training).
 #
 # Usage: template_out_of_tree.sh BUILD_DIR TEMPLATE_DIR
 #   BUILD_DIR     a configured and built Oar build tree (it is installed into a temporary prefix)
@@ -14,7 +14,8 @@
 #   4. OAR_PLUGIN_PATH=<plugin> $prefix/bin/oar devices lists template_device:0
 #   5. a C99 program including oar/plugin/plugin.h compiles with `pkg-config --cflags oar-plugin-sdk`
 #      (PKG_CONFIG_PATH=$prefix/lib/pkgconfig), against the headers under $prefix, and runs
-#   6. $prefix/bin/oar conformance --plugin <plugin> --level L0 --report-dir <tmp> exits 0
+#   6. $prefix/bin/oar conformance --plugin <plugin> --level L2 --jobs 2 --report-dir <tmp> exits 0 with
+#      "L0 PASS, L1 PASS [...], L2 PASS [...]": the minimums met, not PARTIAL (README, "What each level needs")
 # Steps 1-4 stop at the first failure; 5 and 6 both run and are reported together.
 # Exit status: 0 passed, 1 failed, 77 skipped (a tool the check needs is missing; the message says which).
 # Temporary folders are removed at exit; set OAR_KEEP_TMP=1 to keep them for debugging.
@@ -144,19 +145,20 @@ EOF
 }
 check_pkg_config || failures+=("pkg-config: a C program cannot use oar-plugin-sdk.pc from the install")
 
-step "6. oar conformance --plugin $plugin --level L0"
+step "6. oar conformance --plugin $plugin --level L2"
 skipped=0
 if ! "$prefix/bin/oar" conformance --help > /dev/null 2>&1; then
   echo "SKIP: the installed oar has no 'conformance' command"
   skipped=1
 else
-  "$prefix/bin/oar" conformance --plugin "$plugin" --level L0 --report-dir "$work/report" > "$work/conformance.log" 2>&1
+  "$prefix/bin/oar" conformance --plugin "$plugin" --level L2 --jobs 2 --report-dir "$work/report" \
+    > "$work/conformance.log" 2>&1
   status=$?
   tail -n 25 "$work/conformance.log"
-  if [[ $status -eq 0 ]]; then
-    echo "ok   L0 passed"
+  if [[ $status -eq 0 ]] && grep -Eq ': PASS \(L0 PASS, L1 PASS \[.*\], L2 PASS \[' "$work/conformance.log"; then
+    echo "ok   L2 passed (L0, L1 and L2 each PASS with their minimums)"
   else
-    failures+=("oar conformance --level L0 exited with $status (log above)")
+    failures+=("oar conformance --level L2 exited with $status, or a level is not PASS (log above)")
   fi
 fi
 
@@ -169,4 +171,4 @@ if [[ $skipped -eq 1 ]]; then
   echo "SKIPPED (conformance unavailable); everything else passed"
   exit 77
 fi
-echo "PASS: template built out of tree against $prefix only, listed by oar devices, certified at L0; pkg-config works"
+echo "PASS: template built out of tree against $prefix only, listed by oar devices, certified at L2; pkg-config works"

@@ -114,7 +114,8 @@ oar_status_t* DeviceAttributes(int32_t device, const oar_attr_t** attrs, int32_t
     CheckOut(attrs, "attrs");
     CheckOut(num_attrs, "num_attrs");
     // The array and everything it points to must stay valid until shutdown: static storage.
-    static const int64_t kDTypes[] = {OAR_DTYPE_FLOAT32};
+    static const int64_t kDTypes[] = {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT64, OAR_DTYPE_INT32, OAR_DTYPE_INT64,
+                                      OAR_DTYPE_BOOL};  // every dtype of a kKernels row
     static const oar_attr_t kTable[] = {
         oar::sdk::StringAttr(OAR_DEVICE_ATTR_NAME, "Template Device (host memory, async streams)"),  // REQUIRED
         oar::sdk::StringAttr(OAR_DEVICE_ATTR_VENDOR, "Example Vendor"),                              // REQUIRED
@@ -124,6 +125,10 @@ oar_status_t* DeviceAttributes(int32_t device, const oar_attr_t** attrs, int32_t
         // false: the host must not dereference device pointers; it copies through memcpy_* instead.
         oar::sdk::BoolAttr(OAR_DEVICE_ATTR_HOST_ACCESSIBLE, false),
         oar::sdk::IntsAttr(OAR_DEVICE_ATTR_DTYPES, kDTypes),
+        // Bitwise reproducible kernels (docs/conformance.md, "Determinism"): all of them, except those
+        // kKernels marks otherwise. Conformance holds the plugin to it.
+        oar::sdk::BoolAttr(oar::sdk::kDeterministicAttr, true),
+        oar::sdk::StringAttr(oar::sdk::kNondeterministicKernelsAttr, NondeterministicKernels()),
     };
     *attrs = kTable;
     *num_attrs = static_cast<int32_t>(std::size(kTable));

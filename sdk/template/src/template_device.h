@@ -101,6 +101,9 @@ void CheckDeviceRange(int32_t device, const void* ptr, size_t size, const char* 
 
 const oar_device_api_t* DeviceApi();
 const oar_kernel_api_t* KernelApi();
+/// The kernels of kernels.cc that are not bitwise reproducible, as the `nondeterministic_kernels` device
+/// attribute lists them ("op(dtype,...);..."; empty when every kernel is reproducible).
+const std::string& NondeterministicKernels();
 /// Finish every stream's work and join the worker threads (the plugin's shutdown slot).
 void StopAllStreams();
 

@@ -111,14 +111,14 @@ class KernelCall {
   const oar_kernel_call_t* c_;
 };
 
-/// Register one kernel; throws StatusError if the host refuses it.
-inline void RegisterKernel(oar_kernel_registrar_t* registrar, const char* op,
-                           std::initializer_list<int32_t> dtypes, oar_kernel_fn_t fn,
-                           void* kernel_data = nullptr, int32_t format = OAR_FORMAT_PLAIN) {
+/// Register one kernel under (op, dtypes, format); throws StatusError if the host refuses it. `dtypes`
+/// lists the dtype of every input, then of every output (a table of kernels passes its rows' keys).
+inline void RegisterKernel(oar_kernel_registrar_t* registrar, const char* op, std::span<const int32_t> dtypes,
+                           oar_kernel_fn_t fn, void* kernel_data = nullptr, int32_t format = OAR_FORMAT_PLAIN) {
   oar_kernel_def_t def{};
   def.struct_size = OAR_KERNEL_DEF_STRUCT_SIZE;
   def.op = op;
-  def.dtypes = dtypes.begin();
+  def.dtypes = dtypes.data();
   def.num_dtypes = static_cast<int32_t>(dtypes.size());
   def.format = format;
   def.fn = fn;
@@ -130,6 +130,31 @@ inline void RegisterKernel(oar_kernel_registrar_t* registrar, const char* op,
     Host()->status_destroy(s);
     throw StatusError(code, message);
   }
+}
+
+/// Register one kernel; the key written in place: RegisterKernel(r, "add", {F32, F32, F32}, fn).
+inline void RegisterKernel(oar_kernel_registrar_t* registrar, const char* op,
+                           std::initializer_list<int32_t> dtypes, oar_kernel_fn_t fn,
+                           void* kernel_data = nullptr, int32_t format = OAR_FORMAT_PLAIN) {
+  RegisterKernel(registrar, op, std::span<const int32_t>(dtypes.begin(), dtypes.size()), fn, kernel_data, format);
+}
+
+/// Device attributes by which a plugin declares which kernels are bitwise reproducible (identical inputs,
+/// attributes and shapes give identical bits on every call): `oar conformance` then requires two runs of
+/// an op case to match bit for bit (docs/conformance.md, "Determinism"). kDeterministicAttr (BOOL) covers
+/// the whole device; the two STRING lists of kernel keys (KernelKeyString entries joined by ';', or a bare
+/// op name for all its keys) override it for the kernels they name. A host that does not know them
+/// ignores them, so any plugin may add them.
+inline constexpr const char* kDeterministicAttr = "deterministic";
+inline constexpr const char* kDeterministicKernelsAttr = "deterministic_kernels";
+inline constexpr const char* kNondeterministicKernelsAttr = "nondeterministic_kernels";
+
+/// One entry of those lists: "sum(float32,float32)" for op "sum" with key {F32, F32}.
+inline std::string KernelKeyString(std::string_view op, std::span<const int32_t> dtypes) {
+  std::string s(op);
+  s += '(';
+  for (size_t i = 0; i < dtypes.size(); ++i) s += (i ? "," : "") + std::string(DTypeName(dtypes[i]));
+  return s + ')';
 }
 
 /// Build an attribute entry (for device attribute tables).
