@@ -1,5 +1,7 @@
 #include "core/inference/predictor.h"
 
+#include <omp.h>
+
 #include <nlohmann/json.hpp>
 
 #include "core/base/error.h"
@@ -26,7 +28,9 @@ nlohmann::json ShapeJson(const ir::IrContext& ctx, ir::Type t) {
 
 Predictor::Predictor(const Config& config)
     : device_(config.device.empty() ? DefaultDevice() : Device(config.device)),
+      threads_(config.threads),
       ctx_(std::make_unique<ir::IrContext>()) {
+  OAR_CHECK_ARG(threads_ >= 0, "predictor: threads must be >= 0 (0: the default), got {}", threads_);
   program_ = jit::Load(*ctx_, config.model_dir, device_);
   passes::PassManager pm;
   if (config.optimize) pm.AddPipeline(config.passes.empty() ? kDefaultPasses : config.passes);
@@ -47,6 +51,15 @@ std::vector<Tensor> Predictor::Run(std::span<const Tensor> inputs) const {
                 }(),
                 inputs.size());
   NoGradGuard no_grad;
+  const int previous = omp_get_max_threads();
+  if (threads_ > 0) omp_set_num_threads(threads_);
+  struct Restore {
+    int threads;
+    bool set;
+    ~Restore() {
+      if (set) omp_set_num_threads(threads);
+    }
+  } restore{previous, threads_ > 0};
   return jit::Interpret(*program_, inputs, device_);
 }
 

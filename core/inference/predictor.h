@@ -30,6 +30,9 @@ struct Config {
   bool optimize = true;
   /// A pass pipeline replacing the default optimisation passes (oar ir opt syntax); empty: the default.
   std::string passes;
+  /// Host threads the cpu device's kernels use during a Run (OpenMP, for the calling thread only, restored
+  /// afterwards); 0: the process default. The simulators' kernel threads are their own (docs/simulators.md).
+  int threads = 0;
 };
 
 class Predictor {
@@ -56,6 +59,7 @@ class Predictor {
 
  private:
   Device device_;
+  int threads_ = 0;
   std::unique_ptr<ir::IrContext> ctx_;
   std::unique_ptr<ir::Program> program_;
   std::vector<jit::InputSpec> inputs_;

@@ -121,6 +121,15 @@ TEST_F(ModelFormatTest, PredictorMatchesEagerOnEveryDevice) {
   EXPECT_THROW(p.Run(std::vector<Tensor>{randn({2, 5}, g)}), Error);  // 5 is not the static extent 4
 }
 
+TEST_F(ModelFormatTest, ThreadsOptionKeepsResultsAndRefusesNegatives) {
+  Generator g(12);
+  const Tensor x = randn({9, 4}, g);
+  inference::Predictor dflt({.model_dir = dir, .device = "cpu"});
+  inference::Predictor one({.model_dir = dir, .device = "cpu", .threads = 1});
+  EXPECT_EQ(one.Run(std::vector<Tensor>{x})[0].ToVector<float>(), dflt.Run(std::vector<Tensor>{x})[0].ToVector<float>());
+  EXPECT_THROW(inference::Predictor({.model_dir = dir, .device = "cpu", .threads = -1}), Error);
+}
+
 TEST_F(ModelFormatTest, OnePredictorServesEightThreadsBitwiseLikeSerialRuns) {
   inference::Predictor p({.model_dir = dir, .device = "cpu"});
   std::vector<Tensor> xs;

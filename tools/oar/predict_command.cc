@@ -24,6 +24,7 @@ namespace {
 struct PredictArgs {
   std::string model, device, input, output, passes;
   int64_t repeat = 0;
+  int threads = 0;
   bool describe = false, no_optimize = false;
 };
 
@@ -54,7 +55,8 @@ double Percentile(std::vector<double> v, double q) {
 }
 
 void Predict(const PredictArgs& a) {
-  inference::Config config{.model_dir = a.model, .device = a.device, .optimize = !a.no_optimize, .passes = a.passes};
+  inference::Config config{
+      .model_dir = a.model, .device = a.device, .optimize = !a.no_optimize, .passes = a.passes, .threads = a.threads};
   inference::Predictor p(config);
   if (a.describe) {
     std::printf("%s\n", p.Describe().c_str());
@@ -103,6 +105,8 @@ void AddPredictCommands(CLI::App& app) {
   cmd->add_option("--repeat", a->repeat, "Run N more times and print latency percentiles (p50/p90/p99)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--describe", a->describe, "Print the inputs and outputs (name, dtype, shape) as JSON and exit");
+  cmd->add_option("--threads", a->threads, "Host threads for the cpu device's kernels (default: the process default)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-optimize", a->no_optimize, "Skip the optimisation passes (kernel selection still runs)");
   cmd->add_option("--passes", a->passes,
                   std::string("Optimisation pipeline to run on load instead of the default (") +
