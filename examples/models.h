@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/distributed/mesh.h"
 #include "core/nn/module.h"
 
 namespace oar::examples {
@@ -45,6 +46,12 @@ class Example {
 /// The example `kind` on `device`, weights and data from `seed`. Throws oar::Error for an unknown kind or
 /// an unusable device.
 std::unique_ptr<Example> MakeExample(const std::string& kind, Device device, uint64_t seed);
+/// The example `kind` (llama only) over `mesh`, every rank in this process: tensor parallel on the mesh
+/// dim named "tp", data parallel on "dp"; the same weights, data order and step losses as MakeExample on
+/// one device (up to float rounding). Throws oar::Error naming a missing device or a mesh that does not
+/// divide the model.
+std::unique_ptr<Example> MakeParallelExample(const std::string& kind, const distributed::ProcessMesh& mesh,
+                                             uint64_t seed);
 /// The known kinds.
 std::vector<std::string> ExampleKinds();
 

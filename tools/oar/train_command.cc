@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/base/error.h"
+#include "core/distributed/mesh.h"
 #include "core/ops/ops.h"
 #include "core/runtime/profiler.h"
 #include "examples/models.h"
@@ -31,7 +32,7 @@ void PrintMetric(examples::Example& e) {
 void AddTrainCommands(CLI::App& app) {
   {
     struct Args {
-      std::string model, device, out;
+      std::string model, device, out, mesh;
       int64_t steps = -1, log_every = 0;
       uint64_t seed = 0;
       bool profile = false;
@@ -46,6 +47,9 @@ void AddTrainCommands(CLI::App& app) {
     cmd->add_option("--seed", a->seed, "Seed for data and weights")->capture_default_str();
     cmd->add_option("--out", a->out, "Write the checkpoint (model.safetensors + config.json) to this folder");
     cmd->add_option("--log-every", a->log_every, "Print the loss every N steps (default: steps / 10)");
+    cmd->add_option("--mesh", a->mesh,
+                    "Train over a mesh of devices of --device's type in this process, e.g. dp=2,tp=2 (data "
+                    "parallel on dp, tensor parallel on tp; llama only); the step lines equal the one-device run's");
     cmd->add_flag("--profile", a->profile,
                   "After training, print a per-op table: calls, host dispatch time, device time (simulated on "
                   "the simulators), cpu fallbacks, private-format kernel runs");
@@ -54,10 +58,19 @@ void AddTrainCommands(CLI::App& app) {
       OAR_CHECK_ARG(steps_opt->count() == 0 || a->steps > 0, "--steps must be a positive integer, got {}", a->steps);
       OAR_CHECK_ARG(a->log_every >= 0, "--log-every must be a positive integer (or 0: steps / 10), got {}",
                     a->log_every);
-      std::unique_ptr<examples::Example> e = examples::MakeExample(a->model, ChosenDevice(a->device), a->seed);
+      std::unique_ptr<examples::Example> e;
+      std::string where;
+      if (a->mesh.empty()) {
+        e = examples::MakeExample(a->model, ChosenDevice(a->device), a->seed);
+        where = e->device().str();
+      } else {
+        const distributed::ProcessMesh mesh = distributed::ProcessMesh::Parse(a->mesh, ChosenDevice(a->device).type());
+        e = examples::MakeParallelExample(a->model, mesh, a->seed);
+        where = mesh.ToString();
+      }
       const int64_t steps = steps_opt->count() == 0 ? e->default_steps() : a->steps;
       std::printf("training %s on %s for %lld steps (seed %llu, %lld parameters)\n", e->kind().c_str(),
-                  e->device().str().c_str(), static_cast<long long>(steps), static_cast<unsigned long long>(a->seed),
+                  where.c_str(), static_cast<long long>(steps), static_cast<unsigned long long>(a->seed),
                   static_cast<long long>(e->module().NumParameters()));
       if (e->kind() == "llama") std::printf("unigram entropy %.4f\n", examples::UnigramEntropy(*e));
       std::fflush(stdout);
