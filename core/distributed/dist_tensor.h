@@ -35,6 +35,8 @@ class DistTensor {
   DType dtype() const { return locals_.at(0).dtype(); }
   const std::vector<Tensor>& locals() const { return locals_; }
   const Tensor& local(int64_t rank) const { return locals_.at(static_cast<size_t>(rank)); }
+  /// The locals themselves (an optimiser updates parameters through these).
+  std::vector<Tensor>& mutable_locals() { return locals_; }
   /// Set by shard_tensor: the user fixed these placements (SPMD conflict resolution keeps them).
   bool annotated() const { return annotated_; }
   DistTensor& set_annotated(bool v) {

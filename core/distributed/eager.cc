@@ -253,6 +253,12 @@ DistTensor scaled_dot_product_attention(const DistTensor& q, const DistTensor& k
                      }));
 }
 
+DistTensor rotary_embedding(const DistTensor& x) {
+  return One(Execute(NormRule("rotary_embedding", x.shape(), 2, 0), std::vector{x}, {x.shape()}, [](const LocalCall& c) {
+    return std::vector<Tensor>{oar::rotary_embedding(c.locals[0])};
+  }));
+}
+
 void Backward(const DistTensor& loss) {
   OAR_CHECK_ARG(loss.defined() && loss.shape().Product() == 1,
                 "Backward: the loss must be a scalar DistTensor, got {}", loss.defined() ? loss.ToString() : "undefined");

@@ -59,6 +59,9 @@ DistTensor cross_entropy(const DistTensor& logits, const DistTensor& target);
 DistTensor scaled_dot_product_attention(const DistTensor& q, const DistTensor& k, const DistTensor& v,
                                         bool causal = false);
 
+/// Rotary position embedding of [..., T, D] (the last two dims stay whole).
+DistTensor rotary_embedding(const DistTensor& x);
+
 /// Backward from a scalar loss: a Replicate mesh dim seeds the rank at coordinate 0 only (the ranks'
 /// copies are one value), a Partial(sum) dim seeds every rank, Partial(avg) 1/p each. Gradients
 /// accumulate into the locals of the leaves (DistTensor::grad() gives them placed).
