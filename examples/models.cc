@@ -307,12 +307,28 @@ class LlamaExample : public Example {
     opt_->set_lr(LearningRate(step, total));
     std::vector<int64_t> xs, ys;
     DrawBatch(xs, ys);
-    const Tensor loss = Loss(xs, ys, c_.batch);
+    int64_t b = c_.batch;
+    if (dp_size_ > 1) {  // this process's rows of the batch
+      b /= dp_size_;
+      const auto n = static_cast<std::ptrdiff_t>(b * c_.context), at = n * dp_rank_;
+      xs = std::vector<int64_t>(xs.begin() + at, xs.begin() + at + n);
+      ys = std::vector<int64_t>(ys.begin() + at, ys.begin() + at + n);
+    }
+    const Tensor loss = Loss(xs, ys, b);
     opt_->ZeroGrad();
     loss.backward();
+    if (dp_size_ > 1) {
+      for (Tensor* p : model_->Parameters()) {
+        Tensor g = p->grad();
+        dp_mean_(g);
+        p->mutable_autograd_meta().grad = g;
+      }
+    }
     optim::ClipGradNorm(model_->Parameters(), 1.0);
     opt_->Step();
-    return loss.to(Device("cpu")).item<float>();
+    Tensor value = loss.detach().to(Device("cpu"));
+    if (dp_size_ > 1) dp_mean_(value);
+    return value.item<float>();
   }
   /// The schedule of TrainStep.
   double LearningRate(int64_t step, int64_t total) const {
@@ -330,6 +346,13 @@ class LlamaExample : public Example {
     }
   }
   const LlamaConfig& config() const { return c_; }
+  void SetDataParallel(int rank, int size, std::function<void(Tensor&)> mean) {
+    OAR_CHECK_ARG(size >= 1 && rank >= 0 && rank < size && c_.batch % size == 0,
+                  "data parallel: {} processes must divide the batch of {} (rank {})", size, c_.batch, rank);
+    dp_rank_ = rank;
+    dp_size_ = size;
+    dp_mean_ = std::move(mean);
+  }
   double Evaluate() override {
     model_->Eval();
     NoGradGuard no_grad;
@@ -419,6 +442,8 @@ class LlamaExample : public Example {
   std::unique_ptr<Llama> model_;
   std::unique_ptr<optim::AdamW> opt_;
   Generator batch_gen_;
+  int dp_rank_ = 0, dp_size_ = 1;
+  std::function<void(Tensor&)> dp_mean_;
 };
 
 // ---- tiny Llama over a ProcessMesh (tensor parallel on "tp", data parallel on "dp") --------------------
@@ -623,6 +648,12 @@ std::unique_ptr<Example> MakeParallelExample(const std::string& kind, const dist
           "OAR_KUNLUN_SIM_DEVICES=4)",
           mesh.ToString(), mesh.numel(), e.what());
   }
+}
+
+void SetDataParallel(Example& e, int rank, int size, std::function<void(Tensor&)> all_reduce_mean) {
+  auto* l = dynamic_cast<LlamaExample*>(&e);
+  OAR_CHECK_ARG(l != nullptr, "data parallel across processes: only the llama example so far, got '{}'", e.kind());
+  l->SetDataParallel(rank, size, std::move(all_reduce_mean));
 }
 
 std::vector<std::string> ExampleKinds() { return {"mlp", "cnn", "llama"}; }

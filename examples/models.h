@@ -52,6 +52,10 @@ std::unique_ptr<Example> MakeExample(const std::string& kind, Device device, uin
 /// divide the model.
 std::unique_ptr<Example> MakeParallelExample(const std::string& kind, const distributed::ProcessMesh& mesh,
                                              uint64_t seed);
+/// Data parallel across processes (llama only): this process trains rows [rank, rank + 1) · batch / size
+/// of every batch (all draw the same batches) and `all_reduce_mean` replaces a tensor by its mean over the
+/// processes (gradients before clipping, and the printed loss).
+void SetDataParallel(Example& e, int rank, int size, std::function<void(Tensor&)> all_reduce_mean);
 /// The known kinds.
 std::vector<std::string> ExampleKinds();
 

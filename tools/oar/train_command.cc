@@ -8,6 +8,7 @@
 
 #include "core/base/error.h"
 #include "core/distributed/mesh.h"
+#include "core/distributed/process_group.h"
 #include "core/ops/ops.h"
 #include "core/runtime/profiler.h"
 #include "examples/models.h"
@@ -60,7 +61,25 @@ void AddTrainCommands(CLI::App& app) {
                     a->log_every);
       std::unique_ptr<examples::Example> e;
       std::string where;
-      if (a->mesh.empty()) {
+      const distributed::LaunchInfo launch = distributed::LaunchInfo::FromEnv();
+      if (launch.world_size > 1) {
+        // One process per rank (mpirun, torchrun-style launchers): data parallel over the processes.
+        std::vector<int64_t> shape;
+        std::vector<std::string> names;
+        distributed::ProcessMesh::ParseSpec(a->mesh.empty() ? "dp=1" : a->mesh, shape, names);
+        OAR_CHECK_ARG(shape.size() == 1 && names[0] == "dp" && shape[0] == launch.world_size,
+                      "--mesh under a launcher of {} processes: only data parallel across processes so far, "
+                      "--mesh dp={} (tensor parallel runs over the devices of one process: --mesh tp=N without "
+                      "mpirun); got '{}'",
+                      launch.world_size, launch.world_size, a->mesh);
+        distributed::ProcessGroup& world = distributed::ProcessGroup::World();
+        if (world.rank() != 0) std::freopen("/dev/null", "w", stdout);  // only rank 0 prints
+        e = examples::MakeExample(a->model, ChosenDevice(a->device), a->seed);
+        examples::SetDataParallel(*e, world.rank(), world.size(),
+                                  [&world](Tensor& t) { world.AllReduce(t, runtime::ReduceOp::kAvg); });
+        where = e->device().str() + " in each of " + std::to_string(world.size()) + " processes (dp=" +
+                std::to_string(world.size()) + " under " + launch.launcher + ")";
+      } else if (a->mesh.empty()) {
         e = examples::MakeExample(a->model, ChosenDevice(a->device), a->seed);
         where = e->device().str();
       } else {
