@@ -19,6 +19,7 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev opencl-headers libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   llvm-15-tools python3
+  openmpi-bin libopenmpi-dev
 )
 for option in "$@"; do
   case "$option" in

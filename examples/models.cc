@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/base/error.h"
+#include "core/distributed/eager.h"
 #include "core/nn/layers.h"
+#include "core/ops/trace.h"
 #include "core/optim/optim.h"
 #include "examples/corpus.h"
 
@@ -337,9 +339,49 @@ class LlamaExample : public Example {
   std::string metric_name() const override { return "loss"; }
   nn::Module& module() override { return *model_; }
   std::vector<Tensor> Batch(int64_t step, int64_t total) override {
-    opt_->set_lr(optim::WarmupCosine(step, c_.lr, std::min<int64_t>(20, total / 10), total, c_.lr * 0.1));
-    const int64_t b = c_.batch, t = c_.context;
+    opt_->set_lr(LearningRate(step, total));
     std::vector<int64_t> xs, ys;
+    DrawBatch(xs, ys);
+    int64_t b = c_.batch;
+    if (dp_size_ > 1) {  // this process's rows of the batch
+      b /= dp_size_;
+      const auto n = static_cast<std::ptrdiff_t>(b * c_.context), at = n * dp_rank_;
+      xs = std::vector<int64_t>(xs.begin() + at, xs.begin() + at + n);
+      ys = std::vector<int64_t>(ys.begin() + at, ys.begin() + at + n);
+    }
+    return {FromVector<int64_t>(xs, {b, c_.context}, device_), FromVector<int64_t>(ys, {b * c_.context}, device_)};
+  }
+  std::vector<Tensor> TrainOn(std::span<const Tensor> batch, const optim::Optimizer::ScalarFn& scalar) override {
+    OAR_CHECK(dp_size_ <= 1 || ops::ActiveTracer() == nullptr, kUnimplemented,
+              "llama: a step that averages gradients across processes (the MPI all_reduce runs on the host) cannot "
+              "be captured yet; train data parallel eagerly");
+    model_->Train();
+    const Tensor loss = Loss(batch[0], batch[1]);
+    opt_->ZeroGrad();
+    loss.backward();
+    if (dp_size_ > 1) {
+      for (Tensor* p : model_->Parameters()) {
+        Tensor g = p->grad();
+        dp_mean_(g);
+        p->mutable_autograd_meta().grad = g;
+      }
+    }
+    optim::ClipGradNorm(model_->Parameters(), 1.0);
+    opt_->ApplyStep(scalar);
+    return {loss};
+  }
+  double TrainStep(int64_t step, int64_t total) override {
+    Tensor value = EagerStep(step, total).detach().to(Device("cpu"));
+    if (dp_size_ > 1) dp_mean_(value);
+    return value.item<float>();
+  }
+  /// The schedule of TrainStep.
+  double LearningRate(int64_t step, int64_t total) const {
+    return optim::WarmupCosine(step, c_.lr, std::min<int64_t>(20, total / 10), total, c_.lr * 0.1);
+  }
+  /// The next training batch (tokens and targets, [batch * context] each), advancing the data order.
+  void DrawBatch(std::vector<int64_t>& xs, std::vector<int64_t>& ys) {
+    const int64_t b = c_.batch, t = c_.context;
     for (int64_t i = 0; i < b; ++i) {
       const size_t start = batch_gen_.NextU64() % (train_.size() - static_cast<size_t>(t) - 1);
       xs.insert(xs.end(), train_.begin() + static_cast<std::ptrdiff_t>(start),
@@ -347,16 +389,14 @@ class LlamaExample : public Example {
       ys.insert(ys.end(), train_.begin() + static_cast<std::ptrdiff_t>(start + 1),
                 train_.begin() + static_cast<std::ptrdiff_t>(start + t + 1));
     }
-    return {FromVector<int64_t>(xs, {b, t}, device_), FromVector<int64_t>(ys, {b * t}, device_)};
   }
-  std::vector<Tensor> TrainOn(std::span<const Tensor> batch, const optim::Optimizer::ScalarFn& scalar) override {
-    model_->Train();
-    const Tensor loss = Loss(batch[0], batch[1]);
-    opt_->ZeroGrad();
-    loss.backward();
-    optim::ClipGradNorm(model_->Parameters(), 1.0);
-    opt_->ApplyStep(scalar);
-    return {loss};
+  const LlamaConfig& config() const { return c_; }
+  void SetDataParallel(int rank, int size, std::function<void(Tensor&)> mean) {
+    OAR_CHECK_ARG(size >= 1 && rank >= 0 && rank < size && c_.batch % size == 0,
+                  "data parallel: {} processes must divide the batch of {} (rank {})", size, c_.batch, rank);
+    dp_rank_ = rank;
+    dp_size_ = size;
+    dp_mean_ = std::move(mean);
   }
   optim::Optimizer& optimizer() override { return *opt_; }
   double Evaluate() override {
@@ -458,15 +498,219 @@ class LlamaExample : public Example {
   std::unique_ptr<Llama> model_;
   std::unique_ptr<optim::AdamW> opt_;
   Generator batch_gen_;
+  int dp_rank_ = 0, dp_size_ = 1;
+  std::function<void(Tensor&)> dp_mean_;
+};
+
+// ---- tiny Llama over a ProcessMesh (tensor parallel on "tp", data parallel on "dp") --------------------
+// The same weights, data order and schedule as LlamaExample (which it wraps, on the mesh's first device,
+// for the data and for evaluation), with every parameter a DistTensor: q/k/v (the fused qkv weight split
+// in three), gate and up column-parallel (Shard(0) of [out, in]), the attention output and down
+// projections row-parallel (Shard(1)), norms and the tied embedding replicated; the batch is sharded on
+// dp. Gradients are placed by DistTensor::grad() (the dp all_reduce), clipped by their global norm, and
+// AdamW updates every rank's shard (it is elementwise).
+class ParallelLlamaExample : public Example {
+ public:
+  ParallelLlamaExample(const distributed::ProcessMesh& mesh, uint64_t seed)
+      : Example(mesh.devices()[0], seed), mesh_(mesh), base_(mesh.devices()[0], seed) {
+    for (int m = 0; m < mesh_.ndim(); ++m) {
+      const std::string& n = mesh_.dim_names()[static_cast<size_t>(m)];
+      OAR_CHECK_ARG(n == "dp" || n == "tp", "--mesh: llama runs data parallel on 'dp' and tensor parallel on 'tp'; got a "
+                    "dim named '{}'", n);
+    }
+    const LlamaConfig& c = base_.config();
+    tp_ = Size("tp");
+    OAR_CHECK_ARG(c.heads % tp_ == 0 && c.hidden % tp_ == 0 && c.batch % Size("dp") == 0,
+                  "--mesh {}: tp must divide the {} heads and the hidden size {}, dp the batch {}", mesh_.ToString(),
+                  c.heads, c.hidden, c.batch);
+    for (auto& [name, p] : base_.module().NamedParameters()) {
+      const Tensor w = p->detach();
+      if (name.ends_with("attn.qkv.weight")) {
+        const std::string stem = name.substr(0, name.size() - std::string("qkv.weight").size());
+        for (int i = 0; i < 3; ++i) {
+          Add(stem + "qkv." + "qkv"[static_cast<size_t>(i)], w.slice(0, i * c.dim, (i + 1) * c.dim), 0);
+        }
+      } else if (name.ends_with("attn.out.weight") || name.ends_with("mlp.down.weight")) {
+        Add(name, w, 1);
+      } else if (name.ends_with("mlp.gate.weight") || name.ends_with("mlp.up.weight")) {
+        Add(name, w, 0);
+      } else {
+        Add(name, w, -1);
+      }
+    }
+    std::vector<Tensor*> locals;
+    for (auto& [name, t] : params_) {
+      for (Tensor& l : t->mutable_locals()) locals.push_back(&l);
+    }
+    opt_ = std::make_unique<optim::AdamW>(locals, c.lr);
+  }
+  std::string kind() const override { return "llama"; }
+  int64_t default_steps() const override { return base_.default_steps(); }
+  std::string metric_name() const override { return base_.metric_name(); }
+  nn::Module& module() override {
+    SyncToBase();
+    return base_.module();
+  }
+  double TrainStep(int64_t step, int64_t total) override {
+    opt_->set_lr(base_.LearningRate(step, total));
+    std::vector<int64_t> xs, ys;
+    base_.DrawBatch(xs, ys);
+    const LlamaConfig& c = base_.config();
+    const int64_t b = c.batch, t = c.context;
+    const distributed::DistTensor loss =
+        distributed::cross_entropy(Logits(xs, b, t), Tokens(ys, {b * t}));
+    opt_->ZeroGrad();
+    distributed::Backward(loss);
+    PlaceGradients();
+    ClipGradients(1.0);
+    opt_->Step();
+    return distributed::FullTensor(loss).to(Device("cpu")).item<float>();
+  }
+  double Evaluate() override {
+    SyncToBase();
+    return base_.Evaluate();
+  }
+  std::string ConfigJson() const override { return base_.ConfigJson(); }
+  LlamaExample& base() { return base_; }
+
+ private:
+  int64_t Size(const std::string& dim) const {
+    for (int m = 0; m < mesh_.ndim(); ++m) {
+      if (mesh_.dim_names()[static_cast<size_t>(m)] == dim) return mesh_.size(m);
+    }
+    return 1;
+  }
+  // Placements with Shard(d) on tp (d < 0: replicated) and `dp` on dp.
+  distributed::Placements On(int64_t tp_dim, distributed::Placement dp = distributed::Placement::Replicate()) const {
+    distributed::Placements p;
+    for (const std::string& n : mesh_.dim_names()) {
+      if (n == "tp") {
+        p.push_back(tp_dim < 0 ? distributed::Placement::Replicate() : distributed::Placement::Shard(tp_dim));
+      } else {
+        p.push_back(dp);
+      }
+    }
+    return p;
+  }
+  void Add(const std::string& name, const Tensor& w, int64_t tp_dim) {
+    auto t = std::make_unique<distributed::DistTensor>(distributed::shard_tensor(w.contiguous(), mesh_, On(tp_dim)));
+    *t = t->detach();
+    t->set_requires_grad(true);
+    params_.emplace_back(name, std::move(t));
+  }
+  const distributed::DistTensor& P(const std::string& name) const {
+    for (const auto& [n, t] : params_) {
+      if (n == name) return *t;
+    }
+    Throw(ErrorCode::kInternal, "parallel llama: no parameter {}", name);
+  }
+  distributed::DistTensor Tokens(const std::vector<int64_t>& ids, const Dims& shape) const {
+    return distributed::shard_tensor(FromVector<int64_t>(ids, shape, Device("cpu")), mesh_,
+                                     On(-1, distributed::Placement::Shard(0)));
+  }
+  distributed::DistTensor Logits(const std::vector<int64_t>& xs, int64_t b, int64_t t) {
+    namespace d = distributed;
+    const LlamaConfig& c = base_.config();
+    const int64_t hd = c.dim / c.heads;
+    const d::DistTensor& emb = P("tok_emb.weight");
+    d::DistTensor h = d::embedding(emb, Tokens(xs, {b, t}));
+    for (int64_t i = 0; i < c.layers; ++i) {
+      const std::string l = "layers." + std::to_string(i) + ".";
+      const d::DistTensor a = d::rms_norm(h, 1, P(l + "attn_norm.weight"));
+      auto heads = [&](const std::string& w, bool rotary) {
+        d::DistTensor x = d::transpose(d::reshape(d::linear(a, P(l + "attn.qkv." + w)), {b, t, c.heads, hd}), 1, 2);
+        return rotary ? d::rotary_embedding(x) : x;
+      };
+      const d::DistTensor y = d::scaled_dot_product_attention(heads("q", true), heads("k", true), heads("v", false), true);
+      h = d::add(h, d::linear(d::reshape(d::transpose(y, 1, 2), {b, t, c.dim}), P(l + "attn.out.weight")));
+      const d::DistTensor m = d::rms_norm(h, 1, P(l + "mlp_norm.weight"));
+      const d::DistTensor g = d::mul(d::silu(d::linear(m, P(l + "mlp.gate.weight"))), d::linear(m, P(l + "mlp.up.weight")));
+      h = d::add(h, d::linear(g, P(l + "mlp.down.weight")));
+    }
+    const d::DistTensor logits = d::matmul(d::rms_norm(h, 1, P("norm.weight")), d::transpose(emb, 0, 1));
+    return d::reshape(logits, {b * t, c.vocab});
+  }
+  void PlaceGradients() {
+    for (auto& [name, t] : params_) {
+      const distributed::DistTensor g = t->grad();
+      if (!g.defined()) continue;
+      for (size_t r = 0; r < g.locals().size(); ++r) t->mutable_locals()[r].mutable_autograd_meta().grad = g.locals()[r];
+    }
+  }
+  // optim::ClipGradNorm over the whole (global) parameters: each element counted once.
+  void ClipGradients(double max_norm) {
+    NoGradGuard no_grad;
+    double total = 0;
+    for (auto& [name, t] : params_) {
+      for (int64_t r = 0; r < mesh_.numel(); ++r) {
+        const std::vector<int64_t> coord = mesh_.Coord(r);
+        bool owner = true;
+        for (int m = 0; m < mesh_.ndim(); ++m) owner &= !t->placements()[static_cast<size_t>(m)].is_replicate() || coord[static_cast<size_t>(m)] == 0;
+        const Tensor g = t->local(r).grad();
+        if (owner && g.defined()) total += sum(g * g).to(Device("cpu")).item<double>();
+      }
+    }
+    const double norm = std::sqrt(total);
+    if (norm <= max_norm) return;
+    const double scale = max_norm / (norm + 1e-6);
+    for (auto& [name, t] : params_) {
+      for (Tensor& l : t->mutable_locals()) {
+        if (l.grad().defined()) l.mutable_autograd_meta().grad = l.grad() * scale;
+      }
+    }
+  }
+  // The trained weights back into the wrapped single-device model (qkv re-fused).
+  void SyncToBase() {
+    NoGradGuard no_grad;
+    for (auto& [name, p] : base_.module().NamedParameters()) {
+      Tensor whole;
+      if (name.ends_with("attn.qkv.weight")) {
+        const std::string stem = name.substr(0, name.size() - std::string("qkv.weight").size());
+        const Tensor parts[3] = {distributed::FullTensor(P(stem + "qkv.q")), distributed::FullTensor(P(stem + "qkv.k")),
+                                 distributed::FullTensor(P(stem + "qkv.v"))};
+        whole = concat(parts, 0);
+      } else {
+        whole = distributed::FullTensor(P(name));
+      }
+      p->copy_(whole.to(p->device()));
+    }
+  }
+
+  distributed::ProcessMesh mesh_;
+  LlamaExample base_;
+  int64_t tp_ = 1;
+  std::vector<std::pair<std::string, std::unique_ptr<distributed::DistTensor>>> params_;
+  std::unique_ptr<optim::AdamW> opt_;
 };
 
 LlamaExample& AsLlama(Example& e) {
+  if (auto* p = dynamic_cast<ParallelLlamaExample*>(&e)) return p->base();
   auto* l = dynamic_cast<LlamaExample*>(&e);
   OAR_CHECK_ARG(l != nullptr, "this needs a llama checkpoint, got a '{}' model", e.kind());
   return *l;
 }
 
 }  // namespace
+
+std::unique_ptr<Example> MakeParallelExample(const std::string& kind, const distributed::ProcessMesh& mesh,
+                                             uint64_t seed) {
+  OAR_CHECK_ARG(kind == "llama", "--mesh: only the llama example runs over a mesh so far, got '{}'", kind);
+  try {
+    return std::make_unique<ParallelLlamaExample>(mesh, seed);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kNotFound) throw;
+    Throw(ErrorCode::kInvalidArgument,
+          "--mesh {} needs {} devices: {} (a simulator's device count is set by OAR_<NAME>_DEVICES, e.g. "
+          "OAR_KUNLUN_SIM_DEVICES=4)",
+          mesh.ToString(), mesh.numel(), e.what());
+  }
+}
+
+void SetDataParallel(Example& e, int rank, int size, std::function<void(Tensor&)> all_reduce_mean) {
+  auto* l = dynamic_cast<LlamaExample*>(&e);
+  OAR_CHECK_ARG(l != nullptr, "data parallel across processes: only the llama example so far, got '{}'", e.kind());
+  l->SetDataParallel(rank, size, std::move(all_reduce_mean));
+}
 
 std::vector<std::string> ExampleKinds() { return {"mlp", "cnn", "llama"}; }
 
@@ -482,13 +726,24 @@ std::unique_ptr<Example> MakeExample(const std::string& kind, Device device, uin
   return e;
 }
 
-double Example::TrainStep(int64_t step, int64_t total) {
+Tensor Example::EagerStep(int64_t step, int64_t total) {
   const std::vector<Tensor> batch = Batch(step, total);
   const std::vector<double> values = optimizer().NextStepScalars();
-  const Tensor loss = TrainOn(batch, [&](size_t k, DType dtype, Device device) {
-    return full({}, values.at(k), dtype, device);
-  })[0];
-  return loss.to(Device("cpu")).item<float>();
+  return TrainOn(batch, [&](size_t k, DType dtype, Device device) { return full({}, values.at(k), dtype, device); })[0];
+}
+
+double Example::TrainStep(int64_t step, int64_t total) { return EagerStep(step, total).to(Device("cpu")).item<float>(); }
+
+std::vector<Tensor> Example::Batch(int64_t, int64_t) { Throw(ErrorCode::kUnimplemented, "{}", NotCapturable()); }
+std::vector<Tensor> Example::TrainOn(std::span<const Tensor>, const optim::Optimizer::ScalarFn&) {
+  Throw(ErrorCode::kUnimplemented, "{}", NotCapturable());
+}
+optim::Optimizer& Example::optimizer() { Throw(ErrorCode::kUnimplemented, "{}", NotCapturable()); }
+InferenceForward Example::ExportForward(int64_t, int64_t) { Throw(ErrorCode::kUnimplemented, "{}", NotCapturable()); }
+std::string Example::NotCapturable() const {
+  return fmt::format("the {} example in this configuration (over a mesh) has no single-device step to capture or "
+                     "forward to export; --static and export work on one device",
+                     kind());
 }
 
 namespace {

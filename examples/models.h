@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/distributed/mesh.h"
 #include "core/jit/capture.h"
 #include "core/jit/static_function.h"
 #include "core/nn/module.h"
@@ -40,20 +41,23 @@ class Example {
   virtual std::string metric_name() const = 0;
   virtual nn::Module& module() = 0;
   /// One optimiser step (step is 0-based out of `total`, for the schedule); returns the training loss.
-  /// Exactly Batch, then TrainOn with the optimiser's NextStepScalars() as tensors.
-  double TrainStep(int64_t step, int64_t total);
+  /// By default EagerStep's loss read on the host.
+  virtual double TrainStep(int64_t step, int64_t total);
+  /// Batch, then TrainOn with the optimiser's NextStepScalars() as tensors; returns the loss tensor.
+  Tensor EagerStep(int64_t step, int64_t total);
   /// The step's data as tensors (drawn on the host from the example's seed; sets the learning rate of the
-  /// schedule). Called once per step, in order, eagerly or statically alike.
-  virtual std::vector<Tensor> Batch(int64_t step, int64_t total) = 0;
+  /// schedule). Called once per step, in order, eagerly or statically alike. (Examples over a mesh have
+  /// none: kUnimplemented, as for TrainOn, optimizer and ExportForward.)
+  virtual std::vector<Tensor> Batch(int64_t step, int64_t total);
   /// Forward, loss, backward and the optimiser's update on `batch`, its host numbers from `scalar`;
   /// returns {loss}. Only tensor ops: this is what `oar train --static` captures into one program.
-  virtual std::vector<Tensor> TrainOn(std::span<const Tensor> batch, const optim::Optimizer::ScalarFn& scalar) = 0;
-  virtual optim::Optimizer& optimizer() = 0;
+  virtual std::vector<Tensor> TrainOn(std::span<const Tensor> batch, const optim::Optimizer::ScalarFn& scalar);
+  virtual optim::Optimizer& optimizer();
   /// The metric on held-out data (eval mode, no gradients).
   virtual double Evaluate() = 0;
   /// The forward for export. `batch` > 0 fixes the batch extent, otherwise it is the symbol B; `seq` (llama
   /// only) is the static sequence length, default the training context.
-  virtual InferenceForward ExportForward(int64_t batch, int64_t seq) = 0;
+  virtual InferenceForward ExportForward(int64_t batch, int64_t seq);
   /// Hyper-parameters as a JSON object text (written next to the weights).
   virtual std::string ConfigJson() const = 0;
   Device device() const { return device_; }
@@ -61,6 +65,7 @@ class Example {
 
  protected:
   Example(Device device, uint64_t seed) : device_(device), seed_(seed) {}
+  std::string NotCapturable() const;
   Device device_;
   uint64_t seed_;
 };
@@ -68,6 +73,16 @@ class Example {
 /// The example `kind` on `device`, weights and data from `seed`. Throws oar::Error for an unknown kind or
 /// an unusable device.
 std::unique_ptr<Example> MakeExample(const std::string& kind, Device device, uint64_t seed);
+/// The example `kind` (llama only) over `mesh`, every rank in this process: tensor parallel on the mesh
+/// dim named "tp", data parallel on "dp"; the same weights, data order and step losses as MakeExample on
+/// one device (up to float rounding). Throws oar::Error naming a missing device or a mesh that does not
+/// divide the model.
+std::unique_ptr<Example> MakeParallelExample(const std::string& kind, const distributed::ProcessMesh& mesh,
+                                             uint64_t seed);
+/// Data parallel across processes (llama only): this process trains rows [rank, rank + 1) · batch / size
+/// of every batch (all draw the same batches) and `all_reduce_mean` replaces a tensor by its mean over the
+/// processes (gradients before clipping, and the printed loss).
+void SetDataParallel(Example& e, int rank, int size, std::function<void(Tensor&)> all_reduce_mean);
 /// The known kinds.
 std::vector<std::string> ExampleKinds();
 

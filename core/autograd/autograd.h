@@ -10,6 +10,9 @@
 #ifndef OAR_CORE_AUTOGRAD_AUTOGRAD_H_
 #define OAR_CORE_AUTOGRAD_AUTOGRAD_H_
 
+#include <functional>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/ops/ops.h"
@@ -26,6 +29,24 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs = {}, bool create_graph = false,
                          bool retain_graph = false, bool allow_unused = false);
 
+/// Backward from several roots at once, root i seeded with grad_outputs[i] (required, the root's shape),
+/// accumulating into the leaves' grad() as Tensor::backward does. The roots may live on different devices
+/// (the local results of a distributed computation).
+void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs, bool retain_graph = false);
+
+namespace autograd {
+
+/// The VJP of a node recorded with RecordCustom: one gradient per output (undefined where none arrived)
+/// in, one per input (undefined for none) out. Written with eager ops (or other custom nodes), so it is
+/// itself recorded under create_graph.
+using CustomVjp = std::function<std::vector<Tensor>(std::span<const Tensor> grads)>;
+
+/// Record a computation that is not one op of the table — a collective whose inputs and outputs live on
+/// several devices — when grad mode is on and an input requires grad (otherwise nothing happens).
+/// `name` appears in the engine's messages.
+void RecordCustom(std::string_view name, std::span<const Tensor> inputs, std::span<Tensor> outputs, CustomVjp vjp);
+
+}  // namespace autograd
 }  // namespace oar
 
 #endif  // OAR_CORE_AUTOGRAD_AUTOGRAD_H_

@@ -11,6 +11,7 @@
 // gradient computation is itself recorded); pass each input's gradient to the input's node or leaf.
 #include <atomic>
 #include <map>
+#include <string>
 #include <queue>
 #include <unordered_map>
 
@@ -36,6 +37,8 @@ class Node {
   std::vector<Edge> next;                    // one per input
   uint64_t sequence = 0;
   bool released = false;
+  CustomVjp custom;         // set for RecordCustom nodes (op is then unused)
+  std::string custom_name;
 };
 
 namespace {
@@ -71,6 +74,20 @@ void RecordOp(ops::Op op, std::span<const Tensor> inputs, std::span<Tensor> outp
     m.grad_fn = node;
     m.output_nr = static_cast<int>(i);
   }
+}
+
+Node::Edge EdgeTo(const Tensor& t) {
+  Node::Edge e;
+  if (t.requires_grad()) {
+    AutogradMeta* m = t.autograd_meta();
+    if (m->grad_fn) {
+      e.node = m->grad_fn;
+      e.output_nr = m->output_nr;
+    } else {
+      e.leaf = t;
+    }
+  }
+  return e;
 }
 
 void RecordView(const Tensor& base, Tensor& view, ViewOp op, std::span<const int64_t> args) {
@@ -175,7 +192,17 @@ std::vector<Tensor> Execute(const std::vector<Tensor>& roots, const std::vector<
       }
     }
     std::vector<Tensor> input_grads;
-    if (any) {
+    if (any && n->custom) {
+      input_grads = n->custom(grads);
+      OAR_CHECK(input_grads.size() == n->inputs.size(), kInternal, "VJP of '{}' returned {} gradients for {} inputs",
+                n->custom_name, input_grads.size(), n->inputs.size());
+      for (size_t i = 0; i < input_grads.size(); ++i) {
+        const Tensor& g = input_grads[i];
+        OAR_CHECK(!g.defined() || g.shape() == n->inputs[i].shape(), kInternal,
+                  "VJP of '{}' returned a gradient of shape {} for input {} of shape {}", n->custom_name,
+                  g.shape().ToString(), i, n->inputs[i].shape().ToString());
+      }
+    } else if (any) {
       for (size_t i = 0; i < grads.size(); ++i) {
         if (!grads[i].defined()) grads[i] = zeros(n->outputs[i].shape, n->outputs[i].dtype, n->device);
       }
@@ -209,6 +236,7 @@ std::vector<Tensor> Execute(const std::vector<Tensor>& roots, const std::vector<
     }
     if (!retain_graph) {
       n->inputs.clear();
+      n->custom = nullptr;  // frees what the VJP captured
       n->released = true;
     }
   }
@@ -237,6 +265,46 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_gra
   autograd::Execute({*this}, {autograd::SeedFor(*this, gradient, 0)}, {}, /*accumulate=*/true, create_graph,
                     retain_graph || create_graph);
 }
+
+void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs, bool retain_graph) {
+  OAR_CHECK_ARG(grad_outputs.size() == outputs.size(), "backward: got {} grad_outputs for {} outputs",
+                grad_outputs.size(), outputs.size());
+  std::vector<Tensor> seeds;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    OAR_CHECK_ARG(grad_outputs[i].defined(), "backward: grad_outputs[{}] is undefined", i);
+    seeds.push_back(autograd::SeedFor(outputs[i], grad_outputs[i], i));
+  }
+  autograd::Execute(outputs, seeds, {}, /*accumulate=*/true, /*create_graph=*/false, retain_graph);
+}
+
+namespace autograd {
+
+void RecordCustom(std::string_view name, std::span<const Tensor> inputs, std::span<Tensor> outputs, CustomVjp vjp) {
+  if (!GradModeEnabled()) return;
+  bool needed = false;
+  for (const Tensor& t : inputs) needed |= t.defined() && t.requires_grad();
+  if (!needed) return;
+  auto node = std::make_shared<Node>();
+  node->custom = std::move(vjp);
+  node->custom_name = std::string(name);
+  node->sequence = g_sequence.fetch_add(1);
+  for (const Tensor& t : inputs) {
+    node->inputs.push_back(t);
+    node->next.push_back(EdgeTo(t));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Tensor& out = outputs[i];
+    node->outputs.push_back({out.dtype(), out.shape()});
+    node->device = out.device();
+    if (!IsFloating(out.dtype())) continue;
+    AutogradMeta& m = out.mutable_autograd_meta();
+    m.requires_grad = true;
+    m.grad_fn = node;
+    m.output_nr = static_cast<int>(i);
+  }
+}
+
+}  // namespace autograd
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool create_graph, bool retain_graph,

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "core/base/error.h"
+#include "core/distributed/mesh.h"
+#include "core/distributed/process_group.h"
 #include "core/ops/ops.h"
 #include "core/jit/static_function.h"
 #include "core/runtime/profiler.h"
@@ -32,7 +34,7 @@ void PrintMetric(examples::Example& e) {
 void AddTrainCommands(CLI::App& app) {
   {
     struct Args {
-      std::string model, device, out;
+      std::string model, device, out, mesh;
       int64_t steps = -1, log_every = 0;
       uint64_t seed = 0;
       bool profile = false, static_graph = false;
@@ -50,6 +52,9 @@ void AddTrainCommands(CLI::App& app) {
     cmd->add_flag("--static", a->static_graph,
                   "Capture the training step (forward, loss, backward, update) into a program on the first step "
                   "and run the program afterwards; the losses equal eager training's");
+    cmd->add_option("--mesh", a->mesh,
+                    "Train over a mesh of devices of --device's type in this process, e.g. dp=2,tp=2 (data "
+                    "parallel on dp, tensor parallel on tp; llama only); the step lines equal the one-device run's");
     cmd->add_flag("--profile", a->profile,
                   "After training, print a per-op table: calls, host dispatch time, device time (simulated on "
                   "the simulators), cpu fallbacks, private-format kernel runs");
@@ -58,10 +63,37 @@ void AddTrainCommands(CLI::App& app) {
       OAR_CHECK_ARG(steps_opt->count() == 0 || a->steps > 0, "--steps must be a positive integer, got {}", a->steps);
       OAR_CHECK_ARG(a->log_every >= 0, "--log-every must be a positive integer (or 0: steps / 10), got {}",
                     a->log_every);
-      std::unique_ptr<examples::Example> e = examples::MakeExample(a->model, ChosenDevice(a->device), a->seed);
+      std::unique_ptr<examples::Example> e;
+      std::string where;
+      const distributed::LaunchInfo launch = distributed::LaunchInfo::FromEnv();
+      if (launch.world_size > 1) {
+        // One process per rank (mpirun, torchrun-style launchers): data parallel over the processes.
+        std::vector<int64_t> shape;
+        std::vector<std::string> names;
+        distributed::ProcessMesh::ParseSpec(a->mesh.empty() ? "dp=1" : a->mesh, shape, names);
+        OAR_CHECK_ARG(shape.size() == 1 && names[0] == "dp" && shape[0] == launch.world_size,
+                      "--mesh under a launcher of {} processes: only data parallel across processes so far, "
+                      "--mesh dp={} (tensor parallel runs over the devices of one process: --mesh tp=N without "
+                      "mpirun); got '{}'",
+                      launch.world_size, launch.world_size, a->mesh);
+        distributed::ProcessGroup& world = distributed::ProcessGroup::World();
+        if (world.rank() != 0) std::freopen("/dev/null", "w", stdout);  // only rank 0 prints
+        e = examples::MakeExample(a->model, ChosenDevice(a->device), a->seed);
+        examples::SetDataParallel(*e, world.rank(), world.size(),
+                                  [&world](Tensor& t) { world.AllReduce(t, runtime::ReduceOp::kAvg); });
+        where = e->device().str() + " in each of " + std::to_string(world.size()) + " processes (dp=" +
+                std::to_string(world.size()) + " under " + launch.launcher + ")";
+      } else if (a->mesh.empty()) {
+        e = examples::MakeExample(a->model, ChosenDevice(a->device), a->seed);
+        where = e->device().str();
+      } else {
+        const distributed::ProcessMesh mesh = distributed::ProcessMesh::Parse(a->mesh, ChosenDevice(a->device).type());
+        e = examples::MakeParallelExample(a->model, mesh, a->seed);
+        where = mesh.ToString();
+      }
       const int64_t steps = steps_opt->count() == 0 ? e->default_steps() : a->steps;
       std::printf("training %s on %s for %lld steps (seed %llu, %lld parameters)\n", e->kind().c_str(),
-                  e->device().str().c_str(), static_cast<long long>(steps), static_cast<unsigned long long>(a->seed),
+                  where.c_str(), static_cast<long long>(steps), static_cast<unsigned long long>(a->seed),
                   static_cast<long long>(e->module().NumParameters()));
       if (e->kind() == "llama") std::printf("unigram entropy %.4f\n", examples::UnigramEntropy(*e));
       std::fflush(stdout);

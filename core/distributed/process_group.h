@@ -1,0 +1,65 @@
+// Across processes: the launcher's environment and a process group over MPI.
+//
+// Oar does not launch processes itself. Under OpenMPI's `mpirun` it reads OMPI_COMM_WORLD_{RANK,SIZE,
+// LOCAL_RANK}; under torchrun, Slurm wrappers or Kubernetes operators the torchrun-style RANK, WORLD_SIZE,
+// LOCAL_RANK, MASTER_ADDR, MASTER_PORT. ProcessGroup::World() is every process of the job, one rank per
+// process, with collectives on host memory through MPI (an existing engine, so CPU clusters work as
+// they are; other devices stage through the host). Each collective first exchanges its sequence number
+// with the peers and then runs non-blocking, and a blocked rank sleeps between polls (4 ranks fit on 2
+// cores). A rank that waits longer than the timeout (OAR_DIST_TIMEOUT_S, default 300) prints which
+// peers never arrived at which collective and aborts the whole job (MPI_Abort), so nothing hangs.
+#ifndef OAR_CORE_DISTRIBUTED_PROCESS_GROUP_H_
+#define OAR_CORE_DISTRIBUTED_PROCESS_GROUP_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/runtime/ccl.h"
+#include "core/tensor/tensor.h"
+
+namespace oar::distributed {
+
+/// Where this process sits in the job, from the launcher's environment.
+struct LaunchInfo {
+  int rank = 0, world_size = 1, local_rank = 0;
+  std::string master_addr;
+  int master_port = 0;
+  /// "mpirun", "env" (RANK/WORLD_SIZE...) or "single" (no launcher).
+  std::string launcher = "single";
+  /// Throws kInvalidArgument for a malformed or inconsistent variable (naming it).
+  static LaunchInfo FromEnv();
+};
+
+/// Whether this build has the MPI process group.
+bool HaveMpi();
+
+class ProcessGroup {
+ public:
+  /// Every process of the job (initialises MPI on first use). kUnimplemented without MPI; kFailedPrecondition
+  /// when the launcher's world size is not MPI's (e.g. RANK/WORLD_SIZE set but not started by mpirun).
+  static ProcessGroup& World();
+  ~ProcessGroup();
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  /// Seconds a rank waits for its peers before aborting the job.
+  double timeout_s() const { return timeout_s_; }
+
+  /// `t` becomes op of every process's tensor (same shape and dtype everywhere; float32, float64, int32
+  /// or int64), on t's device (a device tensor goes through the host).
+  void AllReduce(Tensor& t, runtime::ReduceOp op);
+  /// Wait until every process arrives.
+  void Barrier();
+
+ private:
+  ProcessGroup();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int rank_ = 0, size_ = 1;
+  double timeout_s_ = 300;
+  int64_t seq_ = 0;
+};
+
+}  // namespace oar::distributed
+
+#endif  // OAR_CORE_DISTRIBUTED_PROCESS_GROUP_H_

@@ -1,0 +1,71 @@
+// The MPI process group under `mpirun -np 4` (ctest runs it so): collectives against values computed
+// from every rank's known input, the launcher environment, and — with OAR_TEST_HANG_RANK=r — a rank that
+// never arrives (or, with OAR_TEST_DIE_RANK=r, dies), which must fail the whole job within OAR_DIST_TIMEOUT_S naming rank r and the collective.
+#include "core/distributed/process_group.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "core/ops/ops.h"
+#include "core/runtime/runtime.h"
+
+namespace oar::distributed {
+namespace {
+
+const bool kConfigured = [] {
+  runtime::Runtime::Options o;
+  o.plugin_files.push_back(std::filesystem::path(OAR_PLUGIN_DIR) / "liboar_plugin_cpu.so");
+  o.use_env_path = false;
+  o.use_default_dir = false;
+  runtime::Runtime::Configure(o);
+  return true;
+}();
+
+TEST(ProcessGroup, LaunchEnvironmentMatchesMpi) {
+  ASSERT_TRUE(kConfigured);
+  if (!HaveMpi()) GTEST_SKIP() << "built without MPI";
+  const LaunchInfo l = LaunchInfo::FromEnv();
+  ProcessGroup& g = ProcessGroup::World();
+  EXPECT_EQ(l.launcher, "mpirun");
+  EXPECT_EQ(l.rank, g.rank());
+  EXPECT_EQ(l.world_size, g.size());
+  EXPECT_GE(g.size(), 2) << "run under mpirun -np 4";
+}
+
+TEST(ProcessGroup, AllReduceSumAvgMaxMatchEveryRanksInputs) {
+  if (!HaveMpi()) GTEST_SKIP() << "built without MPI";
+  ProcessGroup& g = ProcessGroup::World();
+  if (const char* hang = std::getenv("OAR_TEST_HANG_RANK"); hang != nullptr && std::atoi(hang) == g.rank()) {
+    std::this_thread::sleep_for(std::chrono::seconds(120));  // never arrives in time
+  }
+  if (const char* die = std::getenv("OAR_TEST_DIE_RANK"); die != nullptr && std::atoi(die) == g.rank()) {
+    std::_Exit(3);  // dies before the collective
+  }
+  const int64_t n = 1000;
+  auto input = [&](int r) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>((i * 7 + r * 13) % 11) - 5;
+    return v;
+  };
+  for (runtime::ReduceOp op : {runtime::ReduceOp::kSum, runtime::ReduceOp::kAvg, runtime::ReduceOp::kMax}) {
+    Tensor t = FromVector<float>(input(g.rank()), {n});
+    g.AllReduce(t, op);
+    std::vector<float> want(static_cast<size_t>(n), op == runtime::ReduceOp::kMax ? -1e9f : 0.0f);
+    for (int r = 0; r < g.size(); ++r) {
+      const std::vector<float> x = input(r);
+      for (size_t i = 0; i < want.size(); ++i) want[i] = op == runtime::ReduceOp::kMax ? std::max(want[i], x[i]) : want[i] + x[i];
+    }
+    if (op == runtime::ReduceOp::kAvg) {
+      for (float& w : want) w /= static_cast<float>(g.size());
+    }
+    EXPECT_EQ(t.ToVector<float>(), want) << static_cast<int>(op);
+  }
+  g.Barrier();
+}
+
+}  // namespace
+}  // namespace oar::distributed
