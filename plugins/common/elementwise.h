@@ -103,18 +103,13 @@ void MapUnary(const KernelCall& call) {
   const TensorRef out = call.output(0);
   CheckSameShape(call, x, out, "input 0");
   const auto layout = Collapse<2>(out.shape(), {out.strides(), x.strides()}, {kOut, kIn});
-  const bool stream = StreamOutput(out.numel(), kOut);
   ForEach<2>(layout, {out.data<char>(), x.data<char>()},
-             [stream](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
+             [](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
                Out* o = reinterpret_cast<Out*>(p[0]);
                const In* v = reinterpret_cast<const In*>(p[1]);
                if (s[0] == kOut && s[1] == kIn) {
                  if constexpr (std::is_same_v<In, Out> && requires { Op::ApplyN(v, o, n); }) {
                    Op::ApplyN(v, o, n);
-                   return;
-                 }
-                 if (stream) {
-                   StreamRun(o, n, [v](int64_t i) { return Out(Op::Apply(C(v[i]))); });
                    return;
                  }
 #pragma omp simd

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -13,9 +14,20 @@ namespace oar::host {
 
 int64_t StreamingThresholdBytes() {
 #if defined(__SSE2__)
+  // sysfs first: in a VM sysconf may report the host's cache (256 MiB on the 2-vCPU machine this was
+  // measured on, where sysfs and lscpu say 32 MiB), and no output would ever be streamed.
   static const int64_t threshold = [] {
-    const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    return llc > 0 ? static_cast<int64_t>(llc) : int64_t{32} << 20;
+    int64_t bytes = 0;
+    if (std::FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r")) {
+      long kib = 0;
+      char unit = 0;
+      if (std::fscanf(f, "%ld%c", &kib, &unit) >= 1) {
+        bytes = static_cast<int64_t>(kib) * (unit == 'M' ? 1 << 20 : 1 << 10);
+      }
+      std::fclose(f);
+    }
+    if (bytes <= 0) bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return bytes > 0 ? bytes : int64_t{32} << 20;
   }();
   return threshold;
 #else
