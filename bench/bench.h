@@ -36,11 +36,51 @@ void SetByteRate(benchmark::State& state, double bytes_per_iteration);
 /// product. False (and a message on `state`) when one is off: a benchmark must not time a wrong result.
 bool SpotCheckMatmul(benchmark::State& state, const float* a, const float* b, const float* c, int64_t n);
 
-/// The op-library cases: conv2d [8, 32, 32, 32] * [64, 32, 3, 3] (padding 1), and softmax, layer_norm and
-/// an rms_norm composed of primitive ops over [kRows, kCols] float32 (last axis).
+/// The op-library cases, each timed against libtorch on the same shapes and threads. Shapes:
+///  - conv2d [8, 32, 32, 32] * [64, 32, 3, 3] (padding 1), forward, and backward (grad_x and grad_w of a
+///    given grad_y);
+///  - [kRows, kCols] float32 for softmax, log_softmax, layer_norm, rms_norm composed of primitives, the
+///    elementwise ops and the reductions (over the last axis, and over the first);
+///  - pooling 2x2 stride 2 over [kPoolN, kPoolC, kPoolHW, kPoolHW], forward and forward + backward;
+///  - embedding: kEmbedTokens int64 indices into a [kEmbedRows, kEmbedDim] table;
+///  - cross-entropy: [kCeRows, kCeClasses] logits against int64 targets, forward and forward + backward.
 inline constexpr int64_t kConvN = 8, kConvC = 32, kConvHW = 32, kConvO = 64;
 inline constexpr int64_t kRows = 512, kCols = 1024;
-enum class OpCase { kConv2d, kSoftmax, kLayerNorm, kRmsNormComposed };
+inline constexpr int64_t kPoolN = 32, kPoolC = 16, kPoolHW = 32;
+inline constexpr int64_t kEmbedRows = 1000, kEmbedDim = 256, kEmbedTokens = 1024;
+inline constexpr int64_t kCeRows = 1024, kCeClasses = 512;
+enum class OpCase {
+  kConv2d,
+  kConv2dBackward,
+  kSoftmax,
+  kSoftmaxAxis0,
+  kLogSoftmax,
+  kLayerNorm,
+  kRmsNormComposed,
+  kExp,
+  kTanh,
+  kSigmoid,
+  kRelu,
+  kAdd,
+  kMul,
+  kAddRowBroadcast,
+  kSumLast,
+  kSumFirst,
+  kMeanLast,
+  kMeanFirst,
+  kMaxLast,
+  kMaxFirst,
+  kMaxPool2d,
+  kMaxPool2dBackward,
+  kAvgPool2d,
+  kAvgPool2dBackward,
+  kEmbedding,
+  kCrossEntropy,
+  kCrossEntropyBackward,
+};
+/// Deterministic int64 values in [0, bound): the indices and targets of the embedding and
+/// cross-entropy cases, the same on both sides.
+inline int64_t BenchIndex(int64_t i, int64_t bound) { return (i * 7919 + 13) % bound; }
 /// The MLP example's training batch (examples/models.cc, MlpExample::kTrain).
 inline constexpr int64_t kMlpBatch = 1000, kMlpHidden = 64;
 

@@ -1,11 +1,16 @@
 // oar_bench: the core's performance against a peer or the machine's limit, measured in the same run.
+// The targets are issue 18's:
 //
 //   dispatch   oar::add of two 1-element float32 tensors on cpu:0 (schema, allocation, plugin kernel
-//              through the C ABI) vs torch::add                        target <= 1000 ns and <= libtorch
-//   allocator  CachingAllocator::Malloc + Free of 4 KiB (malloc/free shown for scale)   target <= 100 ns
+//              through the C ABI) vs torch::add                   target <= 1000 ns and <= 0.33x libtorch
+//   allocator  CachingAllocator::Malloc + Free of 4 KiB (malloc/free shown for scale)    target <= 50 ns
 //   matmul     oar::matmul 1024^3 float32 vs a oneDNN matmul primitive created once   target >= 90 %
-//   add        oar::add over 2^24 float32 (2 reads + 1 write) vs the faster of two     target >= 70 %
+//   add        oar::add over 2^24 float32 (2 reads + 1 write) vs the faster of two     target >= 90 %
 //              parallel copies (ordinary or non-temporal stores; 1 read + 1 write)
+//   oplib      every kernel the example models use (softmax, log_softmax, layer_norm, rms_norm composed,
+//              elementwise, reductions over the last and the first axis, conv2d and pooling forward and
+//              backward, embedding, cross-entropy) vs libtorch on the same shapes   target <= 1.0x
+//   train      one training step of each example model vs its libtorch twin        target <= 0.67x
 //
 // Every case uses the OpenMP default thread count (libtorch is set to the same). Cases that run on one
 // thread (dispatch, allocator) are timed in CPU time, which other processes on the machine do not
@@ -39,6 +44,7 @@
 #endif
 
 #include "bench/bench.h"
+#include "core/autograd/autograd.h"
 #include "core/base/error.h"
 #include "core/ops/nn.h"
 #ifdef OAR_BENCH_HAVE_EXAMPLES
@@ -277,26 +283,104 @@ void CopyLimit(benchmark::State& state, CopyKind kind) {
 
 // ---- op library: conv2d, softmax, layer_norm, rms_norm composed of primitives ---------------------
 
+bool IsBackward(OpCase which) {
+  return which == OpCase::kConv2dBackward || which == OpCase::kMaxPool2dBackward ||
+         which == OpCase::kAvgPool2dBackward || which == OpCase::kCrossEntropyBackward;
+}
+
+/// int64 tensor of `n` BenchIndex values below `bound`.
+Tensor BenchIndices(int64_t n, int64_t bound, const Device& device) {
+  std::vector<int64_t> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = BenchIndex(i, bound);
+  return FromVector(v, {n}, device);
+}
+
 void OarOpCase(benchmark::State& state, OpCase which) {
-  const Device cpu("cpu", 0);
+  using enum OpCase;
+  const Device& cpu = Cpu();
   Generator gen(2);
-  const Tensor x = which == OpCase::kConv2d ? randn({kConvN, kConvC, kConvHW, kConvHW}, gen, 0, 1, DType::kFloat32, cpu)
-                                            : randn({kRows, kCols}, gen, 0, 1, DType::kFloat32, cpu);
-  const Tensor w = which == OpCase::kConv2d ? randn({kConvO, kConvC, 3, 3}, gen, 0, 1, DType::kFloat32, cpu)
-                                            : randn({kCols}, gen, 0, 1, DType::kFloat32, cpu);
-  const Tensor b = randn({kCols}, gen, 0, 1, DType::kFloat32, cpu);
+  auto normal = [&](const Dims& shape) { return randn(shape, gen, 0, 1, DType::kFloat32, cpu); };
+  Tensor x, w, b, g;
+  switch (which) {
+    case kConv2d:
+    case kConv2dBackward:
+      x = normal({kConvN, kConvC, kConvHW, kConvHW});
+      w = normal({kConvO, kConvC, 3, 3});
+      g = normal({kConvN, kConvO, kConvHW, kConvHW});
+      break;
+    case kMaxPool2d:
+    case kMaxPool2dBackward:
+    case kAvgPool2d:
+    case kAvgPool2dBackward:
+      x = normal({kPoolN, kPoolC, kPoolHW, kPoolHW});
+      g = normal({kPoolN, kPoolC, kPoolHW / 2, kPoolHW / 2});
+      break;
+    case kEmbedding:
+      w = normal({kEmbedRows, kEmbedDim});
+      b = BenchIndices(kEmbedTokens, kEmbedRows, cpu);
+      break;
+    case kCrossEntropy:
+    case kCrossEntropyBackward:
+      x = normal({kCeRows, kCeClasses});
+      b = BenchIndices(kCeRows, kCeClasses, cpu);
+      break;
+    default:
+      x = normal({kRows, kCols});
+      w = normal({kCols});
+      b = normal({kCols});
+      g = normal({kRows, kCols});
+      break;
+  }
   auto run = [&]() -> Tensor {
     switch (which) {
-      case OpCase::kConv2d: return conv2d(x, w, Tensor(), {1, 1}, {1, 1});
-      case OpCase::kSoftmax: return softmax(x, -1);
-      case OpCase::kLayerNorm: return layer_norm(x, 1, w, b, 1e-5);
-      case OpCase::kRmsNormComposed: return rms_norm(x, 1, w, 1e-6);
+      case kConv2d:
+      case kConv2dBackward: return conv2d(x, w, Tensor(), {1, 1}, {1, 1});
+      case kSoftmax: return softmax(x, -1);
+      case kSoftmaxAxis0: return softmax(x, 0);
+      case kLogSoftmax: return log_softmax(x, -1);
+      case kLayerNorm: return layer_norm(x, 1, w, b, 1e-5);
+      case kRmsNormComposed: return rms_norm(x, 1, w, 1e-6);
+      case kExp: return exp(x);
+      case kTanh: return tanh(x);
+      case kSigmoid: return sigmoid(x);
+      case kRelu: return relu(x);
+      case kAdd: return add(x, g);
+      case kMul: return mul(x, g);
+      case kAddRowBroadcast: return add(x, b);
+      case kSumLast: return sum(x, {-1});
+      case kSumFirst: return sum(x, {0});
+      case kMeanLast: return mean(x, {-1});
+      case kMeanFirst: return mean(x, {0});
+      case kMaxLast: return amax(x, {-1});
+      case kMaxFirst: return amax(x, {0});
+      case kMaxPool2d:
+      case kMaxPool2dBackward: return max_pool2d(x, {2, 2}, {2, 2});
+      case kAvgPool2d:
+      case kAvgPool2dBackward: return avg_pool2d(x, {2, 2}, {2, 2});
+      case kEmbedding: return embedding(w, b);
+      case kCrossEntropy:
+      case kCrossEntropyBackward: return cross_entropy(x, b);
     }
     return {};
   };
+  if (!IsBackward(which)) {
+    for (auto _ : state) {
+      Tensor y = run();
+      benchmark::DoNotOptimize(y.data_ptr());
+    }
+    return;
+  }
+  // Forward and backward: the gradients of the float inputs, seeded with g (1 for the scalar loss).
+  x.set_requires_grad(true);
+  std::vector<Tensor> wrt{x};
+  if (which == kConv2dBackward) {
+    w.set_requires_grad(true);
+    wrt.push_back(w);
+  }
   for (auto _ : state) {
-    Tensor y = run();
-    benchmark::DoNotOptimize(y.data_ptr());
+    const Tensor y = run();
+    std::vector<Tensor> grads = oar::grad({y}, wrt, g.defined() ? std::vector<Tensor>{g} : std::vector<Tensor>{});
+    benchmark::DoNotOptimize(grads[0].data_ptr());
   }
 }
 
@@ -358,9 +442,37 @@ struct OpLibCase {
 };
 constexpr OpLibCase kOpLibCases[] = {
     {OpCase::kConv2d, "conv2d 8x32x32x32 3x3", "oplib/conv2d/oar", "oplib/conv2d/libtorch"},
+    {OpCase::kConv2dBackward, "conv2d fwd+bwd", "oplib/conv2d_backward/oar", "oplib/conv2d_backward/libtorch"},
     {OpCase::kSoftmax, "softmax 512x1024", "oplib/softmax/oar", "oplib/softmax/libtorch"},
+    {OpCase::kSoftmaxAxis0, "softmax axis 0", "oplib/softmax_axis0/oar", "oplib/softmax_axis0/libtorch"},
+    {OpCase::kLogSoftmax, "log_softmax 512x1024", "oplib/log_softmax/oar", "oplib/log_softmax/libtorch"},
     {OpCase::kLayerNorm, "layer_norm 512x1024", "oplib/layer_norm/oar", "oplib/layer_norm/libtorch"},
-    {OpCase::kRmsNormComposed, "rms_norm (composed)", "oplib/rms_norm_composed/oar", "oplib/rms_norm_composed/libtorch"},
+    {OpCase::kRmsNormComposed, "rms_norm (composed)", "oplib/rms_norm_composed/oar",
+     "oplib/rms_norm_composed/libtorch"},
+    {OpCase::kExp, "exp 512x1024", "oplib/exp/oar", "oplib/exp/libtorch"},
+    {OpCase::kTanh, "tanh 512x1024", "oplib/tanh/oar", "oplib/tanh/libtorch"},
+    {OpCase::kSigmoid, "sigmoid 512x1024", "oplib/sigmoid/oar", "oplib/sigmoid/libtorch"},
+    {OpCase::kRelu, "relu 512x1024", "oplib/relu/oar", "oplib/relu/libtorch"},
+    {OpCase::kAdd, "add 512x1024", "oplib/add/oar", "oplib/add/libtorch"},
+    {OpCase::kMul, "mul 512x1024", "oplib/mul/oar", "oplib/mul/libtorch"},
+    {OpCase::kAddRowBroadcast, "add [512,1024]+[1024]", "oplib/add_row_broadcast/oar",
+     "oplib/add_row_broadcast/libtorch"},
+    {OpCase::kSumLast, "sum last axis", "oplib/sum_last/oar", "oplib/sum_last/libtorch"},
+    {OpCase::kSumFirst, "sum first axis", "oplib/sum_first/oar", "oplib/sum_first/libtorch"},
+    {OpCase::kMeanLast, "mean last axis", "oplib/mean_last/oar", "oplib/mean_last/libtorch"},
+    {OpCase::kMeanFirst, "mean first axis", "oplib/mean_first/oar", "oplib/mean_first/libtorch"},
+    {OpCase::kMaxLast, "amax last axis", "oplib/max_last/oar", "oplib/max_last/libtorch"},
+    {OpCase::kMaxFirst, "amax first axis", "oplib/max_first/oar", "oplib/max_first/libtorch"},
+    {OpCase::kMaxPool2d, "max_pool2d 2x2", "oplib/max_pool2d/oar", "oplib/max_pool2d/libtorch"},
+    {OpCase::kMaxPool2dBackward, "max_pool2d fwd+bwd", "oplib/max_pool2d_backward/oar",
+     "oplib/max_pool2d_backward/libtorch"},
+    {OpCase::kAvgPool2d, "avg_pool2d 2x2", "oplib/avg_pool2d/oar", "oplib/avg_pool2d/libtorch"},
+    {OpCase::kAvgPool2dBackward, "avg_pool2d fwd+bwd", "oplib/avg_pool2d_backward/oar",
+     "oplib/avg_pool2d_backward/libtorch"},
+    {OpCase::kEmbedding, "embedding 1024x256", "oplib/embedding/oar", "oplib/embedding/libtorch"},
+    {OpCase::kCrossEntropy, "cross_entropy fwd", "oplib/cross_entropy/oar", "oplib/cross_entropy/libtorch"},
+    {OpCase::kCrossEntropyBackward, "cross_entropy fwd+bwd", "oplib/cross_entropy_backward/oar",
+     "oplib/cross_entropy_backward/libtorch"},
 };
 /// A training step of an example model (examples::MakeExample(kind)) and its libtorch twin.
 struct TrainCase {
@@ -548,22 +660,24 @@ class Summary {
     return kHaveTorch ? fmt::format("{} not run", name) : std::string("libtorch not found");
   }
 
-  /// Oar's time against libtorch's for the same work, same shapes, threads and run; target: not slower.
-  void VersusTorch(const char* label, const char* oar, const char* torch_name) {
+  /// Oar's time against libtorch's for the same work, same shapes, threads and run; target: at most
+  /// `target` times libtorch's (1: not slower).
+  void VersusTorch(const char* label, const char* oar, const char* torch_name, double target = 1.0) {
     if (!Require(label, {oar})) return;
     const double ms = Ok(oar)->seconds * 1e3;
     if (const Result* torch = Ok(torch_name)) {
       const double ratio = ms / (torch->seconds * 1e3);
-      Line(label, fmt::format("oar {:.3f} ms vs libtorch {:.3f} ms -> {:.2f}x (target <= 1.0x)", ms,
-                              torch->seconds * 1e3, ratio),
-           ratio <= 1.0);
+      Line(label, fmt::format("oar {:.3f} ms vs libtorch {:.3f} ms -> {:.2f}x (target <= {:.2f}x)", ms,
+                              torch->seconds * 1e3, ratio, target),
+           ratio <= target);
     } else {
       Note(fmt::format("{}: oar {:.3f} ms; {}", label, ms, NoTorch(torch_name)));
     }
   }
 
   void Training() {
-    for (const TrainCase& c : kTrainCases) VersusTorch(c.label, c.oar, c.torch);
+    // Issue 18: each training step at least 1.5 times as fast as its libtorch twin.
+    for (const TrainCase& c : kTrainCases) VersusTorch(c.label, c.oar, c.torch, 1 / 1.5);
   }
 
   void OpLibrary() {
@@ -572,6 +686,7 @@ class Summary {
 
   void Dispatch() {
     constexpr double kLimitNs = 1000;
+    constexpr double kTarget = 0.33;  // issue 18: at least 3 times as fast as libtorch
     constexpr const char* kLabel = "dispatch add 1xf32";
     if (!Require(kLabel, {kDispatchOar})) return;
     const double ns = Ok(kDispatchOar)->seconds * 1e9;
@@ -579,9 +694,9 @@ class Summary {
       const double torch_ns = torch->seconds * 1e9;
       const double ratio = ns / torch_ns;
       Line(kLabel,
-           fmt::format("oar {:.0f} ns vs libtorch {:.0f} ns -> {:.2f}x (target <= 1.0x, <= {:.0f} ns)", ns, torch_ns,
-                       ratio, kLimitNs),
-           ratio <= 1.0 && ns <= kLimitNs);
+           fmt::format("oar {:.0f} ns vs libtorch {:.0f} ns -> {:.2f}x (target <= {:.2f}x, <= {:.0f} ns)", ns,
+                       torch_ns, ratio, kTarget, kLimitNs),
+           ratio <= kTarget && ns <= kLimitNs);
     } else {
       Line(kLabel,
            fmt::format("oar {:.0f} ns; {}, ratio not checked (target <= {:.0f} ns)", ns, NoTorch(kDispatchTorch),
@@ -595,7 +710,7 @@ class Summary {
   }
 
   void Allocator() {
-    constexpr double kLimitNs = 100;
+    constexpr double kLimitNs = 50;
     constexpr const char* kLabel = "allocator 4 KiB";
     if (!Require(kLabel, {kAllocOar})) return;
     const double ns = Ok(kAllocOar)->seconds * 1e9;
@@ -625,7 +740,7 @@ class Summary {
   }
 
   void Add() {
-    constexpr double kTarget = 0.70;
+    constexpr double kTarget = 0.90;
     constexpr const char* kLabel = "add 2^24xf32";
     if (!Require(kLabel, {kAddOar, kAddCopyLoop})) return;
     const double oar = Counter(*Ok(kAddOar), "B/s") / 1e9;

@@ -7,6 +7,7 @@
 
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
+#include <torch/autograd.h>
 #include <torch/nn.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim.h>
@@ -166,25 +167,98 @@ void TorchStreamAdd(benchmark::State& state, bool preallocated_out) {
 }
 
 void TorchOpCase(benchmark::State& state, OpCase which) {
-  c10::InferenceMode guard;
+  using enum OpCase;
   torch::manual_seed(2);
-  const torch::Tensor x = which == OpCase::kConv2d ? torch::randn({kConvN, kConvC, kConvHW, kConvHW})
-                                                   : torch::randn({kRows, kCols});
-  const torch::Tensor w = which == OpCase::kConv2d ? torch::randn({kConvO, kConvC, 3, 3}) : torch::randn({kCols});
-  const torch::Tensor b = torch::randn({kCols});
+  auto indices = [](int64_t n, int64_t bound) {
+    torch::Tensor t = torch::empty({n}, torch::kLong);
+    for (int64_t i = 0; i < n; ++i) t.data_ptr<int64_t>()[i] = BenchIndex(i, bound);
+    return t;
+  };
+  torch::Tensor x, w, b, g;
+  switch (which) {
+    case kConv2d:
+    case kConv2dBackward:
+      x = torch::randn({kConvN, kConvC, kConvHW, kConvHW});
+      w = torch::randn({kConvO, kConvC, 3, 3});
+      g = torch::randn({kConvN, kConvO, kConvHW, kConvHW});
+      break;
+    case kMaxPool2d:
+    case kMaxPool2dBackward:
+    case kAvgPool2d:
+    case kAvgPool2dBackward:
+      x = torch::randn({kPoolN, kPoolC, kPoolHW, kPoolHW});
+      g = torch::randn({kPoolN, kPoolC, kPoolHW / 2, kPoolHW / 2});
+      break;
+    case kEmbedding:
+      w = torch::randn({kEmbedRows, kEmbedDim});
+      b = indices(kEmbedTokens, kEmbedRows);
+      break;
+    case kCrossEntropy:
+    case kCrossEntropyBackward:
+      x = torch::randn({kCeRows, kCeClasses});
+      b = indices(kCeRows, kCeClasses);
+      break;
+    default:
+      x = torch::randn({kRows, kCols});
+      w = torch::randn({kCols});
+      b = torch::randn({kCols});
+      g = torch::randn({kRows, kCols});
+      break;
+  }
   auto run = [&]() -> torch::Tensor {
     switch (which) {
-      case OpCase::kConv2d: return torch::conv2d(x, w, {}, 1, 1);
-      case OpCase::kSoftmax: return torch::softmax(x, -1);
-      case OpCase::kLayerNorm: return torch::layer_norm(x, {kCols}, w, b, 1e-5);
-      case OpCase::kRmsNormComposed:  // the same primitive composition as Oar's rms_norm
+      case kConv2d:
+      case kConv2dBackward: return torch::conv2d(x, w, {}, 1, 1);
+      case kSoftmax: return torch::softmax(x, -1);
+      case kSoftmaxAxis0: return torch::softmax(x, 0);
+      case kLogSoftmax: return torch::log_softmax(x, -1);
+      case kLayerNorm: return torch::layer_norm(x, {kCols}, w, b, 1e-5);
+      case kRmsNormComposed:  // the same primitive composition as Oar's rms_norm
         return x * torch::rsqrt(torch::mean(x * x, {-1}, true) + 1e-6) * w;
+      case kExp: return torch::exp(x);
+      case kTanh: return torch::tanh(x);
+      case kSigmoid: return torch::sigmoid(x);
+      case kRelu: return torch::relu(x);
+      case kAdd: return torch::add(x, g);
+      case kMul: return torch::mul(x, g);
+      case kAddRowBroadcast: return torch::add(x, b);
+      case kSumLast: return torch::sum(x, {-1});
+      case kSumFirst: return torch::sum(x, {0});
+      case kMeanLast: return torch::mean(x, {-1});
+      case kMeanFirst: return torch::mean(x, {0});
+      case kMaxLast: return torch::amax(x, {-1});
+      case kMaxFirst: return torch::amax(x, {0});
+      case kMaxPool2d:
+      case kMaxPool2dBackward: return torch::max_pool2d(x, {2, 2}, {2, 2});
+      case kAvgPool2d:
+      case kAvgPool2dBackward: return torch::avg_pool2d(x, {2, 2}, {2, 2});
+      case kEmbedding: return torch::embedding(w, b);
+      case kCrossEntropy:
+      case kCrossEntropyBackward: return torch::nn::functional::cross_entropy(x, b);
     }
     return {};
   };
+  const bool backward = which == kConv2dBackward || which == kMaxPool2dBackward || which == kAvgPool2dBackward ||
+                        which == kCrossEntropyBackward;
+  if (!backward) {
+    c10::InferenceMode guard;
+    for (auto _ : state) {
+      torch::Tensor y = run();
+      benchmark::DoNotOptimize(y.data_ptr());
+    }
+    return;
+  }
+  x.set_requires_grad(true);
+  std::vector<torch::Tensor> wrt{x};
+  if (which == kConv2dBackward) {
+    w.set_requires_grad(true);
+    wrt.push_back(w);
+  }
   for (auto _ : state) {
-    torch::Tensor y = run();
-    benchmark::DoNotOptimize(y.data_ptr());
+    const torch::Tensor y = run();
+    std::vector<torch::Tensor> grads =
+        torch::autograd::grad({y}, wrt, g.defined() ? std::vector<torch::Tensor>{g} : std::vector<torch::Tensor>{});
+    benchmark::DoNotOptimize(grads[0].data_ptr());
   }
 }
 

@@ -15,6 +15,7 @@
 #include "oar/plugin/ops.h"
 #include "plugins/common/kernel_util.h"
 #include "plugins/common/vec_exp.h"
+#include "plugins/common/vec_lanes.h"
 
 namespace oar::host {
 namespace {
@@ -123,10 +124,7 @@ struct SigmoidOp {
       const int64_t w = std::min(kBlock, n - b);
       for (int64_t i = 0; i < w; ++i) e[i] = -std::fabs(x[b + i]);
       ExpN(e, e, w);
-      for (int64_t i = 0; i < w; ++i) {
-        const float r = 1.0f / (1.0f + e[i]);
-        y[b + i] = x[b + i] >= 0.0f ? r : e[i] * r;
-      }
+      SigmoidFinish(x + b, e, y + b, w);  // vectorised (vec_lanes.h)
     }
   }
 };

@@ -17,6 +17,7 @@
 #include "plugins/common/kernel_util.h"
 #include "plugins/common/reduction.h"
 #include "plugins/common/strided.h"
+#include "plugins/common/vec_lanes.h"
 
 namespace oar::host {
 namespace {
@@ -38,6 +39,9 @@ constexpr int64_t kOutputBlock = 4096;
 template <typename T, typename Acc>
 Acc SumRun(const T* p, int64_t n, int64_t stride) {
   if (n <= kPairwiseBlock) {
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<Acc, float>) {
+      if (stride == 1) return SumLeaf(p, n);  // the same lanes, in vector registers (vec_lanes.h)
+    }
     constexpr int kLanes = 16;
     Acc lanes[kLanes] = {};
     int64_t i = 0;

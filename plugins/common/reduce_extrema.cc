@@ -20,6 +20,7 @@
 #include "plugins/common/kernel_util.h"
 #include "plugins/common/reduction.h"
 #include "plugins/common/strided.h"
+#include "plugins/common/vec_lanes.h"
 
 namespace oar::host {
 namespace {
@@ -70,6 +71,12 @@ typename Fold::Acc FoldRun(const T* p, int64_t n, int64_t stride, typename Fold:
     for (int64_t i = 0; i < n; ++i) acc = Fold::Combine(acc, static_cast<Acc>(ComputeT<T>(p[i * stride])));
     return acc;
   }
+  // float max and min: the same lanes and order in vector registers (vec_lanes.h).
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<Fold, MaxFold<T>>) {
+    return MaxFoldRun(p, n, acc);
+  } else if constexpr (std::is_same_v<T, float> && std::is_same_v<Fold, MinFold<T>>) {
+    return MinFoldRun(p, n, acc);
+  }
   Acc lanes[kLanes];
   std::fill(lanes, lanes + kLanes, Fold::Init());
   int64_t i = 0;
@@ -113,6 +120,13 @@ void FoldPartial(const ReductionPlan& plan, const char* x, int64_t k0, int64_t k
                   [&](const std::array<char*, 1>& q, int64_t m, const std::array<int64_t, 1>& rs) {
                     for (int64_t r = 0; r < m; ++r) {
                       const T* src = reinterpret_cast<const T*>(q[0] + r * rs[0]);
+                      if constexpr (std::is_same_v<T, float> && std::is_same_v<Fold, MaxFold<T>>) {
+                        MaxFoldColumn(a, src, w);
+                        continue;
+                      } else if constexpr (std::is_same_v<T, float> && std::is_same_v<Fold, MinFold<T>>) {
+                        MinFoldColumn(a, src, w);
+                        continue;
+                      }
 #pragma omp simd
                       for (int64_t j = 0; j < w; ++j) a[j] = Fold::Combine(a[j], static_cast<Acc>(ComputeT<T>(src[j])));
                     }

@@ -22,6 +22,7 @@
 #include "plugins/common/pack.h"
 #include "plugins/common/strided.h"
 #include "plugins/common/vec_exp.h"
+#include "plugins/common/vec_lanes.h"
 
 namespace oar::host {
 namespace {
@@ -54,6 +55,31 @@ Acc PairwiseSum(int64_t n, F&& f, int64_t offset = 0) {
   return PairwiseSum<Acc>(half, f, offset) + PairwiseSum<Acc>(n - half, f, offset + half);
 }
 
+/// PairwiseSum<double> of double(p[i]) for float data: the same recursion, with the leaves in vector
+/// registers (vec_lanes.h); bitwise the same sum.
+inline double PairwiseSumOf(const float* p, int64_t n) {
+  if (n <= 256) return SumLeafAsDouble(p, n);
+  const int64_t half = n / 2 / 32 * 32;
+  return PairwiseSumOf(p, half) + PairwiseSumOf(p + half, n - half);
+}
+
+/// PairwiseSum<double> of (double(p[i]) - mean)^2 for float data, likewise.
+inline double PairwiseSquaredDeviation(const float* p, int64_t n, double mean) {
+  if (n <= 256) return SquaredDeviationLeaf(p, n, mean);
+  const int64_t half = n / 2 / 32 * 32;
+  return PairwiseSquaredDeviation(p, half, mean) + PairwiseSquaredDeviation(p + half, n - half, mean);
+}
+
+/// Sum of double(v[i]) (PairwiseSum; vectorised for float).
+template <typename C>
+double SumAsDouble(const C* v, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) {
+    return PairwiseSumOf(v, n);
+  } else {
+    return PairwiseSum<double>(n, [&](int64_t i) { return static_cast<double>(v[i]); });
+  }
+}
+
 /// Element strides of x's dimensions [begin, end) and their extents.
 struct DimRange {
   int rank = 0;
@@ -78,7 +104,11 @@ template <bool kLog, typename C>
 void SoftmaxRow(const C* v, C* r, int64_t n) {
   // A NaN is skipped here but poisons the sum below, so its whole row becomes NaN either way.
   C m = -std::numeric_limits<C>::infinity();
-  for (int64_t i = 0; i < n; ++i) m = v[i] > m ? v[i] : m;
+  if constexpr (std::is_same_v<C, float>) {
+    m = RowMax(v, n);  // the same loop's result, vectorised (vec_lanes.h)
+  } else {
+    for (int64_t i = 0; i < n; ++i) m = v[i] > m ? v[i] : m;
+  }
   if constexpr (kLog) {
     // r may alias v, which is still needed: the exponentials go through a block on the stack.
     constexpr int64_t kBlock = 256;
@@ -88,7 +118,7 @@ void SoftmaxRow(const C* v, C* r, int64_t n) {
       const int64_t w = std::min(kBlock, n - b);
       for (int64_t i = 0; i < w; ++i) e[i] = v[b + i] - m;
       ExpN(e, e, w);
-      sum += PairwiseSum<double>(w, [&](int64_t i) { return static_cast<double>(e[i]); });
+      sum += SumAsDouble(e, w);
     }
     // (v - m) - log(sum), never v - (m + log(sum)): near |m| = 1e4 the float sum m + log(sum) would
     // round to m's ulp (~1e-3).
@@ -97,7 +127,7 @@ void SoftmaxRow(const C* v, C* r, int64_t n) {
   } else {
     for (int64_t i = 0; i < n; ++i) r[i] = v[i] - m;
     ExpN(r, r, n);
-    const C inv = static_cast<C>(1.0 / PairwiseSum<double>(n, [&](int64_t i) { return static_cast<double>(r[i]); }));
+    const C inv = static_cast<C>(1.0 / SumAsDouble(r, n));
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) r[i] *= inv;
   }
@@ -310,19 +340,28 @@ void LayerNorm(const KernelCall& call) {
                         }
                         // Double throughout: on offset data (|mean| >> std) a float mean is off by many
                         // of its ulps and x - mean loses as many digits of every normalised value.
-                        const double mean =
-                            PairwiseSum<double>(n, [&](int64_t i) { return static_cast<double>(v[i]); }) /
-                            static_cast<double>(n);
-                        const double var = PairwiseSum<double>(n, [&](int64_t i) {
-                                             const double d = static_cast<double>(v[i]) - mean;
-                                             return d * d;
-                                           }) /
-                                           static_cast<double>(n);
+                        double mean, var;
+                        if constexpr (std::is_same_v<S, float>) {  // vectorised leaves, the same sums
+                          mean = PairwiseSumOf(v, n) / static_cast<double>(n);
+                          var = PairwiseSquaredDeviation(v, n, mean) / static_cast<double>(n);
+                        } else {
+                          mean = PairwiseSum<double>(n, [&](int64_t i) { return static_cast<double>(v[i]); }) /
+                                 static_cast<double>(n);
+                          var = PairwiseSum<double>(n, [&](int64_t i) {
+                                  const double d = static_cast<double>(v[i]) - mean;
+                                  return d * d;
+                                }) /
+                                static_cast<double>(n);
+                        }
                         const double rstd = 1.0 / std::sqrt(var + eps);
                         T* o = dst + r * n;
+                        if constexpr (std::is_same_v<T, float>) {
+                          LayerNormRow(v, w.data(), b.data(), o, n, mean, rstd);
+                        } else {
 #pragma omp simd
-                        for (int64_t i = 0; i < n; ++i) {
-                          o[i] = T(static_cast<S>((static_cast<double>(v[i]) - mean) * rstd * w[i] + b[i]));
+                          for (int64_t i = 0; i < n; ++i) {
+                            o[i] = T(static_cast<S>((static_cast<double>(v[i]) - mean) * rstd * w[i] + b[i]));
+                          }
                         }
                         mean_dst[r] = static_cast<S>(mean);
                         rstd_dst[r] = static_cast<S>(rstd);

@@ -1,0 +1,320 @@
+// The loops of vec_lanes.h: one body per loop over 16-lane vector types, compiled three times (SSE2,
+// AVX2, AVX-512; GCC lowers a 16-lane vector to the registers each target has) and chosen once at run
+// time. This file is compiled with -ffp-contract=off (CMakeLists.txt): every variant rounds the same
+// operations the same way. Tails (n % 16 elements) are folded in scalar code in the scalar loops' order.
+#include "plugins/common/vec_lanes.h"
+
+#include <cstring>
+#include <limits>
+
+namespace oar::host {
+namespace {
+
+// Native vector types of kBytes bytes (16: SSE2, 32: AVX2, 64: AVX-512): a vector wider than the
+// target's registers is lowered element by element by GCC, so the 16 lanes are held in 16 / FW float
+// vectors (or 16 / DW double vectors) of the target's width. One specialisation per width: GCC drops
+// vector_size from an alias whose size depends on a template parameter.
+template <int kBytes>
+struct Vec;
+template <>
+struct Vec<16> {
+  using F = float __attribute__((vector_size(16)));
+  using D = double __attribute__((vector_size(16)));
+  using H = float __attribute__((vector_size(8)));  // the floats of one D
+};
+template <>
+struct Vec<32> {
+  using F = float __attribute__((vector_size(32)));
+  using D = double __attribute__((vector_size(32)));
+  using H = float __attribute__((vector_size(16)));
+};
+template <>
+struct Vec<64> {
+  using F = float __attribute__((vector_size(64)));
+  using D = double __attribute__((vector_size(64)));
+  using H = float __attribute__((vector_size(32)));
+};
+
+constexpr int kLanes = 16;
+
+#define OAR_VEC_INLINE [[gnu::always_inline]] inline
+
+/// The 16 float lanes as 16 / FW vectors: lane l is element l % FW of vector l / FW.
+template <int kBytes>
+struct FloatLanes {
+  using F = typename Vec<kBytes>::F;
+  static constexpr int kWidth = kBytes / 4, kCount = kLanes / kWidth;
+  F v[kCount];
+  OAR_VEC_INLINE void Fill(float x) {
+#pragma GCC unroll 16
+    for (F& f : v) f = F{} + x;
+  }
+  OAR_VEC_INLINE static void Load(F& f, const float* p) { std::memcpy(&f, p, sizeof f); }
+  OAR_VEC_INLINE void Store(float (&lanes)[kLanes]) const { std::memcpy(lanes, v, sizeof lanes); }
+};
+
+/// The 16 double lanes as 16 / DW vectors.
+template <int kBytes>
+struct DoubleLanes {
+  using D = typename Vec<kBytes>::D;
+  using H = typename Vec<kBytes>::H;
+  static constexpr int kWidth = kBytes / 8, kCount = kLanes / kWidth;
+  D v[kCount] = {};
+  /// double(p[0 .. DW)).
+  OAR_VEC_INLINE static D Widen(const float* p) {
+    H h;
+    std::memcpy(&h, p, sizeof h);
+    return __builtin_convertvector(h, D);
+  }
+  OAR_VEC_INLINE void Store(double (&lanes)[kLanes]) const { std::memcpy(lanes, v, sizeof lanes); }
+};
+
+/// lanes [0, 8) += [8, 16), then [0, 4) += [4, 8), ... : the scalar loops' final combination.
+template <typename S>
+OAR_VEC_INLINE S Tree(S (&lanes)[kLanes]) {
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0];
+}
+
+template <int kBytes>
+OAR_VEC_INLINE float SumLeafBody(const float* p, int64_t n) {
+  using L = FloatLanes<kBytes>;
+  L acc;
+  acc.Fill(0);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+#pragma GCC unroll 16
+    for (int k = 0; k < L::kCount; ++k) {
+      typename L::F x;
+      L::Load(x, p + i + k * L::kWidth);
+      acc.v[k] += x;
+    }
+  }
+  float lanes[kLanes];
+  acc.Store(lanes);
+  for (; i < n; ++i) lanes[i % kLanes] += p[i];
+  return Tree(lanes);
+}
+
+template <int kBytes>
+OAR_VEC_INLINE double SumLeafAsDoubleBody(const float* p, int64_t n) {
+  using L = DoubleLanes<kBytes>;
+  L acc;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+#pragma GCC unroll 16
+    for (int k = 0; k < L::kCount; ++k) acc.v[k] += L::Widen(p + i + k * L::kWidth);
+  }
+  double lanes[kLanes];
+  acc.Store(lanes);
+  for (; i < n; ++i) lanes[i % kLanes] += static_cast<double>(p[i]);
+  return Tree(lanes);
+}
+
+template <int kBytes>
+OAR_VEC_INLINE double SquaredDeviationLeafBody(const float* p, int64_t n, double mean) {
+  using L = DoubleLanes<kBytes>;
+  L acc;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+#pragma GCC unroll 16
+    for (int k = 0; k < L::kCount; ++k) {
+      const typename L::D d = L::Widen(p + i + k * L::kWidth) - mean;
+      acc.v[k] += d * d;
+    }
+  }
+  double lanes[kLanes];
+  acc.Store(lanes);
+  for (; i < n; ++i) {
+    const double d = static_cast<double>(p[i]) - mean;
+    lanes[i % kLanes] += d * d;
+  }
+  return Tree(lanes);
+}
+
+template <int kBytes>
+OAR_VEC_INLINE float RowMaxBody(const float* p, int64_t n) {
+  using L = FloatLanes<kBytes>;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  L m;
+  m.Fill(kNegInf);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+#pragma GCC unroll 16
+    for (int k = 0; k < L::kCount; ++k) {
+      typename L::F x;
+      L::Load(x, p + i + k * L::kWidth);
+      m.v[k] = x > m.v[k] ? x : m.v[k];
+    }
+  }
+  float lanes[kLanes];
+  m.Store(lanes);
+  float best = kNegInf;
+  for (; i < n; ++i) best = p[i] > best ? p[i] : best;
+  for (float l : lanes) best = l > best ? l : best;
+  // The value is that of the sequential loop; only the sign of a zero maximum depends on the order:
+  // the sequential loop keeps the first zero it meets.
+  if (best == 0) {
+    for (int64_t k = 0; k < n; ++k) {
+      if (p[k] == 0) return p[k];
+    }
+  }
+  return best;
+}
+
+template <bool kMax>
+OAR_VEC_INLINE float Better(float v, float acc) {
+  return ((kMax ? v > acc : v < acc) || v != v) ? v : acc;
+}
+
+template <bool kMax, typename F>
+OAR_VEC_INLINE F BetterVec(F v, F acc) {
+  return ((kMax ? v > acc : v < acc) | (v != v)) ? v : acc;
+}
+
+template <int kBytes, bool kMax>
+OAR_VEC_INLINE float FoldRunBody(const float* p, int64_t n, float acc) {
+  using L = FloatLanes<kBytes>;
+  constexpr float kInit = kMax ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  L a;
+  a.Fill(kInit);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+#pragma GCC unroll 16
+    for (int k = 0; k < L::kCount; ++k) {
+      typename L::F x;
+      L::Load(x, p + i + k * L::kWidth);
+      a.v[k] = BetterVec<kMax>(x, a.v[k]);
+    }
+  }
+  float lanes[kLanes];
+  a.Store(lanes);
+  for (; i < n; ++i) acc = Better<kMax>(p[i], acc);
+  for (float l : lanes) acc = Better<kMax>(l, acc);
+  return acc;
+}
+
+template <int kBytes, bool kMax>
+OAR_VEC_INLINE void FoldColumnBody(float* a, const float* s, int64_t w) {
+  using F = typename Vec<kBytes>::F;
+  constexpr int kW = kBytes / 4;
+  int64_t j = 0;
+  F va, vs;
+  for (; j + kW <= w; j += kW) {
+    std::memcpy(&va, a + j, sizeof va);
+    std::memcpy(&vs, s + j, sizeof vs);
+    va = BetterVec<kMax>(vs, va);
+    std::memcpy(a + j, &va, sizeof va);
+  }
+  for (; j < w; ++j) a[j] = Better<kMax>(s[j], a[j]);
+}
+
+template <int kBytes>
+OAR_VEC_INLINE void SigmoidFinishBody(const float* x, const float* e, float* y, int64_t n) {
+  using F = typename Vec<kBytes>::F;
+  constexpr int kW = kBytes / 4;
+  int64_t i = 0;
+  F vx, ve;
+  for (; i + kW <= n; i += kW) {
+    std::memcpy(&vx, x + i, sizeof vx);
+    std::memcpy(&ve, e + i, sizeof ve);
+    const F r = 1.0f / (1.0f + ve);
+    const F out = vx >= 0.0f ? r : ve * r;
+    std::memcpy(y + i, &out, sizeof out);
+  }
+  for (; i < n; ++i) {
+    const float r = 1.0f / (1.0f + e[i]);
+    y[i] = x[i] >= 0.0f ? r : e[i] * r;
+  }
+}
+
+template <int kBytes>
+OAR_VEC_INLINE void LayerNormRowBody(const float* v, const float* w, const float* b, float* o, int64_t n, double mean,
+                                     double rstd) {
+  using L = DoubleLanes<kBytes>;
+  using H = typename L::H;
+  constexpr int kW = L::kWidth;
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    const H out = __builtin_convertvector((L::Widen(v + i) - mean) * rstd * L::Widen(w + i) + L::Widen(b + i), H);
+    std::memcpy(o + i, &out, sizeof out);
+  }
+  for (; i < n; ++i) {
+    o[i] = static_cast<float>((static_cast<double>(v[i]) - mean) * rstd * static_cast<double>(w[i]) +
+                              static_cast<double>(b[i]));
+  }
+}
+
+/// The entry points of one instruction set.
+struct Table {
+  float (*sum_leaf)(const float*, int64_t);
+  double (*sum_leaf_as_double)(const float*, int64_t);
+  double (*squared_deviation_leaf)(const float*, int64_t, double);
+  float (*row_max)(const float*, int64_t);
+  float (*max_fold_run)(const float*, int64_t, float);
+  float (*min_fold_run)(const float*, int64_t, float);
+  void (*max_fold_column)(float*, const float*, int64_t);
+  void (*min_fold_column)(float*, const float*, int64_t);
+  void (*sigmoid_finish)(const float*, const float*, float*, int64_t);
+  void (*layer_norm_row)(const float*, const float*, const float*, float*, int64_t, double, double);
+};
+
+// One set of functions per target; TARGET is an attribute (or nothing, for the baseline).
+#define OAR_VEC_TABLE(NAME, TARGET, W)                                                                               \
+  namespace NAME {                                                                                                 \
+  TARGET float SumLeaf(const float* p, int64_t n) { return SumLeafBody<W>(p, n); }                                    \
+  TARGET double SumLeafAsDouble(const float* p, int64_t n) { return SumLeafAsDoubleBody<W>(p, n); }                   \
+  TARGET double SquaredDeviationLeaf(const float* p, int64_t n, double mean) {                                     \
+    return SquaredDeviationLeafBody<W>(p, n, mean);                                                                   \
+  }                                                                                                                \
+  TARGET float RowMax(const float* p, int64_t n) { return RowMaxBody<W>(p, n); }                                      \
+  TARGET float MaxFoldRun(const float* p, int64_t n, float acc) { return FoldRunBody<W, true>(p, n, acc); }           \
+  TARGET float MinFoldRun(const float* p, int64_t n, float acc) { return FoldRunBody<W, false>(p, n, acc); }          \
+  TARGET void MaxFoldColumn(float* a, const float* s, int64_t w) { FoldColumnBody<W, true>(a, s, w); }                \
+  TARGET void MinFoldColumn(float* a, const float* s, int64_t w) { FoldColumnBody<W, false>(a, s, w); }               \
+  TARGET void SigmoidFinish(const float* x, const float* e, float* y, int64_t n) { SigmoidFinishBody<W>(x, e, y, n); } \
+  TARGET void LayerNormRow(const float* v, const float* w, const float* b, float* o, int64_t n, double mean,       \
+                           double rstd) {                                                                          \
+    LayerNormRowBody<W>(v, w, b, o, n, mean, rstd);                                                                   \
+  }                                                                                                                \
+  constexpr Table kTable = {SumLeaf,       SumLeafAsDouble, SquaredDeviationLeaf, RowMax,        MaxFoldRun,      \
+                            MinFoldRun,    MaxFoldColumn,   MinFoldColumn,        SigmoidFinish, LayerNormRow};   \
+  }
+
+OAR_VEC_TABLE(baseline, , 16)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+OAR_VEC_TABLE(avx2, [[gnu::target("avx2")]], 32)
+OAR_VEC_TABLE(avx512, [[gnu::target("avx512f")]], 64)
+#endif
+
+const Table& Select() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (__builtin_cpu_supports("avx512f")) return avx512::kTable;
+  if (__builtin_cpu_supports("avx2")) return avx2::kTable;
+#endif
+  return baseline::kTable;
+}
+
+const Table& Isa() {
+  static const Table& table = Select();
+  return table;
+}
+
+}  // namespace
+
+float SumLeaf(const float* p, int64_t n) { return Isa().sum_leaf(p, n); }
+double SumLeafAsDouble(const float* p, int64_t n) { return Isa().sum_leaf_as_double(p, n); }
+double SquaredDeviationLeaf(const float* p, int64_t n, double mean) { return Isa().squared_deviation_leaf(p, n, mean); }
+float RowMax(const float* p, int64_t n) { return Isa().row_max(p, n); }
+float MaxFoldRun(const float* p, int64_t n, float acc) { return Isa().max_fold_run(p, n, acc); }
+float MinFoldRun(const float* p, int64_t n, float acc) { return Isa().min_fold_run(p, n, acc); }
+void MaxFoldColumn(float* a, const float* s, int64_t w) { Isa().max_fold_column(a, s, w); }
+void MinFoldColumn(float* a, const float* s, int64_t w) { Isa().min_fold_column(a, s, w); }
+void SigmoidFinish(const float* x, const float* e, float* y, int64_t n) { Isa().sigmoid_finish(x, e, y, n); }
+void LayerNormRow(const float* v, const float* w, const float* b, float* o, int64_t n, double mean, double rstd) {
+  Isa().layer_norm_row(v, w, b, o, n, mean, rstd);
+}
+
+}  // namespace oar::host

@@ -1,0 +1,48 @@
+// Float32 inner loops of the reductions, softmax, layer_norm and sigmoid, written with vector types and
+// compiled for the CPU's widest vectors (x86-64: AVX-512, AVX2 or SSE2, chosen once at run time, as ExpN).
+//
+// Each function computes exactly the operations, in exactly the order, of the scalar loop it replaces
+// (named in its comment): the same 16 independent lanes, the same tail, the same final combination. The
+// source file is compiled with -ffp-contract=off, so no width fuses a multiply-add, and the results are
+// bitwise those of the scalar loops on every machine. Why the scalar loops were slow: GCC kept the 16
+// lanes in memory (a store-to-load chain per vector add), and under -ftrapping-math it does not
+// if-convert float comparisons, so the max/min and sigmoid loops stayed scalar and branchy.
+#ifndef OAR_PLUGINS_COMMON_VEC_LANES_H_
+#define OAR_PLUGINS_COMMON_VEC_LANES_H_
+
+#include <cstdint>
+
+namespace oar::host {
+
+/// SumRun's leaf (reduce.cc) for unit stride: the float sum of p[0..n), n <= 256, in 16 lanes (lane l
+/// takes the elements i with i % 16 == l), then lanes [0, 8) += [8, 16), [0, 4) += [4, 8), and so on.
+float SumLeaf(const float* p, int64_t n);
+
+/// PairwiseSum's leaf (softmax_norm.cc) for f(i) = double(p[i]): the same lanes in double.
+double SumLeafAsDouble(const float* p, int64_t n);
+
+/// PairwiseSum's leaf for f(i) = (double(p[i]) - mean)^2.
+double SquaredDeviationLeaf(const float* p, int64_t n, double mean);
+
+/// The row maximum of SoftmaxRow: m = -inf, then m = p[i] > m ? p[i] : m for i = 0, 1, ... (NaN is skipped;
+/// of equal zeros the first one wins, as in that loop).
+float RowMax(const float* p, int64_t n);
+
+/// FoldRun (reduce_extrema.cc) of MaxFold / MinFold for unit stride and n >= 32: 16 lanes folded with
+/// (v > lane || v != v) ? v : lane (or <), then acc folded with the tail elements, then with lanes 0..15.
+float MaxFoldRun(const float* p, int64_t n, float acc);
+float MinFoldRun(const float* p, int64_t n, float acc);
+
+/// The column fold of reduce_extrema.cc: a[j] = (s[j] > a[j] || s[j] != s[j]) ? s[j] : a[j] (or <).
+void MaxFoldColumn(float* a, const float* s, int64_t w);
+void MinFoldColumn(float* a, const float* s, int64_t w);
+
+/// The end of SigmoidOp::ApplyN: r = 1 / (1 + e[i]); y[i] = x[i] >= 0 ? r : e[i] * r (y may be x).
+void SigmoidFinish(const float* x, const float* e, float* y, int64_t n);
+
+/// LayerNorm's output row: o[i] = float((double(v[i]) - mean) * rstd * double(w[i]) + double(b[i])).
+void LayerNormRow(const float* v, const float* w, const float* b, float* o, int64_t n, double mean, double rstd);
+
+}  // namespace oar::host
+
+#endif  // OAR_PLUGINS_COMMON_VEC_LANES_H_
