@@ -96,7 +96,39 @@ DeviceContext::DeviceContext(DeviceType* type, int ordinal)
                   OAR_CHECK(p != nullptr, kInternal, "{} malloc({} bytes) returned NULL without an error", where, n);
                   return p;
                 },
-                [dev, ord, where](void* p) { ThrowIfError(dev->free(ord, p), [&] { return where + " free"; }); }});
+                [dev, ord, where](void* p) { ThrowIfError(dev->free(ord, p), [&] { return where + " free"; }); },
+                StreamHooks{
+                    .current = [this] { return static_cast<void*>(stream()); },
+                    .record =
+                        [dev, ord, where](void* stream) {
+                          oar_event_t e = nullptr;
+                          ThrowIfError(dev->event_create(ord, &e), [&] { return where + " event_create"; });
+                          if (oar_status_t* s = dev->event_record(ord, e, static_cast<oar_stream_t>(stream))) {
+                            if (oar_status_t* d = dev->event_destroy(ord, e)) TakeStatus(d);
+                            ThrowIfError(s, [&] { return where + " event_record"; });
+                          }
+                          return static_cast<void*>(e);
+                        },
+                    .done =
+                        [dev, ord, where](void* event) {
+                          bool complete = false;
+                          ThrowIfError(dev->event_query(ord, static_cast<oar_event_t>(event), &complete),
+                                       [&] { return where + " event_query"; });
+                          return complete;
+                        },
+                    .wait =
+                        [dev, ord, where](void* stream, void* event) {
+                          ThrowIfError(dev->stream_wait_event(ord, static_cast<oar_stream_t>(stream),
+                                                              static_cast<oar_event_t>(event)),
+                                       [&] { return where + " stream_wait_event"; });
+                        },
+                    .destroy =
+                        [dev, ord, where](void* event) {
+                          if (oar_status_t* s = dev->event_destroy(ord, static_cast<oar_event_t>(event))) {
+                            OAR_LOG_WARNING("{} event_destroy: {}", where, TakeStatus(s).message);
+                          }
+                        },
+                }});
 }
 
 DeviceContext::~DeviceContext() {
@@ -117,11 +149,38 @@ const AttrValue* DeviceContext::FindAttribute(std::string_view name) const {
   return nullptr;
 }
 
-oar_stream_t DeviceContext::stream() {
+namespace {
+// The streams a runtime::ScopedStream made current on this thread, innermost last.
+thread_local std::vector<std::pair<const DeviceContext*, oar_stream_t>> t_current_streams;
+}  // namespace
+
+oar_stream_t SetCurrentStream(DeviceContext& ctx, oar_stream_t stream) {
+  for (auto it = t_current_streams.rbegin(); it != t_current_streams.rend(); ++it) {
+    if (it->first != &ctx) continue;
+    const oar_stream_t previous = it->second;
+    if (stream == nullptr) {
+      t_current_streams.erase(std::next(it).base());
+    } else {
+      it->second = stream;
+    }
+    return previous;
+  }
+  if (stream != nullptr) t_current_streams.emplace_back(&ctx, stream);
+  return nullptr;
+}
+
+oar_stream_t DeviceContext::default_stream() {
   std::call_once(stream_once_, [this] {
     ThrowIfError(api()->stream_create(ordinal_, &stream_), [&] { return Where(*this, "stream_create"); });
   });
   return stream_;
+}
+
+oar_stream_t DeviceContext::stream() {
+  for (const auto& [ctx, s] : t_current_streams) {
+    if (ctx == this) return s;
+  }
+  return default_stream();
 }
 
 void DeviceContext::Synchronize() {
