@@ -37,6 +37,12 @@ struct CachingAllocator::Block {
   bool HasTag(void* s) const { return std::find(tags.begin(), tags.begin() + num_tags, s) != tags.begin() + num_tags; }
   /// Add `other`'s tags; false (nothing changed) when the union does not fit.
   bool MergeTags(const Block& other) {
+    if (other.num_tags == 0 || (num_tags == 1 && other.num_tags == 1 && tags[0] == other.tags[0])) return true;
+    if (num_tags == 0) {
+      tags = other.tags;
+      num_tags = other.num_tags;
+      return true;
+    }
     std::array<void*, kMaxTags> merged = tags;
     int n = num_tags;
     for (int i = 0; i < other.num_tags; ++i) {
@@ -87,7 +93,16 @@ CachingAllocator::Block* CachingAllocator::NewBlock() {
   if (spare_blocks_.empty()) return new Block();
   Block* b = spare_blocks_.back();
   spare_blocks_.pop_back();
-  *b = Block();
+  // Field by field: the vectors keep their (usually empty) storage, so the hot path allocates nothing.
+  b->ptr = nullptr;
+  b->size = 0;
+  b->allocated = b->small = false;
+  b->prev = b->next = nullptr;
+  b->owner = nullptr;
+  b->stream = nullptr;
+  b->recorded.clear();
+  b->events.clear();
+  b->num_tags = 0;
   return b;
 }
 
@@ -110,8 +125,9 @@ void* CachingAllocator::BlockData(const Block* block) { return block ? block->pt
 
 CachingAllocator::Block* CachingAllocator::TryMalloc(size_t rounded, bool small, bool exact, void* stream) {
   Pool& pool = small ? small_pool_ : large_pool_;
-  Block key;
+  static thread_local Block key;  // reused: a Block on the stack costs its zeroing on every call
   key.size = rounded;
+  key.ptr = nullptr;
   auto it = pool.lower_bound(&key);
   Block* block = nullptr;
   if (it != pool.end()) {
@@ -168,6 +184,11 @@ CachingAllocator::Block* CachingAllocator::TryMalloc(size_t rounded, bool small,
 }
 
 void CachingAllocator::OrderForStream(Block* block, void* stream) {
+  block->stream = stream;
+  if (block->num_tags == 0 || (block->num_tags == 1 && block->tags[0] == stream)) {  // the common case
+    block->num_tags = 0;
+    return;
+  }
   for (int i = 0; i < block->num_tags; ++i) {
     void* last = block->tags[i];
     if (last == nullptr || last == stream) continue;
@@ -182,8 +203,6 @@ void CachingAllocator::OrderForStream(Block* block, void* stream) {
     ++stats_.num_cross_stream_waits;
   }
   block->num_tags = 0;
-  block->stream = stream;
-  block->recorded.clear();
 }
 
 CachingAllocator::Block* CachingAllocator::Malloc(size_t nbytes) {
@@ -263,7 +282,6 @@ void CachingAllocator::FreeLocked(Block* block) {
   stats_.allocated_bytes -= block->size;
   block->allocated = false;
   block->SetTag(block->stream);
-  block->recorded.clear();
   // Coalesce with free neighbours (when the streams that may still touch both fit in one record).
   if (Block* next = block->next; next != nullptr && !next->allocated && block->MergeTags(*next)) {
     PoolErase(pool, pool.find(next));

@@ -150,35 +150,48 @@ const AttrValue* DeviceContext::FindAttribute(std::string_view name) const {
 }
 
 namespace {
-// The streams a runtime::ScopedStream made current on this thread, innermost last.
-thread_local std::vector<std::pair<const DeviceContext*, oar_stream_t>> t_current_streams;
+// The streams a runtime::ScopedStream made current on this thread, innermost last. Plain arrays: the
+// lookup runs on every allocation and launch, and trivial thread-locals need no initialisation check.
+constexpr int kMaxCurrentStreams = 16;
+thread_local std::pair<const DeviceContext*, oar_stream_t> t_current_streams[kMaxCurrentStreams];
+thread_local int t_num_current_streams = 0;
 }  // namespace
 
 oar_stream_t SetCurrentStream(DeviceContext& ctx, oar_stream_t stream) {
-  for (auto it = t_current_streams.rbegin(); it != t_current_streams.rend(); ++it) {
-    if (it->first != &ctx) continue;
-    const oar_stream_t previous = it->second;
+  for (int i = t_num_current_streams - 1; i >= 0; --i) {
+    if (t_current_streams[i].first != &ctx) continue;
+    const oar_stream_t previous = t_current_streams[i].second;
     if (stream == nullptr) {
-      t_current_streams.erase(std::next(it).base());
+      for (int j = i; j + 1 < t_num_current_streams; ++j) t_current_streams[j] = t_current_streams[j + 1];
+      --t_num_current_streams;
     } else {
-      it->second = stream;
+      t_current_streams[i].second = stream;
     }
     return previous;
   }
-  if (stream != nullptr) t_current_streams.emplace_back(&ctx, stream);
+  if (stream != nullptr) {
+    OAR_CHECK(t_num_current_streams < kMaxCurrentStreams, kResourceExhausted,
+              "{}: more than {} devices have a ScopedStream on this thread at once", ctx.device().str(),
+              kMaxCurrentStreams);
+    t_current_streams[t_num_current_streams++] = {&ctx, stream};
+  }
   return nullptr;
 }
 
 oar_stream_t DeviceContext::default_stream() {
+  // Made once; read without call_once on the hot path (allocations and launches ask for it).
+  if (oar_stream_t s = std::atomic_ref<oar_stream_t>(stream_).load(std::memory_order_acquire)) return s;
   std::call_once(stream_once_, [this] {
-    ThrowIfError(api()->stream_create(ordinal_, &stream_), [&] { return Where(*this, "stream_create"); });
+    oar_stream_t s = nullptr;
+    ThrowIfError(api()->stream_create(ordinal_, &s), [&] { return Where(*this, "stream_create"); });
+    std::atomic_ref<oar_stream_t>(stream_).store(s, std::memory_order_release);
   });
-  return stream_;
+  return std::atomic_ref<oar_stream_t>(stream_).load(std::memory_order_acquire);
 }
 
 oar_stream_t DeviceContext::stream() {
-  for (const auto& [ctx, s] : t_current_streams) {
-    if (ctx == this) return s;
+  for (int i = 0; i < t_num_current_streams; ++i) {
+    if (t_current_streams[i].first == this) return t_current_streams[i].second;
   }
   return default_stream();
 }

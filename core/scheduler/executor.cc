@@ -113,6 +113,7 @@ struct RunContext {
   std::vector<std::unique_ptr<runtime::Stream>> streams;  // destroyed last (synchronised first)
   std::vector<std::unique_ptr<runtime::Event>> events;    // per global instruction, made on first use
   std::vector<std::unique_ptr<runtime::Event>> start_events;  // per device: the default stream at run start
+  std::vector<std::unique_ptr<runtime::Event>> align_events;  // per stream: where the previous run left it
   std::vector<std::shared_ptr<Storage>> arenas;           // per device slot
   ~RunContext() {
     for (auto& s : streams) {
@@ -124,6 +125,7 @@ struct RunContext {
     arenas.clear();
     events.clear();
     start_events.clear();
+    align_events.clear();
     streams.clear();
   }
 };
@@ -646,6 +648,7 @@ struct Executor::Impl {
     c->streams.resize(2 * devices.size());
     c->events.resize(static_cast<size_t>(num_global));
     c->start_events.resize(devices.size());
+    c->align_events.resize(2 * devices.size());
     c->arenas.resize(devices.size());
     return c;
   }
@@ -739,8 +742,20 @@ struct Executor::Impl {
       auto& start = st.ctx->start_events[d];
       if (!start) start = std::make_unique<runtime::Event>(devices[d].device);
       start->Record();  // the calling thread's current stream of the device
-      StreamOf(st, static_cast<int>(2 * d)).WaitEvent(*start);
-      StreamOf(st, static_cast<int>(2 * d + 1)).WaitEvent(*start);
+      runtime::Stream& compute = StreamOf(st, static_cast<int>(2 * d));
+      runtime::Stream& copy = StreamOf(st, static_cast<int>(2 * d + 1));
+      compute.WaitEvent(*start);
+      copy.WaitEvent(*start);
+      // Each of the two streams starts after where the other left off (the previous run is complete, but a
+      // device's time model keeps a clock per stream: this keeps a run's times on one timeline).
+      auto& ec = st.ctx->align_events[2 * d];
+      auto& ep = st.ctx->align_events[2 * d + 1];
+      if (!ec) ec = std::make_unique<runtime::Event>(devices[d].device);
+      if (!ep) ep = std::make_unique<runtime::Event>(devices[d].device);
+      ec->Record(compute);
+      ep->Record(copy);
+      compute.WaitEvent(*ep);
+      copy.WaitEvent(*ec);
     }
   }
 
