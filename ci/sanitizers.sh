@@ -4,8 +4,8 @@
 # sanitizer options: CMakePresets.json). Any sanitizer report fails the test that produced it.
 #   asan  AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer): the core, simulator and
 #         conformance unit tests
-#   tsan  ThreadSanitizer: the runtime, simulator and distributed tests (streams, simulator worker threads,
-#         in-process collectives)
+#   tsan  ThreadSanitizer: the runtime, scheduler, simulator and distributed tests (streams, simulator worker
+#         threads, concurrent runs of one compiled program, in-process collectives)
 # The subsets are sized so that both presets, built from scratch on CI's 2 cores, take about 15 minutes
 # (measured: docs/sanitizers.md). Suppressions, each with its reason: cmake/lsan.supp, cmake/tsan.supp.
 #
@@ -32,7 +32,7 @@ asan_programs=(
   oar_ir_test oar_passes_test oar_jit_test oar_inference_test oar_op_semantics_test
 )
 tsan_programs=(
-  oar_runtime_test
+  oar_runtime_test oar_scheduler_test
   oar_sim_unit_test oar_sim_device_test oar_sim_fault_test oar_kunlun_sim_test oar_ascend_sim_test
   oar_sim_core_test
   oar_distributed_test

@@ -1,11 +1,18 @@
 #include "core/runtime/allocator.h"
 
 #include <algorithm>
+#include <array>
 
 #include "core/base/error.h"
 #include "core/base/logging.h"
 
 namespace oar::runtime {
+
+namespace {
+constexpr int kMaxTags = 4;
+
+void DeleteBlockStorage(void* context, void*, size_t);
+}  // namespace
 
 struct CachingAllocator::Block {
   char* ptr = nullptr;
@@ -15,7 +22,46 @@ struct CachingAllocator::Block {
   Block* prev = nullptr;     // neighbours within the same segment
   Block* next = nullptr;
   CachingAllocator* owner = nullptr;
+  // Allocated: the stream it was handed out for, and other streams that use it (RecordStream).
+  void* stream = nullptr;
+  std::vector<void*> recorded;
+  std::vector<void*> events;  // pending: one per recorded stream, captured at Free
+  // Free: the streams whose work queued before the free may still touch these bytes.
+  std::array<void*, kMaxTags> tags{};
+  int num_tags = 0;
+
+  void SetTag(void* s) {
+    num_tags = s != nullptr ? 1 : 0;
+    tags[0] = s;
+  }
+  bool HasTag(void* s) const { return std::find(tags.begin(), tags.begin() + num_tags, s) != tags.begin() + num_tags; }
+  /// Add `other`'s tags; false (nothing changed) when the union does not fit.
+  bool MergeTags(const Block& other) {
+    if (other.num_tags == 0 || (num_tags == 1 && other.num_tags == 1 && tags[0] == other.tags[0])) return true;
+    if (num_tags == 0) {
+      tags = other.tags;
+      num_tags = other.num_tags;
+      return true;
+    }
+    std::array<void*, kMaxTags> merged = tags;
+    int n = num_tags;
+    for (int i = 0; i < other.num_tags; ++i) {
+      if (std::find(merged.begin(), merged.begin() + n, other.tags[i]) != merged.begin() + n) continue;
+      if (n == kMaxTags) return false;
+      merged[n++] = other.tags[i];
+    }
+    tags = merged;
+    num_tags = n;
+    return true;
+  }
 };
+
+namespace {
+void DeleteBlockStorage(void* context, void*, size_t) {
+  auto* b = static_cast<CachingAllocator::Block*>(context);
+  b->owner->Free(b);
+}
+}  // namespace
 
 bool CachingAllocator::BySize::operator()(const Block* a, const Block* b) const {
   return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
@@ -25,6 +71,9 @@ CachingAllocator::CachingAllocator(std::string device, RawMemory raw)
     : device_(std::move(device)), raw_(std::move(raw)) {}
 
 CachingAllocator::~CachingAllocator() {
+  for (Block* b : pending_) {
+    for (void* e : b->events) raw_.streams.destroy(e);
+  }
   for (Block* head : segments_) {
     try {
       raw_.free(head->ptr);
@@ -44,7 +93,16 @@ CachingAllocator::Block* CachingAllocator::NewBlock() {
   if (spare_blocks_.empty()) return new Block();
   Block* b = spare_blocks_.back();
   spare_blocks_.pop_back();
-  *b = Block();
+  // Field by field: the vectors keep their (usually empty) storage, so the hot path allocates nothing.
+  b->ptr = nullptr;
+  b->size = 0;
+  b->allocated = b->small = false;
+  b->prev = b->next = nullptr;
+  b->owner = nullptr;
+  b->stream = nullptr;
+  b->recorded.clear();
+  b->events.clear();
+  b->num_tags = 0;
   return b;
 }
 
@@ -65,10 +123,11 @@ void CachingAllocator::PoolErase(Pool& pool, Pool::iterator it) { spare_nodes_.p
 
 void* CachingAllocator::BlockData(const Block* block) { return block ? block->ptr : nullptr; }
 
-CachingAllocator::Block* CachingAllocator::TryMalloc(size_t rounded, bool small, bool exact) {
+CachingAllocator::Block* CachingAllocator::TryMalloc(size_t rounded, bool small, bool exact, void* stream) {
   Pool& pool = small ? small_pool_ : large_pool_;
-  Block key;
+  static thread_local Block key;  // reused: a Block on the stack costs its zeroing on every call
   key.size = rounded;
+  key.ptr = nullptr;
   auto it = pool.lower_bound(&key);
   Block* block = nullptr;
   if (it != pool.end()) {
@@ -106,6 +165,8 @@ CachingAllocator::Block* CachingAllocator::TryMalloc(size_t rounded, bool small,
     rest->small = small;
     rest->prev = block;
     rest->next = block->next;
+    rest->tags = block->tags;  // the streams that used the whole block may still touch its tail
+    rest->num_tags = block->num_tags;
     if (block->next) block->next->prev = rest;
     block->next = rest;
     block->size = rounded;
@@ -113,17 +174,47 @@ CachingAllocator::Block* CachingAllocator::TryMalloc(size_t rounded, bool small,
   }
   block->allocated = true;
   block->owner = this;
+  try {
+    OrderForStream(block, stream);
+  } catch (...) {
+    FreeLocked(block);
+    throw;
+  }
   return block;
+}
+
+void CachingAllocator::OrderForStream(Block* block, void* stream) {
+  block->stream = stream;
+  if (block->num_tags == 0 || (block->num_tags == 1 && block->tags[0] == stream)) {  // the common case
+    block->num_tags = 0;
+    return;
+  }
+  for (int i = 0; i < block->num_tags; ++i) {
+    void* last = block->tags[i];
+    if (last == nullptr || last == stream) continue;
+    // Work another stream queued before the free may still touch the bytes: `stream` waits for it.
+    void* event = raw_.streams.record(last);
+    struct Destroy {
+      const StreamHooks& h;
+      void* e;
+      ~Destroy() { h.destroy(e); }
+    } destroy{raw_.streams, event};
+    raw_.streams.wait(stream, event);
+    ++stats_.num_cross_stream_waits;
+  }
+  block->num_tags = 0;
 }
 
 CachingAllocator::Block* CachingAllocator::Malloc(size_t nbytes) {
   if (nbytes == 0) return nullptr;
   const size_t rounded = (nbytes + kRound - 1) / kRound * kRound;
   const bool small = rounded <= kSmallRequest;
+  void* stream = CurrentStream();
   std::lock_guard<std::mutex> lock(mutex_);
+  ProcessPending();
   Block* block = nullptr;
   try {
-    block = TryMalloc(rounded, small, /*exact=*/false);
+    block = TryMalloc(rounded, small, /*exact=*/false, stream);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kResourceExhausted) throw;
     ++stats_.num_cache_flushes;
@@ -131,7 +222,7 @@ CachingAllocator::Block* CachingAllocator::Malloc(size_t nbytes) {
     ReleaseFreeSegments();
     try {
       // The retry asks for just the request: a device with less free memory than a segment still has it.
-      block = TryMalloc(rounded, small, /*exact=*/true);
+      block = TryMalloc(rounded, small, /*exact=*/true, stream);
     } catch (const Error& retry) {
       if (retry.code() != ErrorCode::kResourceExhausted) throw;
       Throw(ErrorCode::kResourceExhausted,
@@ -150,18 +241,56 @@ CachingAllocator::Block* CachingAllocator::Malloc(size_t nbytes) {
 void CachingAllocator::Free(Block* block) {
   if (block == nullptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!block->recorded.empty()) {
+    // Other streams use the block: it waits until the work they have queued by now has completed.
+    try {
+      for (void* s : block->recorded) block->events.push_back(raw_.streams.record(s));
+    } catch (const std::exception& e) {
+      // Never reuse what may still be read or written: the block stays out of the pools (leaked).
+      OAR_LOG_ERROR("{}: recording a stream event for a freed block failed ({}); its {} bytes are not reused",
+                    device_, e.what(), block->size);
+      return;
+    }
+    block->recorded.clear();
+    ++stats_.num_deferred_frees;
+    pending_.push_back(block);
+    ProcessPending();
+    return;
+  }
+  FreeLocked(block);
+}
+
+void CachingAllocator::ProcessPending() {
+  if (pending_.empty()) return;
+  size_t kept = 0;
+  for (Block* b : pending_) {
+    bool done = true;
+    for (void* e : b->events) done = done && raw_.streams.done(e);
+    if (!done) {
+      pending_[kept++] = b;
+      continue;
+    }
+    for (void* e : b->events) raw_.streams.destroy(e);
+    b->events.clear();
+    FreeLocked(b);
+  }
+  pending_.resize(kept);
+}
+
+void CachingAllocator::FreeLocked(Block* block) {
   Pool& pool = block->small ? small_pool_ : large_pool_;
   stats_.allocated_bytes -= block->size;
   block->allocated = false;
-  // Coalesce with free neighbours.
-  if (Block* next = block->next; next != nullptr && !next->allocated) {
+  block->SetTag(block->stream);
+  // Coalesce with free neighbours (when the streams that may still touch both fit in one record).
+  if (Block* next = block->next; next != nullptr && !next->allocated && block->MergeTags(*next)) {
     PoolErase(pool, pool.find(next));
     block->size += next->size;
     block->next = next->next;
     if (next->next) next->next->prev = block;
     DeleteBlock(next);
   }
-  if (Block* prev = block->prev; prev != nullptr && !prev->allocated) {
+  if (Block* prev = block->prev; prev != nullptr && !prev->allocated && prev->MergeTags(*block)) {
     PoolErase(pool, pool.find(prev));
     prev->size += block->size;
     prev->next = block->next;
@@ -195,6 +324,7 @@ void CachingAllocator::ReleaseFreeSegments() {
 
 void CachingAllocator::EmptyCache() {
   std::lock_guard<std::mutex> lock(mutex_);
+  ProcessPending();
   ReleaseFreeSegments();
 }
 
@@ -203,16 +333,50 @@ AllocatorStats CachingAllocator::stats() const {
   return stats_;
 }
 
+void CachingAllocator::ResetPeakStats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  stats_.peak_reserved_bytes = stats_.reserved_bytes;
+}
+
+void CachingAllocator::RecordStream(Block* block, void* stream) {
+  if (block == nullptr || stream == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  OAR_CHECK(block->allocated, kInternal, "{}: RecordStream on a block that is not allocated", device_);
+  if (block->stream == stream) return;
+  if (std::find(block->recorded.begin(), block->recorded.end(), stream) != block->recorded.end()) return;
+  block->recorded.push_back(stream);
+}
+
+bool CachingAllocator::RecordStream(const Storage& storage, void* stream) {
+  if (storage.deleter() != &DeleteBlockStorage) return false;
+  auto* block = static_cast<Block*>(storage.context());
+  if (block == nullptr || block->owner != this) return false;
+  RecordStream(block, stream);
+  return true;
+}
+
+void CachingAllocator::ForgetStream(void* stream) {
+  if (stream == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  ProcessPending();
+  for (Block* head : segments_) {
+    for (Block* b = head; b != nullptr; b = b->next) {
+      if (b->stream == stream) b->stream = nullptr;
+      std::erase(b->recorded, stream);
+      int n = 0;
+      for (int i = 0; i < b->num_tags; ++i) {
+        if (b->tags[i] != stream) b->tags[n++] = b->tags[i];
+      }
+      b->num_tags = n;
+    }
+  }
+}
+
 std::shared_ptr<Storage> CachingAllocator::AllocateStorage(Device device, size_t nbytes) {
   Block* block = Malloc(nbytes);
   if (block == nullptr) return std::make_shared<Storage>(device, nullptr, 0, nullptr, nullptr);
-  return std::make_shared<Storage>(
-      device, block->ptr, nbytes,
-      [](void* context, void*, size_t) {
-        auto* b = static_cast<Block*>(context);
-        b->owner->Free(b);
-      },
-      block);
+  return std::make_shared<Storage>(device, block->ptr, nbytes, &DeleteBlockStorage, block);
 }
 
 }  // namespace oar::runtime

@@ -9,9 +9,14 @@
 // the device and retries once; if that fails too it throws oar::Error(kResourceExhausted) stating the
 // bytes requested, in use and cached.
 //
-// Stream semantics: blocks are handed out for work on the device's compute stream; a block freed while
-// kernels that use it are still queued may be reused at once by later work on that same stream (stream
-// order makes that safe), exactly as CUDA caching allocators do.
+// Stream semantics (record-stream, as CUDA caching allocators): every block is handed out for the stream
+// that is current on the calling thread (RawMemory::streams.current: the device's compute stream, or the
+// one a runtime::ScopedStream installed). A block freed while kernels that use it are still queued may be
+// reused at once by later work on that same stream (stream order makes that safe). A block that work on
+// other streams uses must be told so with RecordStream; when it is freed, an event is recorded on each of
+// those streams and the block is not reused until every one has completed (the work those streams had
+// queued at free time). A free block last used by stream X and handed out for stream Y != X makes Y wait
+// for X's work queued so far (an event recorded on X, waited for on Y) before Y's first use.
 //
 // Thread-safety: all methods are thread-safe.
 #ifndef OAR_CORE_RUNTIME_ALLOCATOR_H_
@@ -30,10 +35,21 @@
 
 namespace oar::runtime {
 
+/// The device's streams and events as the allocator needs them (opaque handles). Left empty, the allocator
+/// assumes a single stream and never waits.
+struct StreamHooks {
+  std::function<void*()> current;                        ///< the calling thread's current stream
+  std::function<void*(void* stream)> record;             ///< a new event capturing `stream`'s queued work
+  std::function<bool(void* event)> done;                 ///< that work has completed
+  std::function<void(void* stream, void* event)> wait;   ///< later work on `stream` waits for `event`
+  std::function<void(void* event)> destroy;              ///< release an event
+};
+
 /// The device memory the allocator draws from. `malloc` throws oar::Error on failure.
 struct RawMemory {
   std::function<void*(size_t)> malloc;
   std::function<void(void*)> free;
+  StreamHooks streams;
 };
 
 struct AllocatorStats {
@@ -45,6 +61,8 @@ struct AllocatorStats {
   uint64_t num_device_mallocs = 0;    // segments obtained
   uint64_t num_device_frees = 0;      // segments returned
   uint64_t num_cache_flushes = 0;     // times the cache was emptied to satisfy a request
+  uint64_t num_deferred_frees = 0;    // frees that waited for other streams' events (RecordStream)
+  uint64_t num_cross_stream_waits = 0;  // reuses by another stream that had to wait for the last user's work
   uint64_t cached_bytes() const { return reserved_bytes - allocated_bytes; }
 };
 
@@ -71,9 +89,19 @@ class CachingAllocator {
   /// A Storage on `device` owning a fresh block.
   std::shared_ptr<Storage> AllocateStorage(Device device, size_t nbytes);
 
+  /// Work on `stream` (not the block's own) uses `block`: when it is freed, the block is not reused until
+  /// the work `stream` has queued by then completes.
+  void RecordStream(Block* block, void* stream);
+  /// The same for the block behind `storage`; false (nothing recorded) when this allocator does not own it.
+  bool RecordStream(const Storage& storage, void* stream);
+  /// `stream` is idle and about to be destroyed: forget it (no later wait names it).
+  void ForgetStream(void* stream);
+
   /// Return every wholly free segment to the device.
   void EmptyCache();
   AllocatorStats stats() const;
+  /// Restart the peaks at the current values (a profile of one run measures that run's peak).
+  void ResetPeakStats();
 
  private:
   struct BySize {
@@ -82,7 +110,14 @@ class CachingAllocator {
   using Pool = std::set<Block*, BySize>;
 
   /// `exact`: a segment of just `rounded` bytes rather than the size class's.
-  Block* TryMalloc(size_t rounded, bool small, bool exact);
+  Block* TryMalloc(size_t rounded, bool small, bool exact, void* stream);
+  /// Make `block` (just taken from a pool) safe for work on `stream`.
+  void OrderForStream(Block* block, void* stream);
+  void* CurrentStream() const { return raw_.streams.current ? raw_.streams.current() : nullptr; }
+  /// Return `block` to its pool (coalescing); the lock is held.
+  void FreeLocked(Block* block);
+  /// Release the deferred frees whose events have completed; the lock is held.
+  void ProcessPending();
   void ReleaseFreeSegments();
   Block* NewBlock();
   void DeleteBlock(Block* b);
@@ -97,6 +132,7 @@ class CachingAllocator {
   std::vector<Block*> spare_blocks_;  // recycled Block records (no heap traffic on the hot path)
   std::vector<Pool::node_type> spare_nodes_;  // recycled set nodes, for the same reason
   std::vector<Block*> segments_;      // first block of every segment (for teardown)
+  std::vector<Block*> pending_;       // freed, waiting for other streams' events
   bool exact_segments_ = false;       // the device is smaller than a segment
   AllocatorStats stats_;
 };

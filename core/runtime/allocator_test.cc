@@ -182,5 +182,110 @@ TEST(CachingAllocator, RandomWorkloadKeepsBlocksDisjointAndStatsExact) {
   EXPECT_EQ(a.stats().allocated_bytes, 0u);
 }
 
+// Streams in the allocator's model: work is "queued" and "completed" by the test; an event captures how
+// much a stream had queued when it was recorded.
+struct FakeStreams {
+  struct Event {
+    int stream;
+    int position;
+  };
+  std::map<int, int> queued, completed;
+  int current = 1;
+  std::vector<std::pair<int, int>> waits;  // (waiting stream, stream waited for)
+  int live_events = 0;
+
+  static void* S(int id) { return reinterpret_cast<void*>(static_cast<intptr_t>(id)); }
+  static int Id(void* s) { return static_cast<int>(reinterpret_cast<intptr_t>(s)); }
+
+  StreamHooks Hooks() {
+    return {.current = [this] { return S(current); },
+            .record =
+                [this](void* s) {
+                  ++live_events;
+                  return static_cast<void*>(new Event{Id(s), queued[Id(s)]});
+                },
+            .done = [this](void* e) { auto* ev = static_cast<Event*>(e); return completed[ev->stream] >= ev->position; },
+            .wait = [this](void* s, void* e) { waits.push_back({Id(s), static_cast<Event*>(e)->stream}); },
+            .destroy =
+                [this](void* e) {
+                  --live_events;
+                  delete static_cast<Event*>(e);
+                }};
+  }
+};
+
+RawMemory WithStreams(FakeDevice& dev, FakeStreams& streams) {
+  RawMemory raw = dev.Raw();
+  raw.streams = streams.Hooks();
+  return raw;
+}
+
+// Record-stream semantics: a block that stream 2 still reads when stream 1 frees it is not handed out again
+// until stream 2's work queued at the free has completed. Without it, the next allocation of the same size
+// gets the same bytes while stream 2 may still be reading them.
+TEST(CachingAllocator, ABlockRecordedOnAnotherStreamWaitsForThatStreamsWork) {
+  FakeDevice dev{64 << 20};
+  FakeStreams streams;
+  CachingAllocator a("fake:0", WithStreams(dev, streams));
+  Block* x = a.Malloc(4096);
+  char* x_ptr = Ptr(x);
+  a.RecordStream(x, FakeStreams::S(2));
+  streams.queued[2] = 1;  // stream 2 has a kernel reading x queued
+  a.Free(x);
+  EXPECT_EQ(a.stats().num_deferred_frees, 1u);
+  Block* y = a.Malloc(4096);
+  EXPECT_NE(Ptr(y), x_ptr) << "the block was reused while stream 2 may still read it";
+  EXPECT_EQ(a.stats().allocated_bytes, 2u * 4096);  // x still counts until its event completes
+  streams.completed[2] = 1;  // stream 2's kernel finished
+  Block* z = a.Malloc(4096);
+  EXPECT_EQ(Ptr(z), x_ptr) << "the block is reused once stream 2's work completed";
+  EXPECT_TRUE(streams.waits.empty());  // both on stream 1 (x's own stream): stream order suffices
+  EXPECT_EQ(streams.live_events, 0);
+  a.Free(y);
+  a.Free(z);
+  EXPECT_EQ(a.stats().allocated_bytes, 0u);
+}
+
+TEST(CachingAllocator, ReuseByAnotherStreamWaitsForTheLastUsersWork) {
+  FakeDevice dev{64 << 20};
+  FakeStreams streams;
+  CachingAllocator a("fake:0", WithStreams(dev, streams));
+  Block* x = a.Malloc(1000);
+  char* x_ptr = Ptr(x);
+  a.Free(x);
+  a.Free(a.Malloc(1000));  // same stream: no wait
+  EXPECT_TRUE(streams.waits.empty());
+  streams.current = 3;
+  Block* y = a.Malloc(1000);
+  EXPECT_EQ(Ptr(y), x_ptr);
+  ASSERT_EQ(streams.waits.size(), 1u);
+  EXPECT_EQ(streams.waits[0], std::make_pair(3, 1));  // stream 3 waits for stream 1's queued work
+  EXPECT_EQ(a.stats().num_cross_stream_waits, 1u);
+  a.Free(y);
+  // A stream that is gone (idle, then destroyed) is never waited for; stream 1, whose work touched the
+  // coalesced bytes too, still is.
+  a.ForgetStream(FakeStreams::S(3));
+  streams.current = 4;
+  a.Free(a.Malloc(1000));
+  ASSERT_EQ(streams.waits.size(), 2u);
+  EXPECT_EQ(streams.waits[1], std::make_pair(4, 1));
+  EXPECT_EQ(streams.live_events, 0);
+}
+
+TEST(CachingAllocator, CoalescedBlocksRememberEveryStreamThatUsedThem) {
+  FakeDevice dev{64 << 20};
+  FakeStreams streams;
+  CachingAllocator a("fake:0", WithStreams(dev, streams));
+  Block* x = a.Malloc(512);
+  streams.current = 2;
+  Block* y = a.Malloc(512);
+  a.Free(x);
+  a.Free(y);  // one free 2 MiB block again, touched by streams 1 and 2
+  streams.current = 5;
+  a.Free(a.Malloc(1024));
+  ASSERT_EQ(streams.waits.size(), 2u);
+  EXPECT_EQ(streams.waits[0].second + streams.waits[1].second, 3);
+}
+
 }  // namespace
 }  // namespace oar::runtime

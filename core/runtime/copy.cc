@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/runtime/status.h"
+#include "core/runtime/stream.h"
 
 namespace oar::runtime {
 namespace {
@@ -62,6 +63,40 @@ void CopyBytes(DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx, const 
                [&] { return src_ctx.device().str() + " memcpy_d2h"; });
   ThrowIfError(dapi->memcpy_h2d(dst_ctx.ordinal(), dst, staging.data(), n),
                [&] { return dst_ctx.device().str() + " memcpy_h2d"; });
+}
+
+const char* CopyBytesOn(const Stream& stream, DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx,
+                        const void* src, size_t n) {
+  if (n == 0) return "";
+  DeviceContext& owner = stream.context();
+  const oar_device_api_t* sapi = src_ctx.api();
+  const oar_device_api_t* dapi = dst_ctx.api();
+  const oar_stream_t h = stream.handle();
+  if (&src_ctx == &dst_ctx && &owner == &src_ctx && OAR_HAS_SLOT(sapi, memcpy_d2d_async)) {
+    ThrowIfError(sapi->memcpy_d2d_async(src_ctx.ordinal(), h, dst, src, n),
+                 [&] { return src_ctx.device().str() + " memcpy_d2d_async"; });
+    return "d2d";
+  }
+  if (&owner == &dst_ctx && src_ctx.host_accessible() && !dst_ctx.host_accessible() &&
+      OAR_HAS_SLOT(dapi, memcpy_h2d_async)) {
+    ThrowIfError(dapi->memcpy_h2d_async(dst_ctx.ordinal(), h, dst, src, n),
+                 [&] { return dst_ctx.device().str() + " memcpy_h2d_async"; });
+    return "h2d";
+  }
+  if (&owner == &src_ctx && dst_ctx.host_accessible() && !src_ctx.host_accessible() &&
+      OAR_HAS_SLOT(sapi, memcpy_d2h_async)) {
+    ThrowIfError(sapi->memcpy_d2h_async(src_ctx.ordinal(), h, dst, src, n),
+                 [&] { return src_ctx.device().str() + " memcpy_d2h_async"; });
+    return "d2h";
+  }
+  if (&owner == &src_ctx && &src_ctx != &dst_ctx && &src_ctx.type() == &dst_ctx.type() &&
+      OAR_HAS_SLOT(sapi, memcpy_p2p_async)) {
+    ThrowIfError(sapi->memcpy_p2p_async(dst_ctx.ordinal(), dst, src_ctx.ordinal(), src, n, h),
+                 fmt::format("{} -> {} memcpy_p2p_async", src_ctx.device().str(), dst_ctx.device().str()));
+    return "p2p";
+  }
+  CopyBytes(dst_ctx, dst, src_ctx, src, n);  // synchronous: ordered after the work of both devices
+  return "";
 }
 
 void CopyToHost(const Tensor& t, void* dst) {

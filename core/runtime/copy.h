@@ -14,6 +14,16 @@ namespace oar::runtime {
 /// host-accessible device and another, or staging through host memory.
 void CopyBytes(DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx, const void* src, size_t n);
 
+class Stream;
+
+/// Copy `n` bytes asynchronously on `stream` where the devices allow it: host to device when `stream` is the
+/// destination's, device to host and peer to peer when it is the source's, within one device on it; any
+/// other pair (or a device without the async slot) copies synchronously, as CopyBytes. Returns what was
+/// enqueued ("h2d", "d2h", "p2p", "d2d"), or "" for a synchronous copy. An asynchronous copy reads and writes
+/// the buffers when the stream reaches it: both must stay valid and unchanged until then.
+const char* CopyBytesOn(const Stream& stream, DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx,
+                        const void* src, size_t n);
+
 /// Copy a contiguous tensor's bytes to host memory (`dst` holds t.nbytes()).
 void CopyToHost(const Tensor& t, void* dst);
 /// Copy host bytes into a contiguous tensor.

@@ -25,6 +25,8 @@ void ForEachProfiledDevice(Fn&& fn) {
 struct SinkContext {
   std::map<std::pair<std::string, std::string>, Profiler::Row>* rows;
   const std::string* type;
+  std::vector<Profiler::Activity>* activities;
+  std::string device;
 };
 
 void Sink(void* context, const oar_activity_t* a) {
@@ -34,6 +36,7 @@ void Sink(void* context, const oar_activity_t* a) {
   row.device_ns += a->end_ns - a->start_ns;
   row.device_records++;
   row.simulated = row.simulated || a->simulated;
+  ctx->activities->push_back({ctx->device, a->name, a->kind, a->start_ns, a->end_ns, a->bytes, a->simulated});
 }
 
 std::string Ms(uint64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); }
@@ -49,6 +52,7 @@ void Profiler::Start() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     rows_.clear();
+    activities_.clear();
   }
   ForEachProfiledDevice([](DeviceType&, DeviceContext& ctx, const oar_profiler_api_t& p) {
     ThrowIfError(p.start(ctx.ordinal()), [&] { return ctx.device().str() + " profiler start"; });
@@ -62,7 +66,7 @@ std::vector<Profiler::Row> Profiler::Stop() {
   ForEachProfiledDevice([this](DeviceType& type, DeviceContext& ctx, const oar_profiler_api_t& p) {
     ctx.Synchronize();  // every activity finished, so every record is there
     ThrowIfError(p.stop(ctx.ordinal()), [&] { return ctx.device().str() + " profiler stop"; });
-    SinkContext sink{&rows_, &type.name()};
+    SinkContext sink{&rows_, &type.name(), &activities_, ctx.device().str()};
     ThrowIfError(p.flush(ctx.ordinal(), Sink, &sink), [&] { return ctx.device().str() + " profiler flush"; });
   });
   std::vector<Row> out;
@@ -76,6 +80,11 @@ std::vector<Profiler::Row> Profiler::Stop() {
     return a.host_ns + a.device_ns > b.host_ns + b.device_ns;
   });
   return out;
+}
+
+std::vector<Profiler::Activity> Profiler::activities() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return activities_;
 }
 
 void Profiler::RecordLaunch(const DeviceType& type, int op_id, uint64_t host_ns, LaunchPath path) {

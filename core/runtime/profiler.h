@@ -32,6 +32,15 @@ class Profiler {
     uint64_t private_format = 0;
   };
 
+  /// One activity as a device reported it.
+  struct Activity {
+    std::string device;  // "kunlun_sim:0"
+    std::string name;    // op name or copy direction
+    int32_t kind = 0;    // oar_activity_kind
+    uint64_t start_ns = 0, end_ns = 0, bytes = 0;
+    bool simulated = false;
+  };
+
   /// The process-wide profiler.
   static Profiler& Get();
   bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
@@ -39,12 +48,15 @@ class Profiler {
   void Start();
   /// Stop, collect the devices' activities, and return rows sorted by device type, then host+device time.
   std::vector<Row> Stop();
+  /// Every activity the last Stop collected, per device in its completion order (devices in load order).
+  std::vector<Activity> activities() const;
   /// Called by dispatch for every launch while enabled.
   void RecordLaunch(const DeviceType& type, int op_id, uint64_t host_ns, LaunchPath path);
 
  private:
   std::atomic<bool> enabled_{false};
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
+  std::vector<Activity> activities_;
   std::map<std::pair<std::string, std::string>, Row> rows_;
 };
 

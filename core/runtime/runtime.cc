@@ -96,7 +96,39 @@ DeviceContext::DeviceContext(DeviceType* type, int ordinal)
                   OAR_CHECK(p != nullptr, kInternal, "{} malloc({} bytes) returned NULL without an error", where, n);
                   return p;
                 },
-                [dev, ord, where](void* p) { ThrowIfError(dev->free(ord, p), [&] { return where + " free"; }); }});
+                [dev, ord, where](void* p) { ThrowIfError(dev->free(ord, p), [&] { return where + " free"; }); },
+                StreamHooks{
+                    .current = [this] { return static_cast<void*>(stream()); },
+                    .record =
+                        [dev, ord, where](void* stream) {
+                          oar_event_t e = nullptr;
+                          ThrowIfError(dev->event_create(ord, &e), [&] { return where + " event_create"; });
+                          if (oar_status_t* s = dev->event_record(ord, e, static_cast<oar_stream_t>(stream))) {
+                            if (oar_status_t* d = dev->event_destroy(ord, e)) TakeStatus(d);
+                            ThrowIfError(s, [&] { return where + " event_record"; });
+                          }
+                          return static_cast<void*>(e);
+                        },
+                    .done =
+                        [dev, ord, where](void* event) {
+                          bool complete = false;
+                          ThrowIfError(dev->event_query(ord, static_cast<oar_event_t>(event), &complete),
+                                       [&] { return where + " event_query"; });
+                          return complete;
+                        },
+                    .wait =
+                        [dev, ord, where](void* stream, void* event) {
+                          ThrowIfError(dev->stream_wait_event(ord, static_cast<oar_stream_t>(stream),
+                                                              static_cast<oar_event_t>(event)),
+                                       [&] { return where + " stream_wait_event"; });
+                        },
+                    .destroy =
+                        [dev, ord, where](void* event) {
+                          if (oar_status_t* s = dev->event_destroy(ord, static_cast<oar_event_t>(event))) {
+                            OAR_LOG_WARNING("{} event_destroy: {}", where, TakeStatus(s).message);
+                          }
+                        },
+                }});
 }
 
 DeviceContext::~DeviceContext() {
@@ -117,11 +149,51 @@ const AttrValue* DeviceContext::FindAttribute(std::string_view name) const {
   return nullptr;
 }
 
-oar_stream_t DeviceContext::stream() {
+namespace {
+// The streams a runtime::ScopedStream made current on this thread, innermost last. Plain arrays: the
+// lookup runs on every allocation and launch, and trivial thread-locals need no initialisation check.
+constexpr int kMaxCurrentStreams = 16;
+thread_local std::pair<const DeviceContext*, oar_stream_t> t_current_streams[kMaxCurrentStreams];
+thread_local int t_num_current_streams = 0;
+}  // namespace
+
+oar_stream_t SetCurrentStream(DeviceContext& ctx, oar_stream_t stream) {
+  for (int i = t_num_current_streams - 1; i >= 0; --i) {
+    if (t_current_streams[i].first != &ctx) continue;
+    const oar_stream_t previous = t_current_streams[i].second;
+    if (stream == nullptr) {
+      for (int j = i; j + 1 < t_num_current_streams; ++j) t_current_streams[j] = t_current_streams[j + 1];
+      --t_num_current_streams;
+    } else {
+      t_current_streams[i].second = stream;
+    }
+    return previous;
+  }
+  if (stream != nullptr) {
+    OAR_CHECK(t_num_current_streams < kMaxCurrentStreams, kResourceExhausted,
+              "{}: more than {} devices have a ScopedStream on this thread at once", ctx.device().str(),
+              kMaxCurrentStreams);
+    t_current_streams[t_num_current_streams++] = {&ctx, stream};
+  }
+  return nullptr;
+}
+
+oar_stream_t DeviceContext::default_stream() {
+  // Made once; read without call_once on the hot path (allocations and launches ask for it).
+  if (oar_stream_t s = std::atomic_ref<oar_stream_t>(stream_).load(std::memory_order_acquire)) return s;
   std::call_once(stream_once_, [this] {
-    ThrowIfError(api()->stream_create(ordinal_, &stream_), [&] { return Where(*this, "stream_create"); });
+    oar_stream_t s = nullptr;
+    ThrowIfError(api()->stream_create(ordinal_, &s), [&] { return Where(*this, "stream_create"); });
+    std::atomic_ref<oar_stream_t>(stream_).store(s, std::memory_order_release);
   });
-  return stream_;
+  return std::atomic_ref<oar_stream_t>(stream_).load(std::memory_order_acquire);
+}
+
+oar_stream_t DeviceContext::stream() {
+  for (int i = 0; i < t_num_current_streams; ++i) {
+    if (t_current_streams[i].first == this) return t_current_streams[i].second;
+  }
+  return default_stream();
 }
 
 void DeviceContext::Synchronize() {

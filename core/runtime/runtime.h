@@ -55,8 +55,11 @@ class DeviceContext {
   /// Device pointers are host pointers (the "host_accessible" attribute).
   bool host_accessible() const { return host_accessible_; }
   CachingAllocator& allocator() { return *allocator_; }
-  /// The stream every kernel and async copy of the core goes to (created on first use).
+  /// The stream every kernel, async copy and allocation of the core goes to on the calling thread: the one
+  /// a runtime::ScopedStream made current, else the default stream.
   oar_stream_t stream();
+  /// The device's own compute stream (created on first use).
+  oar_stream_t default_stream();
   /// Block until all work on the device has finished.
   void Synchronize();
   /// Plugin-reported memory stats (fields the plugin does not report stay unset).
@@ -170,6 +173,10 @@ class Runtime {
   std::optional<Device> default_device_;
   std::mutex default_mutex_;
 };
+
+/// Make `stream` (nullptr: the default again) the calling thread's current stream of `ctx`'s device;
+/// returns the previous one (nullptr: the default). runtime::ScopedStream is the safe way to use it.
+oar_stream_t SetCurrentStream(DeviceContext& ctx, oar_stream_t stream);
 
 /// The folder <prefix>/lib/oar/plugins of the running core: beside the shared runtime library
 /// (<libdir>/oar/plugins), whichever program loaded it; bin/../lib/oar/plugins when the runtime is linked

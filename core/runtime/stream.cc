@@ -25,6 +25,11 @@ Stream::Stream(Device device) : ctx_(&Runtime::Get().Context(device)) {
 }
 
 Stream::~Stream() {
+  // The caching allocator may name this stream for blocks it used: once it is idle, nothing waits for it.
+  if (oar_status_t* s = ctx_->api()->stream_synchronize(ctx_->ordinal(), stream_)) {
+    OAR_LOG_WARNING("{}: {}", Where(*ctx_, "stream_synchronize"), TakeStatus(s).message);
+  }
+  ctx_->allocator().ForgetStream(stream_);
   if (oar_status_t* s = ctx_->api()->stream_destroy(ctx_->ordinal(), stream_)) {
     OAR_LOG_WARNING("{}: {}", Where(*ctx_, "stream_destroy"), TakeStatus(s).message);
   }
@@ -81,6 +86,11 @@ bool Event::Query() {
 void Event::Synchronize() {
   ThrowIfError(ctx_->api()->event_synchronize(ctx_->ordinal(), event_), [&] { return Where(*ctx_, "event_synchronize"); });
 }
+
+ScopedStream::ScopedStream(const Stream& stream)
+    : ctx_(&stream.context()), previous_(SetCurrentStream(*ctx_, stream.handle())) {}
+
+ScopedStream::~ScopedStream() { SetCurrentStream(*ctx_, previous_); }
 
 void Synchronize(Device device) { Runtime::Get().Context(device).Synchronize(); }
 

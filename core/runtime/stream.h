@@ -19,6 +19,7 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
 
   Device device() const { return ctx_->device(); }
+  DeviceContext& context() const { return *ctx_; }
   oar_stream_t handle() const { return stream_; }
   void Synchronize();
   /// True when all work enqueued so far has completed.
@@ -50,6 +51,21 @@ class Event {
  private:
   DeviceContext* ctx_;
   oar_event_t event_ = nullptr;
+};
+
+/// Makes `stream` the calling thread's current stream of its device until destroyed (as PyTorch's
+/// CUDAStreamGuard): the core's kernels, async copies, Event::Record() and the caching allocator's blocks
+/// on that device go to it. Nestable; per thread. `stream` must outlive the guard.
+class ScopedStream {
+ public:
+  explicit ScopedStream(const Stream& stream);
+  ~ScopedStream();
+  ScopedStream(const ScopedStream&) = delete;
+  ScopedStream& operator=(const ScopedStream&) = delete;
+
+ private:
+  DeviceContext* ctx_;
+  oar_stream_t previous_;
 };
 
 /// Block until all work on `device` has completed.

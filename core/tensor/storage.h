@@ -48,6 +48,9 @@ class Storage {
   /// Device address of the allocation (not host-dereferenceable unless the device says so).
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  /// Who frees the bytes, and its context (the caching allocator's block, a DLPack producer, ...).
+  StorageDeleter deleter() const { return deleter_; }
+  void* context() const { return context_; }
 
   // ---- private-format shadows (thread-safe) ---------------------------------------------------------
   /// The shadow of exactly this view in `format`, or null.

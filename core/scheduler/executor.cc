@@ -1,0 +1,1075 @@
+#include "core/scheduler/executor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <bit>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/base/error.h"
+#include "core/ir/dialect.h"
+#include "core/ir/op_dialect.h"
+#include "core/ir/text.h"
+#include "core/ir/verifier.h"
+#include "core/ops/ops.h"
+#include "core/ops/output_allocator.h"
+#include "core/runtime/copy.h"
+#include "core/runtime/profiler.h"
+#include "core/runtime/runtime.h"
+#include "core/runtime/stream.h"
+#include "core/scheduler/memory_plan.h"
+#include "core/tensor/autograd_meta.h"
+
+namespace oar::scheduler {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+enum class Kind {
+  kKernel,   // an op schema run through ops::Run (results through the output allocator)
+  kSpecial,  // views, clone/copy, slice_scatter: Tensor methods, as the interpreter runs them
+  kTransfer, // kernel.transfer: bytes to another device on a copy stream
+  kInput,    // builtin.data: checked, moved to the run's device when it is elsewhere
+  kIf,
+  kWhile,
+};
+
+struct CBlock;
+
+struct Instr {
+  Kind kind = Kind::kKernel;
+  std::string name;   // op name
+  std::string where;  // ir::DescribeOp: name, position, index
+  const ops::OpSchema* schema = nullptr;
+  ops::AttrValues attrs;
+  Device device;      // where it runs; transfers: the destination
+  Device from;        // transfers: the source
+  int stream = -1;    // index of the run's stream (2 per device: compute, copy); -1: host (control flow)
+  std::vector<int> in, out;  // value slots
+  int inplace = -1;          // operand whose buffer result 0 is written over
+  std::vector<int> deps;     // earlier instructions of the same block this one must follow (static)
+  std::vector<std::unique_ptr<CBlock>> regions;
+  std::vector<int> release;  // slots whose last use in this block is here
+  std::vector<char> record_in;  // per operand: made on another stream (the allocator is told of this use)
+  bool pure = true;          // the op's `pure` trait: false keeps program order with other such ops
+  int global = 0;            // index over every block (events, profiles)
+  // kInput
+  int input_index = -1;
+  std::string input_name, input_type;
+  DType input_dtype = DType::kFloat32;
+  std::vector<int64_t> input_dims;
+};
+
+// Which instructions wait for which, per block.
+struct Schedule {
+  struct Wait {
+    int producer;       // instruction index in the block
+    bool same_device;   // a device-side wait (stream_wait_event); else the host waits for the event
+  };
+  std::vector<std::vector<Wait>> waits;  // per instruction
+  std::vector<char> record;              // per instruction: record its event after issuing
+  size_t edges = 0;
+};
+
+struct CBlock {
+  std::vector<Instr> instrs;
+  std::vector<int> args;    // block argument slots
+  std::vector<int> yields;  // terminator operand slots
+  Schedule schedule;        // from the static dependencies (regions always use it)
+};
+
+// A buffer the top-level block owns: the bytes one instruction's result gets, shared by its views and by
+// results written over it in place.
+struct Buffer {
+  int device = 0;            // device slot
+  int def = 0;               // instruction writing it first
+  int last = 0;              // last instruction using any alias
+  int64_t static_bytes = -1; // from the IR type, -1 when symbolic
+  bool plannable = true;     // not escaping, not used inside a region
+  std::vector<int> users;    // instructions reading or writing any alias (sorted, unique)
+  std::string name;
+  int inplace_of = -1;       // merged into this buffer by an in-place result (for summaries)
+};
+
+struct Plan {
+  std::vector<int64_t> offsets;         // per buffer, -1: not in the arena
+  std::vector<uint64_t> bytes;          // per buffer
+  std::vector<uint64_t> arena_bytes;    // per device slot
+  Schedule schedule;                    // the top-level block's, with the memory-reuse dependencies
+  std::vector<MemoryPlanSummary> summaries;
+};
+
+struct DeviceSlot {
+  Device device;
+  bool host_accessible = false;
+  uint64_t alignment = 256;
+};
+
+struct RunContext {
+  std::vector<std::unique_ptr<runtime::Stream>> streams;  // destroyed last (synchronised first)
+  std::vector<std::unique_ptr<runtime::Event>> events;    // per global instruction, made on first use
+  std::vector<std::unique_ptr<runtime::Event>> start_events;  // per device: the default stream at run start
+  std::vector<std::unique_ptr<runtime::Event>> align_events;  // per stream: where the previous run left it
+  std::vector<std::shared_ptr<Storage>> arenas;           // per device slot
+  ~RunContext() {
+    for (auto& s : streams) {
+      try {
+        if (s) s->Synchronize();
+      } catch (const std::exception&) {  // reported by the run that failed
+      }
+    }
+    arenas.clear();
+    events.clear();
+    start_events.clear();
+    align_events.clear();
+    streams.clear();
+  }
+};
+
+bool IsSpecial(ops::Op op) {
+  switch (op) {
+    case ops::Op::kView: case ops::Op::kPermute: case ops::Op::kSlice: case ops::Op::kExpand:
+    case ops::Op::kSqueeze: case ops::Op::kUnsqueeze: case ops::Op::kClone: case ops::Op::kCopy:
+    case ops::Op::kSliceScatter:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The interpreter's special cases (core/jit/interpreter.cc RunSchemaOp), bit for bit.
+std::vector<Tensor> RunSpecial(const ops::OpSchema& s, const std::vector<Tensor>& in, const ops::AttrValues& a) {
+  auto ints = [&](const char* n) { return std::get<std::vector<int64_t>>(a[s.AttrIndex(n)]); };
+  auto integer = [&](const char* n) { return std::get<int64_t>(a[s.AttrIndex(n)]); };
+  switch (s.op) {
+    case ops::Op::kView: return {in[0].reshape(Dims(ints("shape")))};
+    case ops::Op::kPermute: return {in[0].permute(ints("dims"))};
+    case ops::Op::kSlice: return {in[0].slice(integer("dim"), integer("start"), integer("end"), integer("step"))};
+    case ops::Op::kExpand: return {in[0].expand(Dims(ints("shape")))};
+    case ops::Op::kSqueeze: return {in[0].squeeze(integer("dim"))};
+    case ops::Op::kUnsqueeze: return {in[0].unsqueeze(integer("dim"))};
+    case ops::Op::kClone:
+    case ops::Op::kCopy: return {in[0].clone()};
+    case ops::Op::kSliceScatter:
+      return {SliceScatter(in[0], Dims(ints("shape")), integer("dim"), integer("start"), integer("end"),
+                           integer("step"))};
+    default: Throw(ErrorCode::kInternal, "scheduler: {} is not a special op", s.name);
+  }
+}
+
+uint64_t NBytes(const Dims& shape, DType dtype) {
+  return static_cast<uint64_t>(shape.Product()) * DTypeSize(dtype);
+}
+
+}  // namespace
+
+struct Executor::Impl {
+  Device device;
+  ExecutorOptions options;
+  std::vector<DeviceSlot> devices;
+  CBlock top;
+  int num_slots = 0;
+  int num_global = 0;
+  std::vector<Tensor> presets;        // per slot: parameters and constants (on their device)
+  std::vector<int> buffer_of;         // per slot: owned buffer, -1 for none (top level only)
+  std::vector<Buffer> buffers;
+  std::vector<std::vector<int>> out_buffer;  // per top-level instr: buffer of each result (-1 none)
+  std::vector<std::vector<int>> aliases;     // per buffer: the slots viewing it
+  std::vector<int64_t> slot_bytes;           // per slot: bytes from a static result type, -1 otherwise
+  std::vector<uint64_t> static_bytes;        // per buffer, when every size is static
+  std::vector<const Instr*> by_global;
+  bool static_shapes = true;
+  std::map<int64_t, std::string> symbol_names;
+
+  mutable std::mutex mutex;  // plans, contexts, stats
+  mutable std::map<std::string, std::shared_ptr<const Plan>> plans;
+  mutable std::vector<std::unique_ptr<RunContext>> free_contexts;
+  mutable ExecutorStats stats;
+  mutable std::mutex first_run_mutex;
+  mutable std::atomic<bool> warmed{false};
+
+  // ---- compile ----------------------------------------------------------------------------------------
+  std::unordered_map<const void*, int> slot_of;
+  static inline thread_local std::string scratch_name_;
+
+  int DeviceSlotOf(Device d) {
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (devices[i].device == d) return static_cast<int>(i);
+    }
+    runtime::DeviceContext& ctx = runtime::Runtime::Get().Context(d);
+    DeviceSlot s{d, ctx.host_accessible(), 256};
+    if (const runtime::AttrValue* a = ctx.FindAttribute("alignment"); a != nullptr && a->i > 0) {
+      s.alignment = std::max<uint64_t>(256, std::bit_ceil(static_cast<uint64_t>(a->i)));
+    }
+    devices.push_back(s);
+    return static_cast<int>(devices.size()) - 1;
+  }
+  int ComputeStream(Device d) { return 2 * DeviceSlotOf(d); }
+  int CopyStream(Device d) { return 2 * DeviceSlotOf(d) + 1; }
+
+  int NewSlot(ir::Value v) {
+    const int s = num_slots++;
+    slot_of[v.impl()] = s;
+    presets.emplace_back();
+    slot_bytes.push_back(v.type().IsTensor() && v.type().HasStaticShape()
+                             ? static_cast<int64_t>(NBytes(Dims(v.type().dims()), v.type().dtype()))
+                             : -1);
+    return s;
+  }
+  int Slot(ir::Value v, const ir::Operation& user) {
+    auto it = slot_of.find(v.impl());
+    OAR_CHECK(it != slot_of.end(), kInternal, "scheduler: {} uses a value defined nowhere it can see",
+              ir::DescribeOp(user));
+    return it->second;
+  }
+
+  void Compile(const ir::Program& program) {
+    ir::Verify(program);
+    DeviceSlotOf(device);
+    CompileBlock(program, program.block(), &top);
+    BuildBuffers();
+    BuildSchedule(&top, nullptr);
+    static_bytes.assign(buffers.size(), 0);
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      if (buffers[b].static_bytes < 0) static_shapes = false;
+      static_bytes[b] = static_cast<uint64_t>(std::max<int64_t>(buffers[b].static_bytes, 0));
+    }
+    by_global.assign(static_cast<size_t>(num_global), nullptr);
+    IndexGlobals(top);
+    for (const DeviceSlot& d : devices) runtime::Synchronize(d.device);  // parameters and constants are there
+  }
+
+  void IndexGlobals(const CBlock& b) {
+    for (const Instr& in : b.instrs) {
+      by_global[in.global] = &in;
+      for (const auto& r : in.regions) IndexGlobals(*r);
+    }
+  }
+
+  void CompileBlock(const ir::Program& program, const ir::Block& block, CBlock* out) {
+    for (size_t i = 0; i < block.num_arguments(); ++i) out->args.push_back(NewSlot(block.argument(i)));
+    for (ir::Operation* op : block) CompileOp(program, *op, out);
+  }
+
+  void CompileOp(const ir::Program& program, const ir::Operation& op, CBlock* block) {
+    const std::string_view name = op.name();
+    if (name == "builtin.output" || name == "cf.yield" || name == "cf.condition") {
+      for (uint32_t i = 0; i < op.num_operands(); ++i) block->yields.push_back(Slot(op.operand(i), op));
+      return;
+    }
+    if (name == "builtin.parameter") return Preset(op, Parameter(program, op));
+    if (name == "builtin.constant") return Preset(op, Constant(op));
+    if (name == "kernel.format_cast") {  // formats are the runtime's: the value passes through
+      slot_of[op.result(0).impl()] = Slot(op.operand(0), op);
+      return;
+    }
+    Instr in;
+    in.name = std::string(name);
+    in.where = ir::DescribeOp(op);
+    in.pure = op.info().Has(ir::kPure);
+    in.global = num_global++;
+    for (uint32_t i = 0; i < op.num_operands(); ++i) in.in.push_back(Slot(op.operand(i), op));
+    if (name == "builtin.data") {
+      in.kind = Kind::kInput;
+      in.device = device;
+      in.stream = CopyStream(device);
+      in.input_index = op.attr("index").AsInt();
+      in.input_name = op.attr("name").AsString();
+      const ir::Type t = op.result(0).type();
+      in.input_type = ir::PrintType(program.context(), t);
+      in.input_dtype = t.dtype();
+      in.input_dims.assign(t.dims().begin(), t.dims().end());
+      for (int64_t d : in.input_dims) {
+        if (ir::SymDim::IsSymbol(d)) symbol_names[d] = program.context().SymbolName(d);
+      }
+    } else if (name == "cf.if" || name == "cf.while") {
+      in.kind = name == "cf.if" ? Kind::kIf : Kind::kWhile;
+      in.device = device;
+      for (uint32_t r = 0; r < op.num_regions(); ++r) {
+        auto region = std::make_unique<CBlock>();
+        CompileBlock(program, op.region(r).front(), region.get());
+        BuildSchedule(region.get(), nullptr);
+        in.regions.push_back(std::move(region));
+      }
+    } else if (name == "kernel.transfer") {
+      in.kind = Kind::kTransfer;
+      in.from = Device(op.attr("from").AsString());
+      in.device = Device(op.attr("to").AsString());
+      const bool from_host = devices[DeviceSlotOf(in.from)].host_accessible;
+      const bool to_host = devices[DeviceSlotOf(in.device)].host_accessible;
+      // The copy runs on the copy stream of the device whose API moves the bytes: the accelerator's side.
+      in.stream = from_host && !to_host ? CopyStream(in.device) : CopyStream(in.from);
+    } else {
+      const ops::OpSchema* s = op.info().schema;
+      OAR_CHECK(s != nullptr, kUnimplemented, "scheduler: {}: no way to run '{}'", in.where, name);
+      const bool kernel = op.info().dialect->name() == "kernel";
+      in.schema = s;
+      in.kind = IsSpecial(s->op) ? Kind::kSpecial : Kind::kKernel;
+      in.device = kernel ? Device(op.attr("device").AsString()) : device;
+      in.stream = ComputeStream(in.device);
+      in.attrs = ir::SchemaAttrValues(*s, op.attributes());
+      if (options.inplace && in.kind == Kind::kKernel) {
+        if (ir::Attribute a = op.attr("oar.inplace"); a && a.kind() == ir::AttrKind::kInt) {
+          const int64_t k = a.AsInt();
+          if (k >= 0 && k < static_cast<int64_t>(op.num_operands()) && op.num_results() == 1 &&
+              op.operand(static_cast<uint32_t>(k)).type() == op.result(0).type()) {
+            in.inplace = static_cast<int>(k);
+          }
+        }
+      }
+    }
+    for (uint32_t i = 0; i < op.num_results(); ++i) in.out.push_back(NewSlot(op.result(i)));
+    block->instrs.push_back(std::move(in));
+  }
+
+  void Preset(const ir::Operation& op, Tensor t) { presets[NewSlot(op.result(0))] = std::move(t); }
+
+  Tensor Parameter(const ir::Program& program, const ir::Operation& op) {
+    const std::string& name = op.attr("name").AsString();
+    auto it = program.parameters.find(name);
+    OAR_CHECK_ARG(it != program.parameters.end(), "scheduler: parameter '{}' has no value in the program", name);
+    const ir::Type want = op.result(0).type();
+    OAR_CHECK_ARG(it->second.dtype() == want.dtype() && Dims(want.dims()) == it->second.shape(),
+                  "scheduler: parameter '{}' is {}{} but the program declares {}", name, DTypeName(it->second.dtype()),
+                  it->second.shape().ToString(), ir::PrintType(program.context(), want));
+    return it->second.device() == device ? it->second : it->second.to(device);
+  }
+
+  // As the interpreter makes it.
+  Tensor Constant(const ir::Operation& op) {
+    const ir::Type t = op.result(0).type();
+    std::vector<double> values;
+    for (ir::Attribute a : op.attr("value").AsArray()) {
+      values.push_back(a.kind() == ir::AttrKind::kFloat ? a.AsFloat()
+                       : a.kind() == ir::AttrKind::kInt ? static_cast<double>(a.AsInt())
+                                                        : (a.AsBool() ? 1.0 : 0.0));
+    }
+    const Dims shape = t.kind() == ir::TypeKind::kTensor ? t.dims() : Dims{};
+    Tensor flat = FromVector<double>(values, Dims{static_cast<int64_t>(values.size())}, device);
+    Tensor typed = cast(flat, t.dtype());
+    return values.size() == 1 ? typed.reshape(Dims{}).expand(shape).contiguous() : typed.reshape(shape);
+  }
+
+  // Slots used anywhere inside `b` (its instructions' operands and yields, nested regions included).
+  static void UsedIn(const CBlock& b, std::vector<int>* used) {
+    for (const Instr& in : b.instrs) {
+      used->insert(used->end(), in.in.begin(), in.in.end());
+      for (const auto& r : in.regions) UsedIn(*r, used);
+    }
+    used->insert(used->end(), b.yields.begin(), b.yields.end());
+  }
+
+  // Buffers of the top-level block, in-place decisions, last uses.
+  void BuildBuffers() {
+    buffer_of.assign(static_cast<size_t>(num_slots), -1);
+    out_buffer.assign(top.instrs.size(), {});
+    // The last top-level instruction using each slot (directly or inside its regions); outputs never die.
+    last_use.assign(static_cast<size_t>(num_slots), -1);
+    for (size_t i = 0; i < top.instrs.size(); ++i) {
+      std::vector<int> used(top.instrs[i].in);
+      for (const auto& r : top.instrs[i].regions) UsedIn(*r, &used);
+      for (int s : used) last_use[static_cast<size_t>(s)] = static_cast<int>(i);
+    }
+    for (int s : top.yields) last_use[static_cast<size_t>(s)] = INT32_MAX;
+    for (size_t i = 0; i < top.instrs.size(); ++i) {
+      Instr& in = top.instrs[i];
+      out_buffer[i].assign(in.out.size(), -1);
+      const bool views = in.kind == Kind::kSpecial && in.schema->op != ops::Op::kClone &&
+                         in.schema->op != ops::Op::kCopy && in.schema->op != ops::Op::kSliceScatter;
+      for (size_t k = 0; k < in.out.size(); ++k) {
+        const int slot = in.out[k];
+        if (views) {
+          buffer_of[slot] = buffer_of[in.in[0]];  // the result views its input's bytes (or copies: then fresh)
+          if (buffer_of[slot] >= 0) aliases[buffer_of[slot]].push_back(slot);
+          continue;
+        }
+        if (in.kind == Kind::kIf || in.kind == Kind::kWhile || in.kind == Kind::kSpecial) continue;
+        if (k == 0 && in.inplace >= 0) {
+          const int operand = in.in[static_cast<size_t>(in.inplace)];
+          const int b = buffer_of[operand];
+          if (b >= 0 && InplaceAllowed(b, static_cast<int>(i), operand)) {
+            buffer_of[slot] = b;
+            aliases[b].push_back(slot);
+            buffers[b].inplace_of = 1;
+            continue;
+          }
+          in.inplace = -1;  // the mark does not hold here (the operand is used later, or not the program's own)
+        }
+        Buffer buf;
+        buf.device = DeviceSlotOf(in.device);
+        buf.def = static_cast<int>(i);
+        buf.name = in.where;
+        buf.static_bytes = slot_bytes[static_cast<size_t>(slot)];
+        buffers.push_back(buf);
+        aliases.push_back({slot});
+        buffer_of[slot] = static_cast<int>(buffers.size()) - 1;
+        out_buffer[i][k] = buffer_of[slot];
+      }
+      // Users.
+      for (int s : in.in) {
+        if (buffer_of[s] >= 0) buffers[buffer_of[s]].users.push_back(static_cast<int>(i));
+      }
+      std::vector<int> inner;
+      for (const auto& r : in.regions) UsedIn(*r, &inner);
+      for (int s : inner) {
+        if (s < num_slots && buffer_of[s] >= 0) {
+          buffers[buffer_of[s]].users.push_back(static_cast<int>(i));
+          buffers[buffer_of[s]].plannable = false;
+        }
+      }
+      for (int s : in.out) {
+        if (buffer_of[s] >= 0) buffers[buffer_of[s]].users.push_back(static_cast<int>(i));
+      }
+    }
+    for (int s : top.yields) {
+      if (buffer_of[s] >= 0) buffers[buffer_of[s]].plannable = false;  // escapes as an output
+    }
+    for (Buffer& b : buffers) {
+      std::sort(b.users.begin(), b.users.end());
+      b.users.erase(std::unique(b.users.begin(), b.users.end()), b.users.end());
+      b.last = b.users.empty() ? b.def : b.users.back();
+    }
+    ComputeReleases(&top);
+  }
+
+  // An in-place write over buffer `b` (via `operand`) at instruction `at` is allowed when the buffer is one
+  // the program owns (a kernel or transfer result, not an input, parameter, constant or block argument) and
+  // nothing uses any view of it after `at`.
+  std::vector<int> last_use;  // per slot (top level), INT32_MAX for outputs
+
+  bool InplaceAllowed(int b, int at, int operand) const {
+    const Buffer& buf = buffers[b];
+    if (top.instrs[buf.def].kind == Kind::kInput) return false;
+    for (int s : aliases[b]) {
+      if (last_use[static_cast<size_t>(s)] > at) return false;
+      // Another operand of the same instruction reading the same bytes (x + view(x)) is not elementwise-safe.
+      const Instr& in = top.instrs[at];
+      int reads = 0;
+      for (int x : in.in) reads += x == s ? 1 : 0;
+      if (s != operand ? reads > 0 : reads > 1) return false;
+    }
+    return true;
+  }
+
+  // Free each slot defined in `b` (or its arguments) after its last use in `b`.
+  void ComputeReleases(CBlock* b) {
+    std::unordered_map<int, int> last;  // slot -> instruction
+    std::vector<int> defined(b->args);
+    for (size_t i = 0; i < b->instrs.size(); ++i) {
+      Instr& in = b->instrs[i];
+      for (int s : in.out) {
+        defined.push_back(s);
+        last[s] = static_cast<int>(i);
+      }
+      std::vector<int> used(in.in);
+      for (auto& r : in.regions) {
+        UsedIn(*r, &used);
+        ComputeReleases(r.get());
+      }
+      for (int s : used) last[s] = static_cast<int>(i);
+    }
+    for (int s : b->yields) last[s] = INT32_MAX;  // the block's results stay
+    for (int s : defined) {
+      auto it = last.find(s);
+      if (it == last.end() || it->second == INT32_MAX) continue;
+      // An async copy's source and destination are held until the run ends (run state): releasing here drops
+      // only the executor's own reference.
+      b->instrs[static_cast<size_t>(it->second)].release.push_back(s);
+    }
+  }
+
+  // Dependencies and waits of `b`; `plan` adds the memory-reuse dependencies (top level).
+  void BuildSchedule(CBlock* b, const Plan* plan, Schedule* out = nullptr) {
+    const size_t n = b->instrs.size();
+    std::vector<std::vector<int>> deps(n);
+    std::unordered_map<int, int> producer;  // slot -> instruction in this block
+    std::map<std::pair<int, int>, int> producer_at;  // (instruction, operand slot) -> the producer's stream
+    int last_effect = -1;
+    for (size_t i = 0; i < n; ++i) {
+      Instr& in = b->instrs[i];
+      std::vector<int> used(in.in);
+      for (const auto& r : in.regions) UsedIn(*r, &used);
+      for (int s : used) {
+        if (auto it = producer.find(s); it != producer.end()) deps[i].push_back(it->second);
+      }
+      for (int s : in.in) {
+        auto it = producer.find(s);
+        // From outside the block (a region's operand) or a preset/input: -2 (presets never die in a run).
+        producer_at[{static_cast<int>(i), s}] =
+            it != producer.end() ? b->instrs[static_cast<size_t>(it->second)].stream
+                                 : (presets[static_cast<size_t>(s)].defined() || b == &top ? in.stream : -2);
+      }
+      // Control flow is a barrier (the run's streams are synchronised around it): later instructions follow it.
+      if (in.kind == Kind::kIf || in.kind == Kind::kWhile) {
+        for (size_t j = 0; j < i; ++j) deps[i].push_back(static_cast<int>(j));
+      }
+      if (last_effect >= 0) deps[i].push_back(last_effect);
+      const bool effect = in.kind == Kind::kIf || in.kind == Kind::kWhile ||
+                          ((in.kind == Kind::kKernel || in.kind == Kind::kSpecial) && !in.pure);
+      if (effect) last_effect = static_cast<int>(i);
+      for (int s : in.out) producer[s] = static_cast<int>(i);
+    }
+    if (b == &top) {
+      // A write over a buffer follows everything that reads the bytes before (in-place results).
+      for (size_t i = 0; i < n; ++i) {
+        const Instr& in = b->instrs[i];
+        if (in.inplace < 0) continue;
+        const int buf = buffer_of[in.in[static_cast<size_t>(in.inplace)]];
+        for (int u : buffers[buf].users) {
+          if (u < static_cast<int>(i)) deps[i].push_back(u);
+        }
+      }
+      if (plan != nullptr) {
+        // A buffer placed over bytes an earlier buffer used follows every user of that one.
+        for (size_t x = 0; x < buffers.size(); ++x) {
+          if (plan->offsets[x] < 0) continue;
+          for (size_t y = 0; y < buffers.size(); ++y) {
+            if (x == y || plan->offsets[y] < 0 || buffers[x].device != buffers[y].device) continue;
+            if (buffers[y].last >= buffers[x].def) continue;  // y must end before x starts
+            const int64_t xo = plan->offsets[x], yo = plan->offsets[y];
+            const int64_t xe = xo + static_cast<int64_t>(plan->bytes[x]), ye = yo + static_cast<int64_t>(plan->bytes[y]);
+            if (xo < ye && yo < xe) {
+              for (int u : buffers[y].users) deps[buffers[x].def].push_back(u);
+            }
+          }
+        }
+      }
+    }
+    Schedule s;
+    s.waits.assign(n, {});
+    s.record.assign(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      const Instr& in = b->instrs[i];
+      // Per producer stream only the latest producer needs a wait (stream order covers the earlier ones).
+      std::map<int, int> latest;
+      for (int d : deps[i]) {
+        const int st = b->instrs[d].stream;
+        if (st == in.stream || st < 0 || in.stream < 0) continue;  // same stream, or a barrier
+        auto [it, fresh] = latest.emplace(st, d);
+        if (!fresh) it->second = std::max(it->second, d);
+      }
+      for (const auto& [st, d] : latest) {
+        s.waits[i].push_back({d, st / 2 == in.stream / 2});
+        s.record[d] = 1;
+        ++s.edges;
+      }
+    }
+    if (out == nullptr) {  // compile time only: a plan made while other runs read the instructions changes none
+      for (size_t i = 0; i < n; ++i) {
+        Instr& in = b->instrs[i];
+        in.deps = deps[i];
+        in.record_in.assign(in.in.size(), 0);
+        for (size_t k = 0; k < in.in.size(); ++k) {
+          auto it = producer_at.find({static_cast<int>(i), in.in[k]});
+          in.record_in[k] = it == producer_at.end() || it->second != in.stream ? 1 : 0;
+        }
+      }
+    }
+    if (out != nullptr) {
+      *out = std::move(s);
+    } else {
+      b->schedule = std::move(s);
+    }
+  }
+
+  // ---- plans --------------------------------------------------------------------------------------------
+  std::shared_ptr<const Plan> MakePlan(const std::vector<uint64_t>& bytes) const {
+    auto plan = std::make_shared<Plan>();
+    plan->bytes = bytes;
+    plan->offsets.assign(buffers.size(), -1);
+    plan->arena_bytes.assign(devices.size(), 0);
+    for (size_t d = 0; d < devices.size(); ++d) {
+      std::vector<BufferRequest> requests;
+      std::vector<size_t> ids;
+      MemoryPlanSummary summary;
+      summary.device = devices[d].device.str();
+      for (size_t b = 0; b < buffers.size(); ++b) {
+        if (buffers[b].device != static_cast<int>(d) || !buffers[b].plannable || !options.plan_memory) continue;
+        if (bytes[b] == 0) continue;
+        requests.push_back({bytes[b], buffers[b].def, buffers[b].last, buffers[b].name});
+        ids.push_back(b);
+        summary.inplace += buffers[b].inplace_of > 0 ? 1 : 0;
+      }
+      if (requests.empty()) continue;
+      const ArenaPlan arena = PlanArena(requests, devices[d].alignment);
+      CheckArenaPlan(requests, arena, devices[d].alignment);
+      for (size_t k = 0; k < ids.size(); ++k) plan->offsets[ids[k]] = static_cast<int64_t>(arena.offsets[k]);
+      plan->arena_bytes[d] = arena.arena_bytes;
+      summary.arena_bytes = arena.arena_bytes;
+      summary.unplanned_bytes = UnplannedBytes(requests, devices[d].alignment);
+      summary.buffers = requests.size();
+      plan->summaries.push_back(summary);
+    }
+    // With an output schedule BuildSchedule reads the instructions only (runs may be reading them too).
+    const_cast<Impl*>(this)->BuildSchedule(const_cast<CBlock*>(&top), plan.get(), &plan->schedule);
+    return plan;
+  }
+
+
+  // ---- run ----------------------------------------------------------------------------------------------
+  struct RunState {
+    RunContext* ctx = nullptr;
+    const Plan* plan = nullptr;                // null: dynamic memory
+    std::vector<Tensor> values;
+    std::vector<Tensor> hold;                  // async cross-device copies' operands, until the run ends
+    std::vector<uint64_t>* measured = nullptr; // per buffer: bytes seen (dynamic runs)
+    std::vector<std::string> copy_names;       // per global instruction: the copy it made (profiles)
+    std::map<int64_t, int64_t> symbols;
+    RunProfile* profile = nullptr;
+    Clock::time_point t0;
+  };
+
+  runtime::Stream& StreamOf(RunState& st, int stream) const {
+    auto& s = st.ctx->streams[static_cast<size_t>(stream)];
+    if (!s) s = std::make_unique<runtime::Stream>(devices[static_cast<size_t>(stream / 2)].device);
+    return *s;
+  }
+  runtime::Event& EventOf(RunState& st, const Instr& in) const {
+    auto& e = st.ctx->events[static_cast<size_t>(in.global)];
+    if (!e) e = std::make_unique<runtime::Event>(devices[static_cast<size_t>(in.stream / 2)].device);
+    return *e;
+  }
+
+  std::unique_ptr<RunContext> AcquireContext() const {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!free_contexts.empty()) {
+        auto c = std::move(free_contexts.back());
+        free_contexts.pop_back();
+        return c;
+      }
+      ++stats.run_contexts;
+    }
+    auto c = std::make_unique<RunContext>();
+    c->streams.resize(2 * devices.size());
+    c->events.resize(static_cast<size_t>(num_global));
+    c->start_events.resize(devices.size());
+    c->align_events.resize(2 * devices.size());
+    c->arenas.resize(devices.size());
+    return c;
+  }
+
+  std::string Signature(std::span<const Tensor> inputs) const {
+    std::string sig;
+    for (const Tensor& t : inputs) {
+      sig += t.defined() ? std::string(DTypeName(t.dtype())) + t.shape().ToString() : "undefined";
+      sig += ';';
+    }
+    return sig;
+  }
+
+  std::vector<Tensor> Run(std::span<const Tensor> inputs, RunProfile* profile) const {
+    // The first run makes the devices' private-format copies of parameters: it runs alone, so a concurrent
+    // run never reads a copy still being made on another run's stream.
+    std::unique_lock<std::mutex> first;
+    if (!warmed.load(std::memory_order_acquire)) {
+      first = std::unique_lock<std::mutex>(first_run_mutex);
+      if (warmed.load(std::memory_order_acquire)) first.unlock();
+    }
+    NoGradGuard no_grad;
+    const std::string sig = Signature(inputs);
+    std::shared_ptr<const Plan> plan;
+    bool measure = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++stats.runs;
+      if (auto it = plans.find(sig); it != plans.end()) {
+        plan = it->second;
+      } else if (static_shapes) {
+        plan = MakePlan(static_bytes);
+        plans[sig] = plan;
+        ++stats.plans_built;
+      } else {
+        measure = true;
+      }
+    }
+    std::unique_ptr<RunContext> ctx = AcquireContext();
+    RunState st;
+    st.ctx = ctx.get();
+    st.plan = plan.get();
+    std::vector<uint64_t> measured(buffers.size(), 0);
+    if (measure) st.measured = &measured;
+    st.profile = profile;
+    if (profile != nullptr) st.copy_names.assign(static_cast<size_t>(num_global), "");
+    st.values = presets;
+    std::vector<Tensor> outputs;
+    try {
+      if (profile != nullptr) StartProfile();
+      st.t0 = Clock::now();
+      Begin(st, plan.get());
+      RunBlock(st, top, plan != nullptr ? plan->schedule : top.schedule, inputs);
+      for (int s : top.yields) outputs.push_back(st.values[s]);
+      SynchronizeAll(st);
+      if (profile != nullptr) FinishProfile(st);
+    } catch (...) {
+      st.values.clear();
+      st.hold.clear();
+      ctx.reset();  // synchronises and destroys the streams: nothing queued outlives its buffers
+      if (profile != nullptr && runtime::Profiler::Get().enabled()) runtime::Profiler::Get().Stop();
+      throw;
+    }
+    st.values.clear();
+    st.hold.clear();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      free_contexts.push_back(std::move(ctx));
+      if (measure && plans.find(sig) == plans.end() && options.plan_memory) {
+        plans[sig] = MakePlan(measured);
+        ++stats.plans_built;
+      }
+    }
+    warmed.store(true, std::memory_order_release);
+    return outputs;
+  }
+
+  // Give every device its arena, then order the run after the work queued on the devices' current
+  // (default) streams: eager code that made the inputs, and the waits the caching allocator enqueued there
+  // when the arena's bytes were last used by another stream.
+  void Begin(RunState& st, const Plan* plan) const {
+    for (size_t d = 0; d < devices.size(); ++d) {
+      const uint64_t want = plan != nullptr ? plan->arena_bytes[d] : 0;
+      auto& arena = st.ctx->arenas[d];
+      if (want > 0 && (!arena || arena->nbytes() < want)) {
+        arena.reset();
+        arena = runtime::Runtime::Get().Context(devices[d].device).allocator().AllocateStorage(devices[d].device, want);
+      }
+    }
+    for (size_t d = 0; d < devices.size(); ++d) {
+      auto& start = st.ctx->start_events[d];
+      if (!start) start = std::make_unique<runtime::Event>(devices[d].device);
+      start->Record();  // the calling thread's current stream of the device
+      runtime::Stream& compute = StreamOf(st, static_cast<int>(2 * d));
+      runtime::Stream& copy = StreamOf(st, static_cast<int>(2 * d + 1));
+      compute.WaitEvent(*start);
+      copy.WaitEvent(*start);
+      // Each of the two streams starts after where the other left off (the previous run is complete, but a
+      // device's time model keeps a clock per stream: this keeps a run's times on one timeline).
+      auto& ec = st.ctx->align_events[2 * d];
+      auto& ep = st.ctx->align_events[2 * d + 1];
+      if (!ec) ec = std::make_unique<runtime::Event>(devices[d].device);
+      if (!ep) ep = std::make_unique<runtime::Event>(devices[d].device);
+      ec->Record(compute);
+      ep->Record(copy);
+      compute.WaitEvent(*ep);
+      copy.WaitEvent(*ec);
+    }
+  }
+
+  void SynchronizeAll(RunState& st) const {
+    for (auto& s : st.ctx->streams) {
+      if (s) s->Synchronize();
+    }
+  }
+
+  void RunBlock(RunState& st, const CBlock& b, const Schedule& sched, std::span<const Tensor> inputs) const {
+    for (size_t i = 0; i < b.instrs.size(); ++i) {
+      const Instr& in = b.instrs[i];
+      try {
+        for (const Schedule::Wait& w : sched.waits[i]) {
+          runtime::Event& e = EventOf(st, b.instrs[static_cast<size_t>(w.producer)]);
+          if (w.same_device) {
+            StreamOf(st, in.stream).WaitEvent(e);
+          } else {
+            e.Synchronize();  // another device's work: the host waits, then issues
+          }
+        }
+        const Clock::time_point t0 = Clock::now();
+        RunInstr(st, in, static_cast<int>(&b == &top ? i : -1), inputs);
+        if (sched.record[i]) EventOf(st, in).Record(StreamOf(st, in.stream));
+        if (st.profile != nullptr) AddProfile(st, in, t0, Clock::now());
+        for (int s : in.release) st.values[static_cast<size_t>(s)] = Tensor();
+      } catch (const Error& e) {
+        if (std::string_view(e.what()).starts_with("scheduler: ")) throw;
+        Throw(e.code(), "scheduler: {}: {}", in.where, e.what());
+      }
+    }
+  }
+
+  // The tensor an output allocation of instruction `top_index` result `k` gets: the planned arena bytes, the
+  // operand it is written over, or the caching allocator.
+  Tensor Output(RunState& st, const Instr& in, int top_index, size_t k, const Dims& shape, DType dtype,
+                Device device) const {
+    const uint64_t n = NBytes(shape, dtype);
+    if (k == 0 && in.inplace >= 0) {
+      const Tensor& x = st.values[static_cast<size_t>(in.in[static_cast<size_t>(in.inplace)])];
+      if (x.defined() && x.device() == device && x.is_contiguous() && x.nbytes() == n &&
+          x.storage()->nbytes() >= n) {
+        return Tensor(x.storage(), dtype, shape, ContiguousStrides(shape), x.offset());
+      }
+    }
+    if (top_index >= 0 && k < out_buffer[static_cast<size_t>(top_index)].size()) {
+      const int b = out_buffer[static_cast<size_t>(top_index)][k];
+      if (b >= 0) {
+        if (st.measured != nullptr) (*st.measured)[static_cast<size_t>(b)] = n;
+        if (st.plan != nullptr && st.plan->offsets[static_cast<size_t>(b)] >= 0 &&
+            st.plan->bytes[static_cast<size_t>(b)] == n) {
+          const auto& arena = st.ctx->arenas[static_cast<size_t>(buffers[static_cast<size_t>(b)].device)];
+          char* base = static_cast<char*>(arena->data()) + st.plan->offsets[static_cast<size_t>(b)];
+          auto storage = std::make_shared<Storage>(device, base, n, nullptr, nullptr);
+          return Tensor(std::move(storage), dtype, shape, ContiguousStrides(shape), 0);
+        }
+      }
+    }
+    return runtime::Empty(shape, dtype, device);
+  }
+
+  void RunInstr(RunState& st, const Instr& in, int top_index, std::span<const Tensor> inputs) const {
+    switch (in.kind) {
+      case Kind::kInput: return RunInput(st, in, top_index, inputs);
+      case Kind::kTransfer: return RunTransfer(st, in, top_index);
+      case Kind::kIf: return RunIf(st, in);
+      case Kind::kWhile: return RunWhile(st, in);
+      case Kind::kKernel:
+      case Kind::kSpecial: break;
+    }
+    runtime::Stream& stream = StreamOf(st, in.stream);
+    runtime::ScopedStream on(stream);
+    std::vector<Tensor> args;
+    args.reserve(in.in.size());
+    runtime::DeviceContext& dctx = stream.context();
+    for (size_t k = 0; k < in.in.size(); ++k) {
+      const Tensor& t = st.values[static_cast<size_t>(in.in[k])];
+      OAR_CHECK(t.defined(), kInternal, "an operand was released before its last use");
+      if (t.device() == in.device) {
+        // Made on another stream of this device: the allocator must not reuse it before this use completes.
+        if (in.record_in[k]) dctx.allocator().RecordStream(*t.storage(), stream.handle());
+        args.push_back(t);
+      } else {
+        args.push_back(t.to(in.device));  // as the interpreter does for op.* programs
+      }
+    }
+    std::vector<Tensor> out;
+    if (in.kind == Kind::kSpecial) {
+      out = RunSpecial(*in.schema, args, in.attrs);
+    } else {
+      size_t k = 0;
+      ops::ScopedOutputAllocator alloc([&](const Dims& shape, DType dtype, Device device) {
+        return Output(st, in, top_index, k++, shape, dtype, device);
+      });
+      out = ops::Run(in.schema->op, args, in.attrs, in.device);
+    }
+    OAR_CHECK(out.size() == in.out.size(), kInternal, "{} gave {} results for {}", in.name, out.size(), in.out.size());
+    for (size_t k = 0; k < out.size(); ++k) st.values[static_cast<size_t>(in.out[k])] = std::move(out[k]);
+  }
+
+  void RunInput(RunState& st, const Instr& in, int top_index, std::span<const Tensor> inputs) const {
+    const int64_t index = in.input_index;
+    OAR_CHECK_ARG(index >= 0 && static_cast<size_t>(index) < inputs.size(),
+                  "the program's input '{}' is input {} but {} inputs were given", in.input_name, index, inputs.size());
+    const Tensor& t = inputs[static_cast<size_t>(index)];
+    OAR_CHECK_ARG(t.defined() && t.dtype() == in.input_dtype && t.rank() == static_cast<int>(in.input_dims.size()),
+                  "input {} ('{}') must be {}, got {}{}", index, in.input_name, in.input_type,
+                  t.defined() ? DTypeName(t.dtype()) : "undefined", t.defined() ? t.shape().ToString() : "");
+    for (size_t d = 0; d < in.input_dims.size(); ++d) {
+      const int64_t e = in.input_dims[d];
+      if (ir::SymDim::IsStatic(e)) {
+        OAR_CHECK_ARG(t.dim(static_cast<int>(d)) == e, "input {} ('{}') must be {}, got shape {}", index,
+                      in.input_name, in.input_type, t.shape().ToString());
+      } else if (ir::SymDim::IsSymbol(e)) {
+        auto [it, fresh] = st.symbols.emplace(e, t.dim(static_cast<int>(d)));
+        const std::string& sym = symbol_names.at(e);
+        OAR_CHECK_ARG(fresh || it->second == t.dim(static_cast<int>(d)),
+                      "input {} ('{}') has extent {} for symbol {} in dimension {}, but an earlier input bound {} = {}",
+                      index, in.input_name, t.dim(static_cast<int>(d)), sym, d, sym, it->second);
+      }
+    }
+    if (t.device() == device) {
+      st.values[static_cast<size_t>(in.out[0])] = t;
+      return;
+    }
+    st.values[static_cast<size_t>(in.out[0])] = Copy(st, in, top_index, t);
+  }
+
+  void RunTransfer(RunState& st, const Instr& in, int top_index) const {
+    const Tensor& src = st.values[static_cast<size_t>(in.in[0])];
+    st.values[static_cast<size_t>(in.out[0])] = src.device() == in.device ? src : Copy(st, in, top_index, src);
+  }
+
+  // `src` on in.device: an asynchronous copy on the instruction's copy stream where the devices allow it.
+  Tensor Copy(RunState& st, const Instr& in, int top_index, const Tensor& src) const {
+    runtime::Runtime& rt = runtime::Runtime::Get();
+    runtime::DeviceContext& sctx = rt.Context(src.device());
+    runtime::DeviceContext& dctx = rt.Context(in.device);
+    runtime::Stream& stream = StreamOf(st, in.stream);
+    runtime::DeviceContext& owner = stream.context();
+    std::string& copy_name = st.copy_names.empty() ? scratch_name_ : st.copy_names[static_cast<size_t>(in.global)];
+    if (!src.is_contiguous() || (&owner != &sctx && &owner != &dctx)) {
+      // A strided view, or a device pair the plan did not expect: the synchronous path (Tensor::to).
+      runtime::ScopedStream on(stream);
+      return src.to(in.device);
+    }
+    Tensor dst;
+    {
+      runtime::ScopedStream on(stream);
+      dst = Output(st, in, top_index, 0, src.shape(), src.dtype(), in.device);
+    }
+    const size_t n = src.nbytes();
+    if (&owner == &sctx) owner.allocator().RecordStream(*src.storage(), stream.handle());
+    if (&owner == &dctx) owner.allocator().RecordStream(*dst.storage(), stream.handle());
+    copy_name = runtime::CopyBytesOn(stream, dctx, dst.data_ptr(), sctx, src.data_ptr(), n);
+    // The other device's allocator knows nothing of this stream: both ends stay alive until the run ends.
+    st.hold.push_back(src);
+    st.hold.push_back(dst);
+    return dst;
+  }
+
+  bool Truth(RunState& st, const Tensor& t) const {
+    const int slot = FindDeviceSlot(t.device());
+    if (slot >= 0) {
+      runtime::ScopedStream on(StreamOf(st, 2 * slot));
+      return cast(t, DType::kFloat64).reshape(Dims{}).item<double>() != 0;
+    }
+    return cast(t, DType::kFloat64).reshape(Dims{}).item<double>() != 0;
+  }
+  int FindDeviceSlot(Device d) const {
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (devices[i].device == d) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+  std::vector<Tensor> RunRegion(RunState& st, const CBlock& b, const std::vector<Tensor>& args) const {
+    for (size_t i = 0; i < b.args.size(); ++i) st.values[static_cast<size_t>(b.args[i])] = args[i];
+    RunBlock(st, b, b.schedule, {});
+    SynchronizeAll(st);
+    std::vector<Tensor> out;
+    for (int s : b.yields) out.push_back(st.values[static_cast<size_t>(s)]);
+    return out;
+  }
+
+  void RunIf(RunState& st, const Instr& in) const {
+    SynchronizeAll(st);
+    const bool cond = Truth(st, st.values[static_cast<size_t>(in.in[0])]);
+    std::vector<Tensor> out = RunRegion(st, *in.regions[cond ? 0 : 1], {});
+    for (size_t i = 0; i < in.out.size(); ++i) st.values[static_cast<size_t>(in.out[i])] = out[i];
+  }
+
+  void RunWhile(RunState& st, const Instr& in) const {
+    SynchronizeAll(st);
+    std::vector<Tensor> carried;
+    for (int s : in.in) carried.push_back(st.values[static_cast<size_t>(s)]);
+    for (;;) {
+      std::vector<Tensor> c = RunRegion(st, *in.regions[0], carried);
+      carried.assign(c.begin() + 1, c.end());
+      if (!Truth(st, c[0])) break;
+      carried = RunRegion(st, *in.regions[1], carried);
+    }
+    for (size_t i = 0; i < in.out.size(); ++i) st.values[static_cast<size_t>(in.out[i])] = carried[i];
+  }
+
+  // ---- profiles -------------------------------------------------------------------------------------------
+  void StartProfile() const {
+    for (const DeviceSlot& d : devices) {
+      runtime::DeviceContext& c = runtime::Runtime::Get().Context(d.device);
+      c.Synchronize();
+      c.allocator().ResetPeakStats();
+    }
+    runtime::Profiler::Get().Start();
+  }
+
+  void AddProfile(RunState& st, const Instr& in, Clock::time_point t0, Clock::time_point t1) const {
+    InstructionProfile p;
+    p.index = in.global;
+    p.name = in.name;
+    const bool copy = in.kind == Kind::kTransfer || in.kind == Kind::kInput;
+    p.copy = copy;
+    p.device = in.stream >= 0 ? devices[static_cast<size_t>(in.stream / 2)].device.str() : in.device.str();
+    p.stream = in.stream < 0 ? "host" : in.stream % 2 == 0 ? "compute" : "copy";
+    p.host_start_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t0 - st.t0).count());
+    p.host_end_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - st.t0).count());
+    st.profile->instructions.push_back(std::move(p));
+  }
+
+  void FinishProfile(RunState& st) const {
+    RunProfile& prof = *st.profile;
+    prof.host_total_ns =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - st.t0).count());
+    runtime::Profiler::Get().Stop();
+    // Match each device's activities to the instructions in issue order: a stream completes in order, kernels
+    // of a device all go to its compute stream and copies to its copy stream, so the k-th activity named N on
+    // a device is the k-th instruction issuing N there. Activities no instruction issued (format casts the
+    // runtime adds, fallback copies) are left out.
+    std::map<std::pair<std::string, std::string>, std::deque<runtime::Profiler::Activity>> acts;
+    for (runtime::Profiler::Activity& a : runtime::Profiler::Get().activities()) {
+      acts[{a.device, a.name}].push_back(std::move(a));
+    }
+    for (InstructionProfile& p : prof.instructions) {
+      std::string name = p.name.starts_with("kernel.") ? p.name.substr(7) : p.name.starts_with("op.") ? p.name.substr(3) : p.name;
+      if (p.copy) {
+        name = st.copy_names[static_cast<size_t>(p.index)];
+        if (name.empty()) continue;  // no copy made (already there), or a synchronous one
+      }
+      auto it = acts.find({p.device, name});
+      if (it == acts.end() || it->second.empty()) continue;
+      const runtime::Profiler::Activity& a = it->second.front();
+      p.device_start_ns = a.start_ns;
+      p.device_end_ns = a.end_ns;
+      p.simulated = a.simulated;
+      it->second.pop_front();
+    }
+    prof.ComputeOverlap();
+    for (const DeviceSlot& d : devices) {
+      prof.peak_device_memory[d.device.str()] =
+          runtime::Runtime::Get().Context(d.device).allocator().stats().peak_reserved_bytes;
+    }
+  }
+};
+
+Executor::Executor(const ir::Program& program, Device device, ExecutorOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->device = device;
+  impl_->options = options;
+  NoGradGuard no_grad;
+  impl_->Compile(program);
+}
+
+Executor::~Executor() = default;
+
+std::vector<Tensor> Executor::Run(std::span<const Tensor> inputs, RunProfile* profile) const {
+  return impl_->Run(inputs, profile);
+}
+
+size_t Executor::num_instructions() const { return static_cast<size_t>(impl_->num_global); }
+
+size_t Executor::num_cross_stream_edges() const { return impl_->top.schedule.edges; }
+
+ExecutorStats Executor::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->stats;
+}
+
+std::vector<MemoryPlanSummary> Executor::MemoryPlan(std::span<const Tensor> inputs) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  auto it = impl_->plans.find(impl_->Signature(inputs));
+  return it == impl_->plans.end() ? std::vector<MemoryPlanSummary>{} : it->second->summaries;
+}
+
+std::string Executor::Describe() const {
+  std::string out;
+  const Impl& m = *impl_;
+  auto stream_name = [&](int s) {
+    return s < 0 ? std::string("host") : m.devices[static_cast<size_t>(s / 2)].device.str() + (s % 2 ? "/copy" : "/compute");
+  };
+  std::function<void(const CBlock&, int)> describe = [&](const CBlock& b, int depth) {
+    for (size_t i = 0; i < b.instrs.size(); ++i) {
+      const Instr& in = b.instrs[i];
+      std::string waits;
+      for (const Schedule::Wait& w : b.schedule.waits[i]) {
+        waits += fmt::format("{}{}{}", waits.empty() ? "" : ",", b.instrs[static_cast<size_t>(w.producer)].global,
+                             w.same_device ? "" : "(host)");
+      }
+      out += fmt::format("{}{:>3} {:<22} on {:<22} waits [{}]{}{}\n", std::string(2 * depth, ' '), in.global, in.name,
+                         stream_name(in.stream), waits, b.schedule.record[i] ? " records" : "",
+                         in.inplace >= 0 ? fmt::format(" in-place over operand {}", in.inplace) : "");
+      for (const auto& r : in.regions) describe(*r, depth + 1);
+    }
+  };
+  describe(m.top, 0);
+  return out;
+}
+
+}  // namespace oar::scheduler

@@ -1,0 +1,375 @@
+// The executor against the reference interpreter: every device, symbolic shapes, fallback, in-place
+// results, control flow, concurrency, jitter (ctest runs the *UnderJitter* and *Concurrent* tests again with
+// OAR_SIM_JITTER seeds), memory plans and profiles.
+#include "core/scheduler/executor.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/base/error.h"
+#include "core/ir/text.h"
+#include "core/jit/interpreter.h"
+#include "core/ops/ops.h"
+#include "core/passes/pass.h"
+#include "core/runtime/runtime.h"
+
+namespace oar::scheduler {
+namespace {
+
+const Device kCpu("cpu:0");
+
+// The spiral MLP's forward with a float64 tail (no kunlun_sim kernel: it falls back to the cpu).
+constexpr const char* kMlp = R"(builtin.module() ({
+  %x = builtin.data() {name = "x", index = 0} : () -> tensor<[B, 2], f32>
+  %w1 = builtin.parameter() {name = "w1"} : () -> tensor<[2, 32], f32>
+  %b1 = builtin.parameter() {name = "b1"} : () -> tensor<[32], f32>
+  %w2 = builtin.parameter() {name = "w2"} : () -> tensor<[32, 2], f32>
+  %h0 = op.matmul(%x, %w1) : (tensor<[B, 2], f32>, tensor<[2, 32], f32>) -> tensor<[B, 32], f32>
+  %h1 = op.add(%h0, %b1) : (tensor<[B, 32], f32>, tensor<[32], f32>) -> tensor<[B, 32], f32>
+  %h = op.tanh(%h1) : (tensor<[B, 32], f32>) -> tensor<[B, 32], f32>
+  %o = op.matmul(%h, %w2) : (tensor<[B, 32], f32>, tensor<[32, 2], f32>) -> tensor<[B, 2], f32>
+  %p = op.softmax(%o) : (tensor<[B, 2], f32>) -> tensor<[B, 2], f32>
+  %f64 = op.cast(%p) {dtype = f64} : (tensor<[B, 2], f32>) -> tensor<[B, 2], f64>
+  %logp = op.log(%f64) : (tensor<[B, 2], f64>) -> tensor<[B, 2], f64>
+  %t = op.permute(%logp) {dims = [1, 0]} : (tensor<[B, 2], f64>) -> tensor<[2, B], f64>
+  builtin.output(%p, %t) : (tensor<[B, 2], f32>, tensor<[2, B], f64>) -> ()
+}) : () -> ()
+)";
+
+// A chain of elementwise ops the inplace pass marks, reduced at the end (so the chain's bytes are the
+// program's own, plannable and reusable).
+constexpr const char* kChain = R"(builtin.module() ({
+  %x = builtin.data() {name = "x", index = 0} : () -> tensor<[64, 64], f32>
+  %w = builtin.parameter() {name = "w"} : () -> tensor<[64, 64], f32>
+  %a = op.matmul(%x, %w) : (tensor<[64, 64], f32>, tensor<[64, 64], f32>) -> tensor<[64, 64], f32>
+  %b = op.tanh(%a) : (tensor<[64, 64], f32>) -> tensor<[64, 64], f32>
+  %c = op.exp(%b) : (tensor<[64, 64], f32>) -> tensor<[64, 64], f32>
+  %d = op.matmul(%c, %w) : (tensor<[64, 64], f32>, tensor<[64, 64], f32>) -> tensor<[64, 64], f32>
+  %e = op.sigmoid(%d) : (tensor<[64, 64], f32>) -> tensor<[64, 64], f32>
+  %f = op.matmul(%e, %w) : (tensor<[64, 64], f32>, tensor<[64, 64], f32>) -> tensor<[64, 64], f32>
+  %g = op.relu(%f) : (tensor<[64, 64], f32>) -> tensor<[64, 64], f32>
+  %s = op.sum(%g) {axes = [1]} : (tensor<[64, 64], f32>) -> tensor<[64], f32>
+  builtin.output(%s) : (tensor<[64], f32>) -> ()
+}) : () -> ()
+)";
+
+constexpr const char* kControlFlow = R"(builtin.module() ({
+  %limit = builtin.data() {name = "limit", index = 0} : () -> tensor<[], f32>
+  %flag = builtin.data() {name = "flag", index = 1} : () -> tensor<[], i1>
+  %zero = builtin.constant() {value = [0.0]} : () -> tensor<[], f32>
+  %total, %i = cf.while(%zero, %zero) ({
+  ^bb(%t: tensor<[], f32>, %k: tensor<[], f32>):
+    %go = op.lt(%t, %limit) : (tensor<[], f32>, tensor<[], f32>) -> tensor<[], i1>
+    cf.condition(%go, %t, %k) : (tensor<[], i1>, tensor<[], f32>, tensor<[], f32>) -> ()
+  }, {
+  ^bb(%t2: tensor<[], f32>, %k2: tensor<[], f32>):
+    %one = builtin.constant() {value = [1.0]} : () -> tensor<[], f32>
+    %k3 = op.add(%k2, %one) : (tensor<[], f32>, tensor<[], f32>) -> tensor<[], f32>
+    %t3 = op.add(%t2, %k3) : (tensor<[], f32>, tensor<[], f32>) -> tensor<[], f32>
+    cf.yield(%t3, %k3) : (tensor<[], f32>, tensor<[], f32>) -> ()
+  }) : (tensor<[], f32>, tensor<[], f32>) -> (tensor<[], f32>, tensor<[], f32>)
+  %r = cf.if(%flag) ({
+    %n = op.neg(%total) : (tensor<[], f32>) -> tensor<[], f32>
+    cf.yield(%n) : (tensor<[], f32>) -> ()
+  }, {
+    cf.yield(%total) : (tensor<[], f32>) -> ()
+  }) : (tensor<[], i1>) -> tensor<[], f32>
+  builtin.output(%r, %i) : (tensor<[], f32>, tensor<[], f32>) -> ()
+}) : () -> ()
+)";
+
+// Kernel dialect written out: %a dies at its copy to the host, so the plan places %c over %a's bytes; %c's
+// kernel (compute stream) must then wait for that copy (copy stream, busy with a big copy first) to have
+// read them.
+constexpr const char* kReuseAfterCopy = R"(builtin.module() ({
+  %x = builtin.data() {name = "x", index = 0} : () -> tensor<[128, 128], f32>
+  %big = builtin.data() {name = "big", index = 1} : () -> tensor<[1024, 1024], f32>
+  %bh = kernel.transfer(%big) {from = device<"kunlun_sim:0">, to = device<"cpu:0">} : (tensor<[1024, 1024], f32>) -> tensor<[1024, 1024], f32>
+  %a = kernel.exp(%x) {device = device<"kunlun_sim:0">} : (tensor<[128, 128], f32>) -> tensor<[128, 128], f32>
+  %ah = kernel.transfer(%a) {from = device<"kunlun_sim:0">, to = device<"cpu:0">} : (tensor<[128, 128], f32>) -> tensor<[128, 128], f32>
+  %c = kernel.tanh(%x) {device = device<"kunlun_sim:0">} : (tensor<[128, 128], f32>) -> tensor<[128, 128], f32>
+  %d = kernel.neg(%c) {device = device<"kunlun_sim:0">} : (tensor<[128, 128], f32>) -> tensor<[128, 128], f32>
+  %s = kernel.sum(%d) {device = device<"kunlun_sim:0">} : (tensor<[128, 128], f32>) -> tensor<[], f32>
+  builtin.output(%ah, %s, %bh) : (tensor<[128, 128], f32>, tensor<[], f32>, tensor<[1024, 1024], f32>) -> ()
+}) : () -> ()
+)";
+
+std::string WithBatch(std::string text, int64_t batch) {
+  for (const std::string from : {"[B,", ", B]"}) {
+    const std::string to = from == "[B," ? "[" + std::to_string(batch) + "," : ", " + std::to_string(batch) + "]";
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+// Every element as a double on the host (exact for every dtype used here), for bitwise comparisons.
+std::vector<double> Values(const Tensor& t) { return cast(t.to(kCpu), DType::kFloat64).ToVector<double>(); }
+
+void ExpectSame(const std::vector<Tensor>& got, const std::vector<Tensor>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].device(), want[i].device()) << what << " output " << i;
+    EXPECT_EQ(got[i].shape(), want[i].shape()) << what << " output " << i;
+    EXPECT_EQ(Values(got[i]), Values(want[i])) << what << " output " << i;
+  }
+}
+
+class ExecutorTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<ir::Program> Make(const std::string& text, const std::string& pipeline) {
+    auto p = ir::ParseProgram(ctx, text, "test.oir");
+    Generator g(7);
+    for (auto [name, shape] : std::vector<std::pair<std::string, Dims>>{
+             {"w1", {2, 32}}, {"b1", {32}}, {"w2", {32, 2}}, {"w", {64, 64}}}) {
+      p->parameters[name] = randn(shape, g, 0, 0.3, DType::kFloat32, kCpu);
+    }
+    if (!pipeline.empty()) {
+      passes::PassManager pm;
+      pm.AddPipeline(pipeline);
+      pm.Run(*p);
+    }
+    return p;
+  }
+  static std::string Select(const std::string& device) {
+    return "kernel-select{device=" + device + "},canonicalize,cse,inplace";
+  }
+  ir::IrContext ctx;
+};
+
+TEST_F(ExecutorTest, MatchesTheInterpreterBitwiseOnEveryDevice) {
+  Generator g(3);
+  const Tensor x = randn({8, 2}, g, 0, 1, DType::kFloat32, kCpu);
+  for (const std::string device : {"cpu:0", "kunlun_sim:0", "ascend_sim:0"}) {
+    auto p = Make(WithBatch(kMlp, 8), Select(device));
+    const std::vector<Tensor> want = jit::Interpret(*p, std::vector<Tensor>{x}, Device(device));
+    Executor exec(*p, Device(device));
+    for (int run = 0; run < 3; ++run) ExpectSame(exec.Run(std::vector<Tensor>{x}), want, device);
+    EXPECT_EQ(exec.stats().plans_built, 1u) << device;  // static shapes: planned once, ahead of the first run
+    EXPECT_EQ(exec.stats().runs, 3u);
+  }
+}
+
+TEST_F(ExecutorTest, SymbolicShapesArePlannedOncePerInputSignature) {
+  for (const std::string device : {"cpu:0", "kunlun_sim:0"}) {
+    auto p = Make(kMlp, Select(device));
+    Executor exec(*p, Device(device));
+    Generator g(5);
+    for (int64_t batch : {5, 5, 5, 9, 5, 9}) {
+      const Tensor x = randn({batch, 2}, g, 0, 1, DType::kFloat32, kCpu);
+      ExpectSame(exec.Run(std::vector<Tensor>{x}), jit::Interpret(*p, std::vector<Tensor>{x}, Device(device)),
+                 device + " batch " + std::to_string(batch));
+    }
+    EXPECT_EQ(exec.stats().plans_built, 2u) << device;  // one per batch size, after its first (measuring) run
+    const Tensor five = zeros({5, 2}, DType::kFloat32, kCpu);
+    const std::vector<MemoryPlanSummary> plan = exec.MemoryPlan(std::vector<Tensor>{five});
+    ASSERT_FALSE(plan.empty()) << device;
+    for (const MemoryPlanSummary& s : plan) EXPECT_LE(s.arena_bytes, s.unplanned_bytes) << s.device;
+  }
+}
+
+TEST_F(ExecutorTest, ARepeatedRunAllocatesOnlyItsOutputs) {
+  const Device kunlun("kunlun_sim:0");
+  auto p = Make(WithBatch(kMlp, 8), Select("kunlun_sim:0"));
+  Executor exec(*p, kunlun);
+  Generator g(1);
+  const Tensor x = randn({8, 2}, g, 0, 1, DType::kFloat32, kCpu);
+  exec.Run(std::vector<Tensor>{x});
+  auto& cpu_alloc = runtime::Runtime::Get().Context(kCpu).allocator();
+  auto& kunlun_alloc = runtime::Runtime::Get().Context(kunlun).allocator();
+  const runtime::AllocatorStats c0 = cpu_alloc.stats(), k0 = kunlun_alloc.stats();
+  const std::vector<Tensor> out = exec.Run(std::vector<Tensor>{x});
+  const runtime::AllocatorStats c1 = cpu_alloc.stats(), k1 = kunlun_alloc.stats();
+  EXPECT_EQ(k1.num_device_mallocs, k0.num_device_mallocs);
+  EXPECT_EQ(c1.num_device_mallocs, c0.num_device_mallocs);
+  // Both outputs live on kunlun_sim (the float64 tail comes back from the cpu); nothing else is allocated.
+  EXPECT_EQ(k1.num_allocations - k0.num_allocations, 2u);
+  EXPECT_EQ(c1.num_allocations - c0.num_allocations, 0u);
+  EXPECT_EQ(exec.stats().plans_built, 1u);
+  EXPECT_EQ(exec.stats().run_contexts, 1u);
+}
+
+TEST_F(ExecutorTest, FallbackOnKunlunRunsOnTheCpuWithCopiesOnTheCopyStream) {
+  auto p = Make(WithBatch(kMlp, 8), Select("kunlun_sim:0"));
+  Executor exec(*p, Device("kunlun_sim:0"));
+  const std::string plan = exec.Describe();
+  auto placed = [&](const std::string& op, const std::string& where) {
+    for (size_t at = plan.find(" " + op + " "); at != std::string::npos; at = plan.find(" " + op + " ", at + 1)) {
+      const size_t end = plan.find('\n', at);
+      if (plan.substr(at, end - at).find("on " + where + " ") != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(placed("kernel.log", "cpu:0/compute")) << plan;
+  EXPECT_TRUE(placed("kernel.cast", "cpu:0/compute")) << plan;
+  EXPECT_TRUE(placed("kernel.transfer", "kunlun_sim:0/copy")) << plan;
+  EXPECT_TRUE(placed("kernel.matmul", "kunlun_sim:0/compute")) << plan;
+  EXPECT_TRUE(placed("builtin.data", "kunlun_sim:0/copy")) << plan;  // the host input is copied in
+  EXPECT_NE(plan.find("(host)"), std::string::npos) << plan;  // the cpu waits for kunlun's copy on the host
+  EXPECT_GT(exec.num_cross_stream_edges(), 0u);
+  // Only cross-stream edges wait: far fewer waits than instructions.
+  EXPECT_LT(exec.num_cross_stream_edges(), exec.num_instructions());
+}
+
+TEST_F(ExecutorTest, InPlaceResultsShareTheirOperandsBytes) {
+  for (const std::string device : {"cpu:0", "kunlun_sim:0", "ascend_sim:0"}) {
+    auto p = Make(kChain, Select(device));
+    Generator g(2);
+    const Tensor x = randn({64, 64}, g, 0, 1, DType::kFloat32, kCpu);
+    Executor exec(*p, Device(device));
+    EXPECT_NE(exec.Describe().find("in-place over operand 0"), std::string::npos) << exec.Describe();
+    ExpectSame(exec.Run(std::vector<Tensor>{x}), jit::Interpret(*p, std::vector<Tensor>{x}, Device(device)), device);
+    ExecutorOptions no_inplace;
+    no_inplace.inplace = false;
+    Executor plain(*p, Device(device), no_inplace);
+    plain.Run(std::vector<Tensor>{x});
+    const auto with = exec.MemoryPlan(std::vector<Tensor>{x}), without = plain.MemoryPlan(std::vector<Tensor>{x});
+    ASSERT_FALSE(with.empty());
+    ASSERT_FALSE(without.empty());
+    uint64_t a = 0, b = 0, unplanned = 0;
+    size_t inplace = 0;
+    for (const auto& s : with) a += s.arena_bytes, unplanned += s.unplanned_bytes, inplace += s.inplace;
+    for (const auto& s : without) b += s.arena_bytes;
+    EXPECT_GT(inplace, 0u) << device;
+    EXPECT_LE(a, b) << device;
+    EXPECT_LT(a, unplanned) << device;
+  }
+}
+
+TEST_F(ExecutorTest, RunsControlFlowRegions) {
+  for (const std::string device : {"cpu:0", "kunlun_sim:0"}) {
+    auto p = Make(kControlFlow, device == "cpu:0" ? "" : Select(device));
+    const Device d(device);
+    Executor exec(*p, d);
+    for (auto [limit, flag] : std::vector<std::pair<double, bool>>{{10, false}, {11, true}, {0, false}}) {
+      const std::vector<Tensor> in = {full({}, limit, DType::kFloat32, kCpu), full({}, flag ? 1 : 0, DType::kBool, kCpu)};
+      ExpectSame(exec.Run(in), jit::Interpret(*p, in, d), device);
+    }
+    const std::vector<Tensor> in = {full({}, 10, DType::kFloat32, kCpu), full({}, 0, DType::kBool, kCpu)};
+    const std::vector<Tensor> out = exec.Run(in);
+    EXPECT_EQ(Values(out[0]), std::vector<double>{10});  // 1 + 2 + 3 + 4
+    EXPECT_EQ(Values(out[1]), std::vector<double>{4});
+  }
+}
+
+// With OAR_SIM_JITTER every queued item waits a random while: a missing event lets a kernel read a buffer
+// another stream has not finished writing (or an arena region a later buffer already reuses).
+TEST_F(ExecutorTest, DependencyOrderHoldsUnderJitter) {
+  for (const std::string device : {"kunlun_sim:0", "ascend_sim:0"}) {
+    auto p = Make(WithBatch(kMlp, 8), Select(device));
+    auto chain = Make(kChain, Select(device));
+    Executor exec(*p, Device(device));
+    Executor chain_exec(*chain, Device(device));
+    Generator g(17);
+    for (int run = 0; run < 10; ++run) {
+      const Tensor x = randn({8, 2}, g, 0, 1, DType::kFloat32, kCpu);
+      const Tensor y = randn({64, 64}, g, 0, 1, DType::kFloat32, kCpu);
+      ExpectSame(exec.Run(std::vector<Tensor>{x}), jit::Interpret(*p, std::vector<Tensor>{x}, Device(device)), device);
+      ExpectSame(chain_exec.Run(std::vector<Tensor>{y}), jit::Interpret(*chain, std::vector<Tensor>{y}, Device(device)),
+                 device);
+    }
+  }
+}
+
+TEST_F(ExecutorTest, ReusedArenaBytesWaitForTheCopyReadingThemUnderJitter) {
+  const Device kunlun("kunlun_sim:0");
+  auto p = Make(kReuseAfterCopy, "");
+  Executor exec(*p, kunlun);
+  Generator g(8);
+  const Tensor big = randn({1024, 1024}, g, 0, 1, DType::kFloat32, kunlun);
+  for (int run = 0; run < 5; ++run) {
+    const std::vector<Tensor> in = {randn({128, 128}, g, 0, 1, DType::kFloat32, kunlun), big};
+    ExpectSame(exec.Run(in), jit::Interpret(*p, in, kunlun), "reuse");
+  }
+  const std::vector<MemoryPlanSummary> plan =
+      exec.MemoryPlan(std::vector<Tensor>{zeros({128, 128}, DType::kFloat32, kunlun), big});
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_LT(plan[0].arena_bytes, plan[0].unplanned_bytes);  // %c did take %a's bytes
+}
+
+// One compiled plan, several threads at once (the Predictor's use): each run has its own streams, events
+// and arenas.
+TEST_F(ExecutorTest, ConcurrentRunsOfOnePlanFromManyThreads) {
+  const Device kunlun("kunlun_sim:0");
+  auto p = Make(kMlp, Select("kunlun_sim:0"));
+  Executor exec(*p, kunlun);
+  constexpr int kThreads = 4, kRuns = 6;
+  std::vector<Tensor> inputs;
+  std::vector<std::vector<Tensor>> want;
+  Generator g(23);
+  for (int i = 0; i < kThreads * kRuns; ++i) {
+    inputs.push_back(randn({3 + i % 3, 2}, g, 0, 1, DType::kFloat32, kCpu));
+    want.push_back(jit::Interpret(*p, std::vector<Tensor>{inputs.back()}, kunlun));
+  }
+  std::vector<std::vector<Tensor>> got(inputs.size());
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        for (int r = 0; r < kRuns; ++r) {
+          const size_t i = static_cast<size_t>(t * kRuns + r);
+          got[i] = exec.Run(std::vector<Tensor>{inputs[i]});
+        }
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(t)] = e.what();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  for (size_t i = 0; i < inputs.size(); ++i) ExpectSame(got[i], want[i], "run " + std::to_string(i));
+  EXPECT_LE(exec.stats().run_contexts, static_cast<uint64_t>(kThreads));
+  EXPECT_EQ(exec.stats().plans_built, 3u);  // batches 3, 4, 5
+}
+
+TEST_F(ExecutorTest, ProfilesGiveDeviceTimesOverlapPeakMemoryAndATrace) {
+  const Device kunlun("kunlun_sim:0");
+  auto p = Make(WithBatch(kMlp, 8), Select("kunlun_sim:0"));
+  Executor exec(*p, kunlun);
+  Generator g(4);
+  const Tensor x = randn({8, 2}, g, 0, 1, DType::kFloat32, kCpu);
+  RunProfile prof;
+  ExpectSame(exec.Run(std::vector<Tensor>{x}, &prof), jit::Interpret(*p, std::vector<Tensor>{x}, kunlun), "profiled");
+  ASSERT_EQ(prof.instructions.size(), exec.num_instructions());
+  size_t timed = 0;
+  for (const InstructionProfile& i : prof.instructions) {
+    EXPECT_LE(i.host_start_ns, i.host_end_ns);
+    if (i.device == "kunlun_sim:0" && i.name != "kernel.permute") {
+      EXPECT_TRUE(i.device_start_ns.has_value()) << i.name;  // every kernel and copy of the simulator is timed
+      EXPECT_TRUE(i.simulated) << i.name;
+      timed += i.device_start_ns ? 1 : 0;
+    }
+  }
+  EXPECT_GT(timed, 4u);
+  EXPECT_GT(prof.copy_ns.at("kunlun_sim:0"), 0u);
+  const std::string text = prof.Format();
+  EXPECT_NE(text.find("peak device memory: "), std::string::npos) << text;
+  EXPECT_NE(text.find(" bytes on kunlun_sim:0\n"), std::string::npos) << text;
+  EXPECT_GT(prof.peak_device_memory.at("kunlun_sim:0"), 0u);
+  EXPECT_EQ(PeakMemoryLine(123, "cpu:0"), "peak device memory: 123 bytes on cpu:0");
+  const std::string trace = prof.ChromeTrace();
+  EXPECT_EQ(trace.rfind("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", 0), 0u);
+  size_t events = 0;
+  for (size_t at = trace.find("\"ph\":\"X\""); at != std::string::npos; at = trace.find("\"ph\":\"X\"", at + 1)) ++events;
+  EXPECT_GE(events, prof.instructions.size() + timed);
+}
+
+TEST_F(ExecutorTest, RefusesBadInputsNamingThem) {
+  auto p = Make(kMlp, Select("cpu:0"));
+  Executor exec(*p, kCpu);
+  try {
+    exec.Run(std::vector<Tensor>{zeros({4, 3}, DType::kFloat32, kCpu)});
+    FAIL() << "a [4, 3] input was accepted for tensor<[B, 2], f32>";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("'x'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(exec.Run(std::vector<Tensor>{}), Error);
+  // The executor still works after a failed run.
+  const Tensor x = zeros({2, 2}, DType::kFloat32, kCpu);
+  ExpectSame(exec.Run(std::vector<Tensor>{x}), jit::Interpret(*p, std::vector<Tensor>{x}, kCpu), "after errors");
+}
+
+}  // namespace
+}  // namespace oar::scheduler
