@@ -6,10 +6,10 @@
 
 #include "core/base/error.h"
 #include "core/ir/text.h"
-#include "core/jit/interpreter.h"
 #include "core/jit/model.h"
 #include "core/ops/ops.h"
 #include "core/passes/pass.h"
+#include "core/scheduler/executor.h"
 #include "core/tensor/autograd_meta.h"
 
 namespace oar::inference {
@@ -36,6 +36,7 @@ Predictor::Predictor(const Config& config)
   if (config.optimize) pm.AddPipeline(config.passes.empty() ? kDefaultPasses : config.passes);
   pm.AddPipeline(fmt::format("kernel-select{{device={}}}", device_.str()));
   pm.Run(*program_);
+  executor_ = std::make_unique<scheduler::Executor>(*program_, device_);
   inputs_ = jit::ProgramInputs(*program_);
   outputs_ = jit::ProgramOutputNames(*program_);
 }
@@ -60,7 +61,7 @@ std::vector<Tensor> Predictor::Run(std::span<const Tensor> inputs) const {
       if (set) omp_set_num_threads(threads);
     }
   } restore{previous, threads_ > 0};
-  return jit::Interpret(*program_, inputs, device_);
+  return executor_->Run(inputs);
 }
 
 std::map<std::string, Tensor> Predictor::Run(const std::map<std::string, Tensor>& inputs) const {

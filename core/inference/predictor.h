@@ -1,8 +1,9 @@
 // The Predictor: serve a saved program (core/jit/model.h) on any device by name, in the manner of Paddle
 // Inference and ONNX Runtime. Built once from a Config — load, verify, optimise (canonicalize, cse,
-// constant-fold, dce) and bind every op to the device (kernel-select, with explicit host fallback) — then
-// Run(inputs) any number of times, from any number of threads at once: a run keeps its state on its own
-// stack, the program and the parameters (placed on the device at load) are only read. Input shapes may
+// constant-fold, dce), bind every op to the device (kernel-select, with explicit host fallback) and
+// compile the result into the scheduler's instruction list (core/scheduler: streams, planned memory) —
+// then Run(inputs) any number of times, from any number of threads at once: each run has its own streams
+// and arenas, the plan and the parameters (placed on the device at load) are only read. Input shapes may
 // change from run to run within the program's symbolic extents. Inputs bound from user buffers with
 // FromDLPack (core/tensor/dlpack.h) are read in place, without a copy, when they are on the device.
 #ifndef OAR_CORE_INFERENCE_PREDICTOR_H_
@@ -18,6 +19,10 @@
 #include "core/ir/builder.h"
 #include "core/jit/capture.h"
 #include "core/tensor/tensor.h"
+
+namespace oar::scheduler {
+class Executor;
+}
 
 namespace oar::inference {
 
@@ -62,6 +67,7 @@ class Predictor {
   int threads_ = 0;
   std::unique_ptr<ir::IrContext> ctx_;
   std::unique_ptr<ir::Program> program_;
+  std::unique_ptr<scheduler::Executor> executor_;
   std::vector<jit::InputSpec> inputs_;
   std::vector<std::string> outputs_;
 };
