@@ -67,5 +67,6 @@ cat <<EOT
               cpu with explicit transfers on kunlun_sim, NC1HWC0 format casts appear on ascend_sim
   to_static   the MLP's training step captured into PIR programs on kunlun_sim: $static_verdict to eager
   serving     the cpu-trained MLP exported (oar export) and run by the Predictor on cpu, kunlun_sim, ascend_sim
-  not yet     the scheduler and the CINN compiler (issues 20, 19); programs run on the reference interpreter
+              through the scheduler (instruction list, a compute and a copy stream per device, planned memory)
+  not yet     the CINN fusion compiler (issue 19); --static steps still replay on the reference interpreter
 EOT
