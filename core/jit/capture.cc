@@ -52,8 +52,7 @@ std::string EventName(const Trace& t, int node) {
 
 class Tracer final : public ops::Tracer {
  public:
-  Tracer(Trace& trace, std::span<const Tensor> inputs, std::span<const StateSlot> state, int64_t max_constant)
-      : t_(trace), max_constant_(max_constant) {
+  Tracer(Trace& trace, std::span<const Tensor> inputs, std::span<const StateSlot> state) : t_(trace) {
     for (size_t i = 0; i < inputs.size(); ++i) Bind(inputs[i], {Node::kInput, static_cast<int>(i)});
     for (size_t i = 0; i < state.size(); ++i) {
       if (state[i].tensor->defined()) Bind(*state[i].tensor, {Node::kState, static_cast<int>(i)});
@@ -134,7 +133,6 @@ class Tracer final : public ops::Tracer {
   }
 
   Trace& t_;
-  int64_t max_constant_;
   std::unordered_map<const TensorImpl*, int> ids_;
   std::vector<Tensor> keep_;
 };
@@ -142,7 +140,7 @@ class Tracer final : public ops::Tracer {
 Trace RunTrace(const Function& fn, std::span<const Tensor> inputs, std::span<const StateSlot> state,
                const CaptureOptions& options) {
   Trace trace;
-  Tracer tracer(trace, inputs, state, options.max_constant_elements);
+  Tracer tracer(trace, inputs, state);
   {
     ops::ScopedTracer active(tracer);
     trace.results = fn(inputs);
