@@ -137,8 +137,7 @@ class Tracer final : public ops::Tracer {
   std::vector<Tensor> keep_;
 };
 
-Trace RunTrace(const Function& fn, std::span<const Tensor> inputs, std::span<const StateSlot> state,
-               const CaptureOptions& options) {
+Trace RunTrace(const Function& fn, std::span<const Tensor> inputs, std::span<const StateSlot> state) {
   Trace trace;
   Tracer tracer(trace, inputs, state);
   {
@@ -405,7 +404,7 @@ Captured Capture(ir::IrContext& ctx, const Function& fn, std::span<const InputSp
   std::vector<Tensor> state_before;
   for (const StateSlot& s : options.state) state_before.push_back(*s.tensor);
 
-  Trace first = RunTrace(fn, inputs[0], options.state, options);
+  Trace first = RunTrace(fn, inputs[0], options.state);
   if (symbolic) {
     for (size_t s = 0; s < options.state.size(); ++s) {
       OAR_CHECK(first.state_final[s] < 0 || options.state[s].tensor->impl() == state_before[s].impl(),
@@ -414,7 +413,7 @@ Captured Capture(ir::IrContext& ctx, const Function& fn, std::span<const InputSp
                 "and must not change its state",
                 options.state[s].name);
     }
-    const Trace second = RunTrace(fn, inputs[1], options.state, options);
+    const Trace second = RunTrace(fn, inputs[1], options.state);
     Generalise(first, second);
   }
   Captured out;
