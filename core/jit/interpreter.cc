@@ -9,6 +9,7 @@
 #include "core/ir/text.h"
 #include "core/ir/verifier.h"
 #include "core/ops/ops.h"
+#include "core/scheduler/op_runner.h"
 
 namespace oar::jit {
 namespace {
@@ -56,6 +57,7 @@ class Interpreter {
     if (name == "cf.while") return While(op);
     if (name == "kernel.transfer") return Set(op.result(0), Get(op.operand(0)).to(Device(op.attr("to").AsString())));
     if (name == "kernel.format_cast") return Set(op.result(0), Get(op.operand(0)));  // formats are the runtime's
+    if (scheduler::OpCompiler compile = scheduler::FindOpCompiler(name)) return RunCompiled(op, compile);
     const ops::OpSchema* s = op.info().schema;
     OAR_CHECK(s != nullptr, kUnimplemented, "no interpretation for {}", name);
     const Device device = op.info().dialect->name() == "kernel" ? Device(op.attr("device").AsString()) : device_;
@@ -69,26 +71,24 @@ class Interpreter {
 
   static std::vector<Tensor> RunSchemaOp(const ops::OpSchema& s, const std::vector<Tensor>& in,
                                          const ops::AttrValues& a, Device device) {
-    auto ints = [&](const char* n) { return std::get<std::vector<int64_t>>(a[s.AttrIndex(n)]); };
-    auto integer = [&](const char* n) { return std::get<int64_t>(a[s.AttrIndex(n)]); };
-    switch (s.op) {
-      case ops::Op::kView: return {in[0].reshape(Dims(ints("shape")))};
-      case ops::Op::kPermute: return {in[0].permute(ints("dims"))};
-      case ops::Op::kSlice: return {in[0].slice(integer("dim"), integer("start"), integer("end"), integer("step"))};
-      case ops::Op::kExpand: return {in[0].expand(Dims(ints("shape")))};
-      case ops::Op::kSqueeze: return {in[0].squeeze(integer("dim"))};
-      case ops::Op::kUnsqueeze: return {in[0].unsqueeze(integer("dim"))};
-      case ops::Op::kClone:
-      case ops::Op::kCopy: return {in[0].clone()};
-      case ops::Op::kSliceScatter:
-        return {SliceScatter(in[0], Dims(ints("shape")), integer("dim"), integer("start"), integer("end"),
-                                  integer("step"))};
-      default: {
-        std::vector<Tensor> on_device;
-        for (const Tensor& t : in) on_device.push_back(t.device() == device ? t : t.to(device));
-        return ops::Run(s.op, on_device, a, device);
-      }
+    if (scheduler::IsTensorMethodOp(s.op)) return scheduler::RunTensorMethodOp(s, in, a);
+    std::vector<Tensor> on_device;
+    for (const Tensor& t : in) on_device.push_back(t.device() == device ? t : t.to(device));
+    return ops::Run(s.op, on_device, a, device);
+  }
+
+  // An op a layer above compiles (cinn.group): compiled for this run's device, then run on its operands.
+  void RunCompiled(const ir::Operation& op, scheduler::OpCompiler compile) {
+    std::shared_ptr<const scheduler::CompiledOp> compiled = compile(op, device_);
+    std::vector<Tensor> in;
+    for (uint32_t i = 0; i < op.num_operands(); ++i) {
+      const Tensor& t = Get(op.operand(i));
+      in.push_back(t.device() == device_ ? t : t.to(device_));
     }
+    std::vector<Tensor> out = compiled->Run(in);
+    OAR_CHECK(out.size() == op.num_results(), kInternal, "{} gave {} results for {}", op.name(), out.size(),
+              op.num_results());
+    for (uint32_t i = 0; i < op.num_results(); ++i) Set(op.result(i), std::move(out[i]));
   }
 
   Tensor Input(const ir::Operation& op) {

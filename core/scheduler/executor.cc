@@ -22,6 +22,7 @@
 #include "core/runtime/runtime.h"
 #include "core/runtime/stream.h"
 #include "core/scheduler/memory_plan.h"
+#include "core/scheduler/op_runner.h"
 #include "core/tensor/autograd_meta.h"
 
 namespace oar::scheduler {
@@ -31,6 +32,7 @@ using Clock = std::chrono::steady_clock;
 
 enum class Kind {
   kKernel,   // an op schema run through ops::Run (results through the output allocator)
+  kCompiled, // an op a registered OpCompiler made runnable (cinn.group): run like a kernel
   kSpecial,  // views, clone/copy, slice_scatter: Tensor methods, as the interpreter runs them
   kTransfer, // kernel.transfer: bytes to another device on a copy stream
   kInput,    // builtin.data: checked, moved to the run's device when it is elsewhere
@@ -46,6 +48,7 @@ struct Instr {
   std::string where;  // ir::DescribeOp: name, position, index
   const ops::OpSchema* schema = nullptr;
   ops::AttrValues attrs;
+  std::shared_ptr<const CompiledOp> compiled;  // kCompiled
   Device device;      // where it runs; transfers: the destination
   Device from;        // transfers: the source
   int stream = -1;    // index of the run's stream (2 per device: compute, copy); -1: host (control flow)
@@ -129,37 +132,6 @@ struct RunContext {
     streams.clear();
   }
 };
-
-bool IsSpecial(ops::Op op) {
-  switch (op) {
-    case ops::Op::kView: case ops::Op::kPermute: case ops::Op::kSlice: case ops::Op::kExpand:
-    case ops::Op::kSqueeze: case ops::Op::kUnsqueeze: case ops::Op::kClone: case ops::Op::kCopy:
-    case ops::Op::kSliceScatter:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// The interpreter's special cases (core/jit/interpreter.cc RunSchemaOp), bit for bit.
-std::vector<Tensor> RunSpecial(const ops::OpSchema& s, const std::vector<Tensor>& in, const ops::AttrValues& a) {
-  auto ints = [&](const char* n) { return std::get<std::vector<int64_t>>(a[s.AttrIndex(n)]); };
-  auto integer = [&](const char* n) { return std::get<int64_t>(a[s.AttrIndex(n)]); };
-  switch (s.op) {
-    case ops::Op::kView: return {in[0].reshape(Dims(ints("shape")))};
-    case ops::Op::kPermute: return {in[0].permute(ints("dims"))};
-    case ops::Op::kSlice: return {in[0].slice(integer("dim"), integer("start"), integer("end"), integer("step"))};
-    case ops::Op::kExpand: return {in[0].expand(Dims(ints("shape")))};
-    case ops::Op::kSqueeze: return {in[0].squeeze(integer("dim"))};
-    case ops::Op::kUnsqueeze: return {in[0].unsqueeze(integer("dim"))};
-    case ops::Op::kClone:
-    case ops::Op::kCopy: return {in[0].clone()};
-    case ops::Op::kSliceScatter:
-      return {SliceScatter(in[0], Dims(ints("shape")), integer("dim"), integer("start"), integer("end"),
-                           integer("step"))};
-    default: Throw(ErrorCode::kInternal, "scheduler: {} is not a special op", s.name);
-  }
-}
 
 uint64_t NBytes(const Dims& shape, DType dtype) {
   return static_cast<uint64_t>(shape.Product()) * DTypeSize(dtype);
@@ -303,12 +275,17 @@ struct Executor::Impl {
       const bool to_host = devices[DeviceSlotOf(in.device)].host_accessible;
       // The copy runs on the copy stream of the device whose API moves the bytes: the accelerator's side.
       in.stream = from_host && !to_host ? CopyStream(in.device) : CopyStream(in.from);
+    } else if (OpCompiler compile = FindOpCompiler(name)) {
+      in.kind = Kind::kCompiled;
+      in.device = device;
+      in.stream = ComputeStream(device);
+      in.compiled = compile(op, device);
     } else {
       const ops::OpSchema* s = op.info().schema;
       OAR_CHECK(s != nullptr, kUnimplemented, "scheduler: {}: no way to run '{}'", in.where, name);
       const bool kernel = op.info().dialect->name() == "kernel";
       in.schema = s;
-      in.kind = IsSpecial(s->op) ? Kind::kSpecial : Kind::kKernel;
+      in.kind = IsTensorMethodOp(s->op) ? Kind::kSpecial : Kind::kKernel;
       in.device = kernel ? Device(op.attr("device").AsString()) : device;
       in.stream = ComputeStream(in.device);
       in.attrs = ir::SchemaAttrValues(*s, op.attributes());
@@ -509,7 +486,7 @@ struct Executor::Impl {
       }
       if (last_effect >= 0) deps[i].push_back(last_effect);
       const bool effect = in.kind == Kind::kIf || in.kind == Kind::kWhile ||
-                          ((in.kind == Kind::kKernel || in.kind == Kind::kSpecial) && !in.pure);
+                          ((in.kind == Kind::kKernel || in.kind == Kind::kCompiled || in.kind == Kind::kSpecial) && !in.pure);
       if (effect) last_effect = static_cast<int>(i);
       for (int s : in.out) producer[s] = static_cast<int>(i);
     }
@@ -824,6 +801,7 @@ struct Executor::Impl {
       case Kind::kIf: return RunIf(st, in);
       case Kind::kWhile: return RunWhile(st, in);
       case Kind::kKernel:
+      case Kind::kCompiled:
       case Kind::kSpecial: break;
     }
     runtime::Stream& stream = StreamOf(st, in.stream);
@@ -844,13 +822,13 @@ struct Executor::Impl {
     }
     std::vector<Tensor> out;
     if (in.kind == Kind::kSpecial) {
-      out = RunSpecial(*in.schema, args, in.attrs);
+      out = RunTensorMethodOp(*in.schema, args, in.attrs);
     } else {
       size_t k = 0;
       ops::ScopedOutputAllocator alloc([&](const Dims& shape, DType dtype, Device device) {
         return Output(st, in, top_index, k++, shape, dtype, device);
       });
-      out = ops::Run(in.schema->op, args, in.attrs, in.device);
+      out = in.kind == Kind::kCompiled ? in.compiled->Run(args) : ops::Run(in.schema->op, args, in.attrs, in.device);
     }
     OAR_CHECK(out.size() == in.out.size(), kInternal, "{} gave {} results for {}", in.name, out.size(), in.out.size());
     for (size_t k = 0; k < out.size(); ++k) st.values[static_cast<size_t>(in.out[k])] = std::move(out[k]);
