@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <unordered_set>
 
 #include "core/base/error.h"
@@ -38,11 +39,35 @@ void PutDims(std::string& key, const Dims& d) {
 
 }  // namespace
 
+namespace {
+struct DialectLoaders {
+  std::mutex mutex;
+  std::vector<DialectLoader> loaders;
+};
+DialectLoaders& Loaders() {
+  static DialectLoaders* l = new DialectLoaders;  // never destroyed: contexts may be made during exit
+  return *l;
+}
+}  // namespace
+
+void RegisterDialectLoader(DialectLoader loader) {
+  DialectLoaders& l = Loaders();
+  std::lock_guard lock(l.mutex);
+  if (std::find(l.loaders.begin(), l.loaders.end(), loader) == l.loaders.end()) l.loaders.push_back(loader);
+}
+
 IrContext::IrContext() : impl_(std::make_unique<Impl>()) {
   RegisterBuiltinDialect(*this);
   RegisterControlFlowDialect(*this);
   RegisterOpDialect(*this);
   RegisterKernelDialect(*this);
+  std::vector<DialectLoader> loaders;
+  {
+    DialectLoaders& l = Loaders();
+    std::lock_guard lock(l.mutex);
+    loaders = l.loaders;
+  }
+  for (DialectLoader load : loaders) load(*this);
 }
 
 IrContext::~IrContext() = default;

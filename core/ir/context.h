@@ -75,6 +75,12 @@ class IrContext {
   std::vector<std::unique_ptr<Dialect>> dialects_;
 };
 
+/// Registers the dialects of a layer above (cinn from core/compiler) into a context.
+using DialectLoader = void (*)(IrContext& ctx);
+/// Every IrContext made after this call also gets `loader`'s dialects (so their text parses anywhere);
+/// registering the same loader twice has no effect. Contexts made earlier are not changed.
+void RegisterDialectLoader(DialectLoader loader);
+
 }  // namespace oar::ir
 
 #endif  // OAR_CORE_IR_CONTEXT_H_
