@@ -27,12 +27,22 @@ class KernelSelectPass : public Pass {
     cpu_attr_ = ctx.DeviceAttr("cpu:0");
     std::vector<ir::Operation*> ops;
     program.module()->Walk([&](ir::Operation* op) {
-      if (op->info().schema != nullptr && op->info().dialect->name() == "op") ops.push_back(op);
+      if (op->info().schema != nullptr && op->info().dialect->name() == "op" && !InsideIsolatedOp(op, program)) {
+        ops.push_back(op);
+      }
     });
     for (ir::Operation* op : ops) Select(ctx, op);
   }
 
  private:
+  // Ops in the body of an op isolated from above (a cinn.group) are that op's business, not kernels.
+  static bool InsideIsolatedOp(const ir::Operation* op, const ir::Program& program) {
+    for (const ir::Operation* p = op->parent_op(); p != nullptr && p != program.module(); p = p->parent_op()) {
+      if (p->info().Has(ir::kIsolatedFromAbove)) return true;
+    }
+    return false;
+  }
+
   void Select(ir::IrContext& ctx, ir::Operation* op) {
     const ops::OpSchema& s = *op->info().schema;
     ir::Builder b(ctx);
