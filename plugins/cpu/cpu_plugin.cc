@@ -21,6 +21,7 @@
 #include "oar/plugin/cpp/kernel.hpp"
 #include "oar/plugin/cpp/status.hpp"
 #include "oar/plugin/plugin.h"
+#include "plugins/common/c_compiler.h"
 #include "plugins/common/host_kernels.h"
 
 #ifndef OAR_VERSION_STRING
@@ -453,6 +454,24 @@ oar_status_t* RegisterKernels(oar_kernel_registrar_t* registrar) {
   return Guard([&] { host::RegisterHostKernels(registrar); });
 }
 
+// ---- compiled C modules (CINN): compiled and loaded by plugins/common/c_compiler; launches run at once,
+// split over the OpenMP threads the host kernels use.
+oar_status_t* LaunchKernel(int32_t device, oar_stream_t stream, const oar_launch_info_t* info) {
+  return Guard([&] {
+    CheckStream(device, stream);
+    // Device memory is host memory: a buffer only has to be a non-NULL range.
+    const auto launch = host::PrepareCLaunch(
+        info, [](const void* ptr, size_t, const std::string&) { return const_cast<void*>(ptr); },
+        "cpu: launch_kernel");
+    launch->Run(omp_get_max_threads());
+  });
+}
+
+const oar_compiler_api_t* CompilerApi() {
+  static const oar_compiler_api_t* table = host::CCompilerApi({"cpu", CheckDevice, LaunchKernel});
+  return table;
+}
+
 oar_status_t* Initialize() { return nullptr; }  // nothing to bring up: attributes are read lazily
 
 const oar_device_api_t kDeviceApi = [] {
@@ -510,6 +529,7 @@ const oar_plugin_api_t kApi = [] {
   p.shutdown = nullptr;
   p.device = &kDeviceApi;
   p.kernel = &kKernelApi;
+  p.compiler = CompilerApi();
   return p;
 }();
 

@@ -1,4 +1,4 @@
-// Freezes the layout of ABI 1.0 on LP64 targets: a change here breaks every built plugin, so it needs a
+// Freezes the layout of ABI 1.0 (and what 1.1 appended) on LP64 targets: a change here breaks every built plugin, so it needs a
 // new major version (see oar/plugin/version.h).
 #include <cstddef>
 
@@ -55,7 +55,21 @@ static_assert(OAR_KERNEL_DEF_STRUCT_SIZE == 56);
 static_assert(OAR_KERNEL_API_STRUCT_SIZE == 32);
 static_assert(OAR_MEMORY_STATS_STRUCT_SIZE == 52);
 static_assert(OAR_CCL_API_STRUCT_SIZE == 120);
-static_assert(OAR_COMPILER_API_STRUCT_SIZE == 56);
+static_assert(offsetof(oar_compiler_api_t, launch) == 48);
+// ABI 1.1: typed kernel launches.
+static_assert(offsetof(oar_compiler_api_t, launch_kernel) == 56);
+static_assert(OAR_COMPILER_API_STRUCT_SIZE == 64);
+static_assert(sizeof(oar_kernel_arg_t) == 24);
+static_assert(offsetof(oar_kernel_arg_t, value) == 8);
+static_assert(offsetof(oar_kernel_arg_t, size) == 16);
+static_assert(offsetof(oar_launch_info_t, function) == 16);
+static_assert(offsetof(oar_launch_info_t, grid) == 24);
+static_assert(offsetof(oar_launch_info_t, block) == 36);
+static_assert(offsetof(oar_launch_info_t, shared_bytes) == 48);
+static_assert(offsetof(oar_launch_info_t, args) == 56);
+static_assert(offsetof(oar_launch_info_t, num_args) == 64);
+static_assert(offsetof(oar_launch_info_t, flops) == 72);
+static_assert(OAR_LAUNCH_INFO_STRUCT_SIZE == 88 && OAR_LAUNCH_INFO_MIN_SIZE == 88);
 static_assert(OAR_PROFILER_API_STRUCT_SIZE == 40);
 static_assert(OAR_ACTIVITY_STRUCT_SIZE == 65);
 #endif

@@ -23,7 +23,7 @@ inc=$1
 here=$(cd "$(dirname "$0")" && pwd)
 list=$("$here/gen_abi_reference.sh" --frozen-list "$inc")
 # Structs used as array elements (types.h) and fixed-size blobs: their size is part of the major's contract.
-elements=" oar_attr_t oar_tensor_desc_t oar_ccl_unique_id_t "
+elements=" oar_attr_t oar_tensor_desc_t oar_ccl_unique_id_t oar_kernel_arg_t "
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

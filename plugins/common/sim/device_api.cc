@@ -530,7 +530,7 @@ oar_plugin_api_t MakePluginApi(const char* name, const char* version, oar_status
   p.kernel = kernel;
   p.format = format;
   p.ccl = CclApi();
-  p.compiler = nullptr;
+  p.compiler = CompilerApi(name);
   p.profiler = ProfilerApi();
   return p;
 }

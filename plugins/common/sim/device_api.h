@@ -12,6 +12,9 @@ namespace oar::sim {
 const oar_device_api_t* DeviceApi();
 const oar_profiler_api_t* ProfilerApi();
 
+/// The compiler table (C modules, plugins/common/c_compiler.h) launching on the simulator's streams.
+const oar_compiler_api_t* CompilerApi(const char* plugin_name);
+
 /// The kernel table of a simulator: its registration function and the simulator's shared `supports`.
 oar_kernel_api_t MakeKernelApi(oar_status_t* (*register_kernels)(oar_kernel_registrar_t*));
 

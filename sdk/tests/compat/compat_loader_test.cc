@@ -1,7 +1,8 @@
-// Version negotiation through the real loader (core/runtime). Compiled twice: against today's headers (a 1.0
-// host, linked with oar::runtime) and against abi-1.1-sim/ (a simulated 1.1 host, linked with the same runtime
+// Version negotiation through the real loader (core/runtime). Compiled twice: against today's headers (a 1.1
+// host, linked with oar::runtime) and against abi-1.2-sim/ (a simulated 1.2 host, linked with the same runtime
 // sources compiled against those headers). Either host must:
-//  - load a plugin built against the frozen 1.0 headers, and never read a slot beyond its struct_size;
+//  - load a plugin built against the frozen 1.0 headers, and never read a slot beyond its struct_size (nor
+//    launch through its 1.0 compiler table: kUnimplemented naming the plugin and its version);
 //  - load a plugin built for a newer minor, and never call a slot it does not know (those slots abort());
 //  - refuse majors 0 and 2, and tables smaller than ABI 1.0's, with a reason naming both versions, and keep
 //    loading the other plugins.
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/runtime/compiler.h"
 #include "core/runtime/kernel_registry.h"
 #include "core/runtime/runtime.h"
 #include "core/runtime/status.h"
@@ -83,7 +85,8 @@ void Exercise(DeviceType& type) {
   const Plugin& plugin = type.plugin();
   EXPECT_EQ(plugin.format(), nullptr);
   EXPECT_EQ(plugin.ccl(), nullptr);
-  EXPECT_EQ(plugin.compiler(), nullptr);
+  // Built against 1.0 the fixture has a (1.0) compiler table; the simulated 1.2 build has none.
+  EXPECT_EQ(plugin.compiler() != nullptr, plugin.abi_minor() == 0);
   EXPECT_EQ(plugin.profiler(), nullptr);
 }
 
@@ -101,8 +104,12 @@ TEST(Compat, LoadsAPluginBuiltAgainstTheFrozen10Headers) {
   const Plugin& p = type->plugin();
   EXPECT_EQ(p.api()->struct_size, size_t{112});
   EXPECT_EQ(p.device()->struct_size, size_t{248});
-#if OAR_PLUGIN_ABI_MINOR >= 1
-  // This host knows the 1.1 slots; the plugin's tables end before them. Right behind each table the plugin put
+  // This host knows the 1.1 compiler slot; the plugin's table ends before it, followed by a poison pointer.
+  ASSERT_NE(p.compiler(), nullptr);
+  EXPECT_NE(p.compiler()->launch_kernel, nullptr) << "the poison is missing: the next check would prove nothing";
+  EXPECT_FALSE(OAR_HAS_SLOT(p.compiler(), launch_kernel));
+#if OAR_PLUGIN_ABI_MINOR >= 2
+  // This host knows the 1.2 slots; the plugin's tables end before them. Right behind each table the plugin put
   // a non-NULL pointer to abort(), so a host reading the slot without checking struct_size would find it.
   EXPECT_NE(p.api()->compat_sim_plugin_slot, nullptr) << "the poison is missing: the next checks would prove nothing";
   EXPECT_NE(p.device()->compat_sim_device_slot, nullptr);
@@ -112,32 +119,55 @@ TEST(Compat, LoadsAPluginBuiltAgainstTheFrozen10Headers) {
 }
 
 TEST(Compat, LoadsAPluginOfANewerMinorAndNeverCallsItsNewSlots) {
-  // Every slot that only 1.1 has abort()s: if this host called one, this test process would die.
-  Runtime rt(Only({Compat("compat_v11")}));
-  const Runtime::Candidate& c = CandidateFor(rt, Compat("compat_v11"));
+  // Every slot that only 1.2 has abort()s: if this host called one, this test process would die.
+  Runtime rt(Only({Compat("compat_v12")}));
+  const Runtime::Candidate& c = CandidateFor(rt, Compat("compat_v12"));
   ASSERT_TRUE(c.loaded) << c.reason;
-  DeviceType* type = rt.FindType("compat_v11");
+  DeviceType* type = rt.FindType("compat_v12");
   ASSERT_NE(type, nullptr);
-  EXPECT_EQ(type->plugin().abi_minor(), 1u);
+  EXPECT_EQ(type->plugin().abi_minor(), 2u);
   Exercise(*type);
   const Plugin& p = type->plugin();
   EXPECT_GT(p.api()->struct_size, size_t{OAR_PLUGIN_API_MIN_SIZE});
   EXPECT_GT(p.device()->struct_size, size_t{OAR_DEVICE_API_MIN_SIZE});
-#if OAR_PLUGIN_ABI_MINOR >= 1
-  // A 1.1 host sees the slots (and would call them; the test does not, they abort by design).
+#if OAR_PLUGIN_ABI_MINOR >= 2
+  // A 1.2 host sees the slots (and would call them; the test does not, they abort by design).
   EXPECT_TRUE(OAR_HAS_SLOT(p.api(), compat_sim_plugin_slot));
   EXPECT_TRUE(OAR_HAS_SLOT(p.device(), compat_sim_device_slot));
 #else
-  // A 1.0 host has no name for them: the tables are simply longer than everything it reads.
+  // A 1.1 host has no name for them: the tables are simply longer than everything it reads.
   EXPECT_GT(p.api()->struct_size, size_t{OAR_PLUGIN_API_STRUCT_SIZE});
   EXPECT_GT(p.device()->struct_size, size_t{OAR_DEVICE_API_STRUCT_SIZE});
 #endif
 }
 
 TEST(Compat, BothMinorsLoadSideBySide) {
-  Runtime rt(Only({Compat("compat_v11"), Compat("compat_v10")}));
+  Runtime rt(Only({Compat("compat_v12"), Compat("compat_v10")}));
   ASSERT_EQ(rt.device_types().size(), 2u);
   EXPECT_EQ(rt.devices().size(), 2u);
+}
+
+TEST(Compat, LaunchThroughA10CompilerTableIsUnimplementedNamingThePluginAndItsVersion) {
+  // The 1.0 table has compile and get_function, an untyped `launch` (abort()s) and no launch_kernel (a poison
+  // pointer lies where it would be): the host must refuse the launch, not fall back to `launch`.
+  Runtime rt(Only({Compat("compat_v10")}));
+  DeviceType* type = rt.FindType("compat_v10");
+  ASSERT_NE(type, nullptr);
+  DeviceContext& ctx = type->device(0);
+  EXPECT_EQ(CompilerLanguages(ctx), std::vector<SourceLanguage>{SourceLanguage::kC});
+  std::shared_ptr<CompiledModule> m =
+      CompiledModule::Compile(ctx, {SourceLanguage::kC, "void f(void* const* a, long b, long e) {}", {}, "m"});
+  const CompiledFunction f = m->Function("f");
+  const LaunchArg args[] = {LaunchArg::Int64(1)};
+  try {
+    Launch(f, LaunchConfig{}, args);
+    ADD_FAILURE() << "launched through a 1.0 compiler table";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnimplemented) << e.what();
+    const std::string what = e.what();
+    for (const char* fragment : {"compat_v10", "ABI 1.0", "launch_kernel", "ABI 1.1"})
+      EXPECT_NE(what.find(fragment), std::string::npos) << fragment << " not in: " << what;
+  }
 }
 
 struct RefusalCase {
@@ -167,13 +197,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         RefusalCase{"major0", Compat("compat_major0"), {"plugin ABI 0.0", "major versions differ"}},
         RefusalCase{"major2_refuses_host", Compat("compat_major2"), {"refused", "ABI 2.0"}},
-        RefusalCase{"major2_table", kFixtures / "liboar_plugin_fixture_wrong_major.so", {"plugin ABI 2.0", "major"}},
+        // The fixtures are built with today's headers: their minor follows them.
+        RefusalCase{"major2_table", kFixtures / "liboar_plugin_fixture_wrong_major.so", {"plugin ABI 2.", "major"}},
         RefusalCase{"small_device_table",
                     Compat("compat_small_device"),
                     {"device API table is 120 bytes", "need at least 248 bytes", "plugin ABI 1.0"}},
         RefusalCase{"small_plugin_table",
                     kFixtures / "liboar_plugin_fixture_too_small.so",
-                    {"oar_plugin_api_t.struct_size is", "smaller than the 112 bytes of ABI 1.0", "plugin ABI 1.0"}}),
+                    {"oar_plugin_api_t.struct_size is", "smaller than the 112 bytes of ABI 1.0", "plugin ABI 1."}}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -2,16 +2,21 @@
  * names (and nothing else: no SDK C++ helpers). sdk/tests/compat builds it several times:
  *
  *   compat_v10     against the frozen 1.0 headers (abi-1.0/). Each table is followed in memory by a
- *                  non-NULL "poison" pointer that abort()s, exactly where 1.1 appends its slot: a host
- *                  that read past struct_size would find it (and the test would die).
- *   compat_v11     against the simulated 1.1 headers (abi-1.1-sim/), with the slots 1.1 added filled by
- *                  functions that abort(): a 1.0 host must never call them.
+ *                  non-NULL "poison" pointer that abort()s, exactly where a later minor appends its slot
+ *                  (1.1: the compiler table's launch_kernel; the simulated 1.2: the device and plugin
+ *                  tables): a host that read past struct_size would find it (and the test would die).
+ *   compat_v12     against the simulated 1.2 headers (abi-1.2-sim/), with the slots 1.2 added filled by
+ *                  functions that abort(): a 1.1 host must never call them.
  *   compat_major0  reports ABI major 0 in its table            -> refused, message names 0.x and 1.x
  *   compat_major2  refuses the host in its entry point, as a 2.0 plugin built with the SDK would
  *   compat_small_device  a device table shorter than ABI 1.0's -> refused cleanly
  *
  * The device keeps its memory in host RAM and runs everything synchronously; it registers one kernel
- * ("fill" float32) so that registration through the host table is exercised too.
+ * ("fill" float32) so that registration through the host table is exercised too. Built against 1.0 it
+ * also has a 1.0 compiler table, which a 1.1 host must not use to launch: 1.0's untyped `launch` cannot
+ * say what its arguments are (it abort()s here), and the table ends before launch_kernel. Its compile
+ * keeps no code (modules and functions are names only): the fixture proves version handling, not a
+ * compiler.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,8 +161,8 @@ static oar_status_t* RegisterKernels(oar_kernel_registrar_t* registrar) {
 }
 
 /* ---- what each build adds beyond ABI 1.0 ----------------------------------------------------------- */
-#if OAR_PLUGIN_ABI_MINOR >= 1
-/* Slots that ABI 1.1 added. A 1.0 host does not know them and must never call them. */
+#if OAR_PLUGIN_ABI_MINOR >= 2
+/* Slots that the simulated ABI 1.2 added. A 1.1 host does not know them and must never call them. */
 static oar_status_t* SimDeviceSlot(int32_t device) {
   (void)device;
   abort();
@@ -188,10 +193,52 @@ static void Poison(void) { abort(); }
 #define COMPAT_REPORTED_MAJOR OAR_PLUGIN_ABI_MAJOR
 #endif
 
+#if OAR_PLUGIN_ABI_MINOR == 0
+/* The 1.0 compiler table (see the top of the file). */
+static const int32_t kLanguages[] = {OAR_LANGUAGE_C};
+static oar_status_t* Languages(int32_t device, const int32_t** languages, int32_t* count) {
+  *languages = kLanguages;
+  *count = 1;
+  return CheckDevice(device);
+}
+static oar_status_t* Compile(int32_t device, const oar_compile_options_t* options, oar_module_t* module) {
+  (void)options;
+  *module = (oar_module_t)malloc(1);
+  return CheckDevice(device);
+}
+static oar_status_t* ModuleDestroy(int32_t device, oar_module_t module) {
+  free(module);
+  return CheckDevice(device);
+}
+static oar_status_t* GetFunction(int32_t device, oar_module_t module, const char* name, oar_function_t* function) {
+  (void)name;
+  *function = (oar_function_t)module;
+  return CheckDevice(device);
+}
+static oar_status_t* UntypedLaunch(int32_t device, oar_stream_t stream, oar_function_t function,
+                                   const uint32_t grid[3], const uint32_t block[3], size_t shared_bytes,
+                                   void* const* args, int32_t num_args) {
+  (void)device;
+  (void)stream;
+  (void)function;
+  (void)grid;
+  (void)block;
+  (void)shared_bytes;
+  (void)args;
+  (void)num_args;
+  abort();
+}
+static const struct {
+  oar_compiler_api_t table;
+  void (*beyond)(void); /* where 1.1 appends launch_kernel */
+} kCompiler = {{OAR_COMPILER_API_STRUCT_SIZE, NULL, Languages, Compile, ModuleDestroy, GetFunction, UntypedLaunch},
+               Poison};
+#endif
+
 static const oar_kernel_api_t kKernel = {OAR_KERNEL_API_STRUCT_SIZE, NULL, RegisterKernels, NULL};
 static oar_status_t* Initialize(void) { return NULL; }
 
-#if OAR_PLUGIN_ABI_MINOR >= 1
+#if OAR_PLUGIN_ABI_MINOR >= 2
 #define COMPAT_DEVICE_EXTRA .compat_sim_device_slot = SimDeviceSlot
 static const oar_device_api_t kDevice = COMPAT_DEVICE_TABLE;
 #define DEVICE_TABLE (&kDevice)
@@ -210,12 +257,12 @@ static const struct {
     .abi_minor = OAR_PLUGIN_ABI_MINOR, .name = COMPAT_NAME, .version = "1.0.0", .vendor = "Oar tests",    \
     .initialize = Initialize, .device = DEVICE_TABLE, .kernel = &kKernel, COMPAT_PLUGIN_EXTRA             \
   }
-#if OAR_PLUGIN_ABI_MINOR >= 1
+#if OAR_PLUGIN_ABI_MINOR >= 2
 #define COMPAT_PLUGIN_EXTRA .compat_sim_plugin_slot = SimPluginSlot
 static const oar_plugin_api_t kApi = COMPAT_PLUGIN_TABLE;
 #define PLUGIN_TABLE (&kApi)
 #else
-#define COMPAT_PLUGIN_EXTRA .profiler = NULL
+#define COMPAT_PLUGIN_EXTRA .compiler = &kCompiler.table
 static const struct {
   oar_plugin_api_t table;
   void (*beyond)(void);

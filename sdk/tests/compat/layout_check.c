@@ -2,7 +2,7 @@
  *  - against abi-1.0/ with OAR_FROZEN_EXACT=1: the frozen copy itself was not edited (every offset, size,
  *    enumerator and macro, including the sizes that only 1.0 has);
  *  - against sdk/include: today's headers keep every 1.0 member where 1.0 put it (append-only rule);
- *  - against abi-1.1-sim/: the simulated minor bump is a legal one.
+ *  - against abi-1.2-sim/: the simulated minor bump is a legal one.
  * Offsets and sizes are compile-time checks (the build fails naming the member); string macros are
  * compared at run time. C11 for _Static_assert; the headers themselves stay C99. */
 #include <stddef.h>

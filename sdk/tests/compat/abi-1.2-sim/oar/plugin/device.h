@@ -131,8 +131,8 @@ typedef struct oar_device_api_t {
   oar_status_t* (*event_query)(int32_t device, oar_event_t event, bool* complete /* out */);
   oar_status_t* (*event_synchronize)(int32_t device, oar_event_t event);
 
-  /* ---- added in 1.1 (SIMULATED by sdk/tests/compat) ------------------------------------------- */
-  /* (optional) A slot that only 1.1 plugins have. A host calls it only when OAR_HAS_SLOT says the
+  /* ---- added in 1.2 (SIMULATED by sdk/tests/compat) ------------------------------------------- */
+  /* (optional) A slot that only 1.2 plugins have. A host calls it only when OAR_HAS_SLOT says the
    * plugin's table covers it. */
   oar_status_t* (*compat_sim_device_slot)(int32_t device);
 } oar_device_api_t;

@@ -11,6 +11,6 @@
 #define OAR_PLUGIN_VERSION_H_
 
 #define OAR_PLUGIN_ABI_MAJOR 1
-#define OAR_PLUGIN_ABI_MINOR 1 /* SIMULATED for sdk/tests/compat; see docs/abi-versioning.md */
+#define OAR_PLUGIN_ABI_MINOR 2 /* SIMULATED for sdk/tests/compat; see docs/abi-versioning.md */
 
 #endif /* OAR_PLUGIN_VERSION_H_ */

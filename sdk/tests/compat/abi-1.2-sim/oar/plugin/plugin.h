@@ -9,7 +9,9 @@
  *  3. The host checks api->abi_major and every struct_size against its minimum, and refuses the plugin
  *     (naming the file, both versions and the reason) when they do not fit.
  *  4. The host calls api->initialize(), then kernel->register_kernels(registrar).
- *  5. At process exit the host calls api->shutdown() (optional) after the last use of the plugin.
+ *  5. The host may call api->shutdown() (optional) after its last use of the plugin. It may also never
+ *     call it (a process that exits keeps its plugins loaded to the end): a plugin must not depend on
+ *     shutdown for correctness, only use it to release resources early.
  */
 #ifndef OAR_PLUGIN_PLUGIN_H_
 #define OAR_PLUGIN_PLUGIN_H_
@@ -85,8 +87,8 @@ typedef struct oar_plugin_api_t {
   const oar_ccl_api_t* ccl;           /* (optional) collectives */
   const oar_compiler_api_t* compiler; /* (optional) runtime compilation for CINN */
   const oar_profiler_api_t* profiler; /* (optional) activity records */
-  /* ---- added in 1.1 (SIMULATED by sdk/tests/compat) ---- */
-  oar_status_t* (*compat_sim_plugin_slot)(void); /* (optional) only 1.1 plugins have it */
+  /* ---- added in 1.2 (SIMULATED by sdk/tests/compat) ---- */
+  oar_status_t* (*compat_sim_plugin_slot)(void); /* (optional) only 1.2 plugins have it */
 } oar_plugin_api_t;
 #define OAR_PLUGIN_API_STRUCT_SIZE OAR_STRUCT_SIZE(oar_plugin_api_t, compat_sim_plugin_slot)
 #define OAR_PLUGIN_API_MIN_SIZE OAR_STRUCT_SIZE(oar_plugin_api_t, profiler)

@@ -9,7 +9,7 @@
  *    `const void* ext` extension pointer (NULL unless documented). Readers must never touch a field that
  *    lies beyond `struct_size`.
  *  - Structs are append-only within a major version. Structs used as array elements
- *    (oar_tensor_desc_t, oar_attr_t) are frozen for the whole major; extend them through `ext`.
+ *    (oar_tensor_desc_t, oar_attr_t, oar_kernel_arg_t) are frozen for the whole major; extend them through `ext`.
  *  - Strings are NUL-terminated UTF-8 unless a length is given. Each pointer documents who owns it and
  *    how long it lives.
  *  - A fallible function returns `oar_status_t*`: NULL means success; otherwise the callee created the

@@ -1,0 +1,580 @@
+#include "plugins/common/c_compiler.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <omp.h>
+#include <openssl/evp.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "oar/plugin/cpp/status.hpp"
+
+extern char** environ;
+
+namespace oar::host {
+namespace {
+
+namespace fs = std::filesystem;
+using sdk::Guard;
+using sdk::StatusError;
+
+CCompilerHooks g_hooks;
+
+[[noreturn]] void Fail(oar_status_code code, const std::string& message) {
+  throw StatusError(code, std::string(g_hooks.plugin ? g_hooks.plugin : "plugin") + ": " + message);
+}
+
+// ---- small utilities ---------------------------------------------------------------------------------
+
+std::string Sha256Hex(const std::string& bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (EVP_Digest(bytes.data(), bytes.size(), digest, &size, EVP_sha256(), nullptr) != 1) {
+    Fail(OAR_STATUS_INTERNAL, "SHA-256 failed (libcrypto)");
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned i = 0; i < size; ++i) {
+    hex += kHex[digest[i] >> 4];
+    hex += kHex[digest[i] & 15];
+  }
+  return hex;
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+bool ReadFile(const fs::path& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream s;
+  s << in.rdbuf();
+  *out = s.str();
+  return static_cast<bool>(in) || in.eof();
+}
+
+/// Write `bytes` to `path` atomically: a unique temporary file in the same folder, then rename.
+void WriteAtomically(const fs::path& path, const std::string& bytes) {
+  static std::atomic<uint64_t> counter{0};
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      Fail(OAR_STATUS_INTERNAL, "cannot write " + tmp.string() + ": " + std::strerror(errno));
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    Fail(OAR_STATUS_INTERNAL, "cannot rename into " + path.string() + ": " + ec.message());
+  }
+}
+
+struct ProcessResult {
+  int exit_code = -1;  // -1: killed by a signal or not started
+  std::string output;  // stdout and stderr together
+  std::string error;   // why it did not start
+};
+
+/// Run argv[0] (a path) with `argv`, capturing stdout and stderr.
+ProcessResult Run(const std::vector<std::string>& argv) {
+  ProcessResult result;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    result.error = std::string("pipe: ") + std::strerror(errno);
+    return result;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    result.error = "cannot run " + argv[0] + ": " + std::strerror(rc);
+    return result;
+  }
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = read(fds[0], buffer, sizeof buffer);
+    if (n > 0) {
+      result.output.append(buffer, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result.error = argv[0] + " was killed by signal " + std::to_string(WTERMSIG(status));
+  }
+  return result;
+}
+
+bool IsExecutable(const fs::path& p) {
+  struct stat st{};
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(p.c_str(), X_OK) == 0;
+}
+
+/// `name` as a path when it has a '/', else its first match on PATH; "" when none.
+std::string Resolve(const std::string& name) {
+  if (name.find('/') != std::string::npos) return IsExecutable(name) ? name : "";
+  std::stringstream path(Env("PATH"));
+  std::string dir;
+  while (std::getline(path, dir, ':')) {
+    if (dir.empty()) dir = ".";
+    const fs::path candidate = fs::path(dir) / name;
+    if (IsExecutable(candidate)) return candidate.string();
+  }
+  return "";
+}
+
+// ---- the toolchain -----------------------------------------------------------------------------------
+
+struct Toolchain {
+  std::string path;      // empty: none usable
+  std::string identity;  // `path --version`
+  std::string why;       // when none is usable
+};
+
+bool IsCpp() { return g_hooks.language != OAR_LANGUAGE_C; }
+const char* OverrideVariable() { return IsCpp() ? "OAR_CXX" : "OAR_CC"; }
+const char* LanguageName() { return IsCpp() ? "CUDA (host C++)" : "C"; }
+
+/// The compiler for the current OAR_CC (OAR_CXX) and PATH (memoised per pair: a test may change them).
+Toolchain FindToolchain() {
+  static std::mutex mu;
+  static std::map<std::pair<std::string, std::string>, Toolchain> memo;
+  const std::string override_cc = Env(OverrideVariable());
+  const auto key = std::make_pair(override_cc, Env("PATH"));
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
+  Toolchain t;
+  std::vector<std::string> names;
+  if (!override_cc.empty()) {
+    names = {override_cc};
+  } else if (IsCpp()) {
+    names = {"c++", "g++", "clang++"};
+  } else {
+    names = {"cc", "gcc", "clang"};
+  }
+  for (const std::string& name : names) {
+    const std::string path = Resolve(name);
+    if (path.empty()) continue;
+    ProcessResult version = Run({path, "--version"});
+    if (version.exit_code != 0) {
+      t.why += (t.why.empty() ? "" : "; ") + path + " --version failed" +
+               (version.error.empty() ? " (exit " + std::to_string(version.exit_code) + ")" : ": " + version.error);
+      continue;
+    }
+    t.path = path;
+    t.identity = version.output;
+    t.why.clear();
+    break;
+  }
+  if (t.path.empty()) {
+    const std::string what = IsCpp() ? "no host C++ compiler" : "no C compiler";
+    if (!override_cc.empty()) {
+      t.why = what + ": " + OverrideVariable() + "=" + override_cc +
+              (t.why.empty() ? " is not an executable file (nor a program on PATH)" : " is not usable: " + t.why);
+    } else {
+      t.why = what + ": none of " + (IsCpp() ? "c++, g++, clang++" : "cc, gcc, clang") + " is on PATH" +
+              (t.why.empty() ? "" : " and usable (" + t.why + ")") + "; install one or set " + OverrideVariable();
+    }
+  }
+  memo.emplace(key, t);
+  return t;
+}
+
+const std::vector<std::string>& BaseFlags() {
+  static const std::vector<std::string> c = {"-std=c11", "-O3",           "-march=native",    "-fPIC",
+                                             "-shared",  "-fopenmp-simd", "-ffp-contract=off"};
+  static const std::vector<std::string> cpp = {"-x", "c++", "-std=c++17", "-O2", "-fPIC", "-shared",
+                                               "-ffp-contract=off"};
+  return IsCpp() ? cpp : c;
+}
+
+fs::path CacheDir() {
+  if (std::string d = Env("OAR_CACHE_DIR"); !d.empty()) return fs::path(d) / "jit";
+  if (std::string d = Env("XDG_CACHE_HOME"); !d.empty()) return fs::path(d) / "oar" / "jit";
+  if (std::string d = Env("HOME"); !d.empty()) return fs::path(d) / ".cache" / "oar" / "jit";
+  return fs::temp_directory_path() / ("oar-cache-" + std::to_string(getuid())) / "jit";
+}
+
+// A cache entry is the shared object followed by this trailer.
+constexpr char kTrailerMagic[] = "OARJITC1";  // 8 bytes
+constexpr size_t kTrailerSize = 8 + 64;        // magic + hex SHA-256 of the object
+
+/// True when `path` holds an object with an intact trailer.
+bool EntryIntact(const fs::path& path) {
+  std::string bytes;
+  if (!ReadFile(path, &bytes) || bytes.size() <= kTrailerSize) return false;
+  const size_t object = bytes.size() - kTrailerSize;
+  if (bytes.compare(object, 8, kTrailerMagic, 8) != 0) return false;
+  return bytes.compare(object + 8, 64, Sha256Hex(bytes.substr(0, object))) == 0;
+}
+
+// ---- modules and functions ---------------------------------------------------------------------------
+
+struct Library {
+  void* handle = nullptr;
+  ~Library() {
+    if (handle != nullptr) dlclose(handle);
+  }
+};
+
+struct Module;
+struct Function {
+  Module* module;
+  std::string name;
+  CEntry entry;
+};
+struct Module {
+  int32_t device;
+  std::string name;
+  std::string path;
+  std::shared_ptr<Library> library;
+  std::vector<std::unique_ptr<Function>> functions;
+};
+
+struct Registry {
+  std::mutex mu;
+  std::unordered_set<Module*> modules;
+  std::unordered_set<Function*> functions;
+};
+Registry& Live() {
+  static auto* r = new Registry();  // never destroyed: slots may run until exit
+  return *r;
+}
+
+Module* FindModule(int32_t device, oar_module_t handle) {  // caller holds Live().mu
+  auto it = Live().modules.find(reinterpret_cast<Module*>(handle));
+  if (it == Live().modules.end()) Fail(OAR_STATUS_INVALID_ARGUMENT, "unknown or destroyed module handle");
+  if ((*it)->device != device) {
+    Fail(OAR_STATUS_INVALID_ARGUMENT, "module '" + (*it)->name + "' belongs to device " +
+                                          std::to_string((*it)->device) + ", not device " + std::to_string(device));
+  }
+  return *it;
+}
+
+/// dlopen `path`; nullptr (and `why`) when the loader refuses it.
+std::shared_ptr<Library> Load(const fs::path& path, std::string* why) {
+  dlerror();
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* e = dlerror();
+    *why = e != nullptr ? e : "dlopen failed";
+    return nullptr;
+  }
+  auto lib = std::make_shared<Library>();
+  lib->handle = handle;
+  return lib;
+}
+
+/// Compile `source` (or find it in the cache) and load it.
+std::shared_ptr<Library> Build(const std::string& source, const std::vector<std::string>& flags,
+                               const std::string& name, std::string* path_out) {
+  const Toolchain tc = FindToolchain();
+  if (tc.path.empty()) {
+    Fail(OAR_STATUS_UNAVAILABLE, std::string("cannot compile ") + LanguageName() + " module '" + name + "': " + tc.why);
+  }
+  std::string key_material = std::string("oar ") + LanguageName() + " module\n";
+  key_material += "abi " + std::to_string(OAR_PLUGIN_ABI_MAJOR) + "." + std::to_string(OAR_PLUGIN_ABI_MINOR) + "\n";
+  key_material += "compiler " + tc.path + "\n" + tc.identity + "\n";
+  for (const std::string& f : BaseFlags()) key_material += "flag " + f + "\n";
+  for (const std::string& f : flags) key_material += "flag " + f + "\n";
+  key_material += "source\n" + source;
+  const std::string key = Sha256Hex(key_material);
+  const fs::path dir = CacheDir();
+  const fs::path object = dir / (key + ".so");
+  const fs::path source_path = dir / (key + (IsCpp() ? ".cc" : ".c"));
+  *path_out = object.string();
+
+  std::error_code ec;
+  if (fs::exists(object, ec)) {
+    std::string why;
+    if (EntryIntact(object)) {
+      if (auto lib = Load(object, &why)) return lib;
+    } else {
+      why = "its checksum trailer does not match (truncated or modified)";
+    }
+    sdk::Log(OAR_LOG_WARNING, g_hooks.plugin,
+             "cache entry " + object.string() + " is corrupt (" + why + "): rebuilding it");
+    fs::remove(object, ec);
+  }
+
+  fs::create_directories(dir, ec);
+  if (ec) Fail(OAR_STATUS_INTERNAL, "cannot create the cache folder " + dir.string() + ": " + ec.message());
+  WriteAtomically(source_path, source);
+  static std::atomic<uint64_t> counter{0};
+  const fs::path tmp = dir / (key + ".so.tmp." + std::to_string(getpid()) + "." + std::to_string(counter++));
+  std::vector<std::string> argv = {tc.path};
+  argv.insert(argv.end(), BaseFlags().begin(), BaseFlags().end());
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"-o", tmp.string(), source_path.string(), "-lm"});
+  const ProcessResult r = Run(argv);
+  if (r.exit_code != 0) {
+    fs::remove(tmp, ec);
+    std::string command;
+    for (const std::string& a : argv) command += (command.empty() ? "" : " ") + a;
+    if (!r.error.empty()) {
+      Fail(OAR_STATUS_UNAVAILABLE,
+           std::string("cannot compile ") + LanguageName() + " module '" + name + "': " + r.error + "\n" + r.output);
+    }
+    Fail(OAR_STATUS_INVALID_ARGUMENT, std::string("compiling ") + LanguageName() + " module '" + name + "' failed (exit " +
+                                          std::to_string(r.exit_code) + "); source: " + source_path.string() +
+                                          "\ncommand: " + command + "\ncompiler log:\n" + r.output);
+  }
+  std::string bytes;
+  if (!ReadFile(tmp, &bytes)) Fail(OAR_STATUS_INTERNAL, "cannot read the compiled object " + tmp.string());
+  fs::remove(tmp, ec);
+  bytes += std::string(kTrailerMagic, 8) + Sha256Hex(bytes);
+  WriteAtomically(object, bytes);
+  std::string why;
+  auto lib = Load(object, &why);
+  if (!lib) Fail(OAR_STATUS_INTERNAL, "the compiled module " + object.string() + " does not load: " + why);
+  return lib;
+}
+
+// ---- the table ---------------------------------------------------------------------------------------
+
+oar_status_t* Languages(int32_t device, const int32_t** languages, int32_t* count) {
+  return Guard([&] {
+    if (g_hooks.check_device) g_hooks.check_device(device);
+    if (languages == nullptr || count == nullptr) Fail(OAR_STATUS_INVALID_ARGUMENT, "languages: NULL out-parameter");
+    static const int32_t kLanguage[] = {g_hooks.language};
+    *languages = kLanguage;
+    *count = FindToolchain().path.empty() ? 0 : 1;
+  });
+}
+
+oar_status_t* Compile(int32_t device, const oar_compile_options_t* o, oar_module_t* module) {
+  return Guard([&] {
+    if (g_hooks.check_device) g_hooks.check_device(device);
+    if (o == nullptr || module == nullptr) Fail(OAR_STATUS_INVALID_ARGUMENT, "compile: NULL options or module");
+    if (o->struct_size < OAR_COMPILE_OPTIONS_STRUCT_SIZE) {
+      Fail(OAR_STATUS_INVALID_ARGUMENT, "compile: options.struct_size " + std::to_string(o->struct_size) +
+                                            " is smaller than ABI 1.0's " +
+                                            std::to_string(OAR_COMPILE_OPTIONS_STRUCT_SIZE));
+    }
+    if (o->source == nullptr && o->source_size != 0) Fail(OAR_STATUS_INVALID_ARGUMENT, "compile: NULL source");
+    if (o->num_flags < 0 || (o->num_flags > 0 && o->flags == nullptr)) {
+      Fail(OAR_STATUS_INVALID_ARGUMENT, "compile: num_flags " + std::to_string(o->num_flags) + " with flags " +
+                                            (o->flags ? "set" : "NULL"));
+    }
+    const std::string name = o->name != nullptr ? o->name : "module";
+    if (o->language != g_hooks.language) {
+      Fail(OAR_STATUS_UNIMPLEMENTED, "compile '" + name + "': language " + std::to_string(o->language) +
+                                         " is not accepted (only " + LanguageName() + ", " +
+                                         std::to_string(g_hooks.language) + ")");
+    }
+    std::vector<std::string> flags;
+    for (int32_t i = 0; i < o->num_flags; ++i) {
+      if (o->flags[i] == nullptr) Fail(OAR_STATUS_INVALID_ARGUMENT, "compile: flag " + std::to_string(i) + " is NULL");
+      flags.emplace_back(o->flags[i]);
+    }
+    auto m = std::make_unique<Module>();
+    m->device = device;
+    m->name = name;
+    std::string source(o->source, o->source_size);
+    if (g_hooks.prepare_source != nullptr) source = g_hooks.prepare_source(source, name);
+    m->library = Build(source, flags, name, &m->path);
+    if (g_hooks.on_load != nullptr) g_hooks.on_load(m->library->handle, name);
+    std::lock_guard<std::mutex> lock(Live().mu);
+    Live().modules.insert(m.get());
+    *module = reinterpret_cast<oar_module_t>(m.release());
+  });
+}
+
+oar_status_t* ModuleDestroy(int32_t device, oar_module_t handle) {
+  return Guard([&] {
+    std::unique_ptr<Module> m;
+    std::lock_guard<std::mutex> lock(Live().mu);
+    m.reset(FindModule(device, handle));
+    Live().modules.erase(m.get());
+    for (const auto& f : m->functions) Live().functions.erase(f.get());
+    // The library itself stays loaded while queued launches hold it (CLaunch::module_).
+  });
+}
+
+oar_status_t* GetFunction(int32_t device, oar_module_t handle, const char* name, oar_function_t* function) {
+  return Guard([&] {
+    if (name == nullptr || function == nullptr) Fail(OAR_STATUS_INVALID_ARGUMENT, "get_function: NULL name or function");
+    std::lock_guard<std::mutex> lock(Live().mu);
+    Module* m = FindModule(device, handle);
+    for (const auto& f : m->functions) {
+      if (f->name == name) {
+        *function = reinterpret_cast<oar_function_t>(f.get());
+        return;
+      }
+    }
+    dlerror();
+    void* symbol = dlsym(m->library->handle, name);
+    if (symbol == nullptr) {
+      Fail(OAR_STATUS_NOT_FOUND, "module '" + m->name + "' (" + m->path + ") has no function '" + name + "'");
+    }
+    auto f = std::make_unique<Function>();
+    f->module = m;
+    f->name = name;
+    f->entry = reinterpret_cast<CEntry>(symbol);
+    Live().functions.insert(f.get());
+    *function = reinterpret_cast<oar_function_t>(f.get());
+    m->functions.push_back(std::move(f));
+  });
+}
+
+const char* KindName(int32_t kind) {
+  switch (kind) {
+    case OAR_KERNEL_ARG_BUFFER: return "BUFFER";
+    case OAR_KERNEL_ARG_INT32: return "INT32";
+    case OAR_KERNEL_ARG_INT64: return "INT64";
+    case OAR_KERNEL_ARG_FLOAT32: return "FLOAT32";
+    case OAR_KERNEL_ARG_FLOAT64: return "FLOAT64";
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+const oar_compiler_api_t* CCompilerApi(const CCompilerHooks& hooks) {
+  g_hooks = hooks;
+  static const oar_compiler_api_t table = [] {
+    oar_compiler_api_t c{};
+    c.struct_size = OAR_COMPILER_API_STRUCT_SIZE;
+    c.languages = Languages;
+    c.compile = Compile;
+    c.module_destroy = ModuleDestroy;
+    c.get_function = GetFunction;
+    c.launch = nullptr;  // ABI 1.0's untyped launch: cannot validate or translate buffers
+    c.launch_kernel = g_hooks.launch_kernel;
+    return c;
+  }();
+  return &table;
+}
+
+std::unique_ptr<CLaunch> PrepareCLaunch(
+    const oar_launch_info_t* info, const std::function<void*(const void*, size_t, const std::string&)>& translate,
+    const std::string& where) {
+  auto fail = [&](const std::string& m) { throw StatusError(OAR_STATUS_INVALID_ARGUMENT, where + ": " + m); };
+  if (info == nullptr) fail("NULL launch info");
+  if (info->struct_size < OAR_LAUNCH_INFO_MIN_SIZE) {
+    fail("launch info struct_size " + std::to_string(info->struct_size) + " is smaller than ABI 1.1's " +
+         std::to_string(OAR_LAUNCH_INFO_MIN_SIZE));
+  }
+  auto launch = std::make_unique<CLaunch>();
+  {
+    std::lock_guard<std::mutex> lock(Live().mu);
+    auto it = Live().functions.find(reinterpret_cast<Function*>(info->function));
+    if (it == Live().functions.end()) fail("unknown function handle (or its module was destroyed)");
+    launch->module_ = (*it)->module->library;
+    launch->entry_ = (*it)->entry;
+    launch->name_ = (*it)->module->name + "." + (*it)->name;
+  }
+  const std::string w = where + " '" + launch->name_ + "'";
+  auto fail_named = [&](const std::string& m) { throw StatusError(OAR_STATUS_INVALID_ARGUMENT, w + ": " + m); };
+  int64_t tasks = 1;
+  for (int d = 0; d < 3; ++d) {
+    if (info->grid[d] == 0 || info->block[d] == 0) {
+      fail_named("grid and block extents must be >= 1, got grid (" + std::to_string(info->grid[0]) + ", " +
+                 std::to_string(info->grid[1]) + ", " + std::to_string(info->grid[2]) + ") block (" +
+                 std::to_string(info->block[0]) + ", " + std::to_string(info->block[1]) + ", " +
+                 std::to_string(info->block[2]) + ")");
+    }
+    tasks *= info->grid[d];
+  }
+  launch->tasks_ = tasks;
+  for (int d = 0; d < 3; ++d) {
+    launch->grid_[d] = info->grid[d];
+    launch->block_[d] = info->block[d];
+  }
+  launch->shared_bytes_ = info->shared_bytes;
+  launch->flops_ = info->flops > 0 ? info->flops : 0;
+  launch->bytes_ = info->bytes > 0 ? info->bytes : 0;
+  if (info->num_args < 0 || (info->num_args > 0 && info->args == nullptr)) {
+    fail_named("num_args is " + std::to_string(info->num_args) + (info->args ? "" : " with NULL args"));
+  }
+  launch->slots_.resize(static_cast<size_t>(info->num_args));
+  launch->args_.resize(static_cast<size_t>(info->num_args));
+  launch->kinds_.resize(static_cast<size_t>(info->num_args));
+  for (int32_t i = 0; i < info->num_args; ++i) {
+    const oar_kernel_arg_t& a = info->args[i];
+    CLaunch::Slot& slot = launch->slots_[static_cast<size_t>(i)];
+    const std::string arg = "argument " + std::to_string(i);
+    const char* kind = KindName(a.kind);
+    if (kind == nullptr) fail_named(arg + " has unknown kind " + std::to_string(a.kind));
+    if (a.reserved != 0) fail_named(arg + ": reserved must be 0");
+    auto scalar = [&](size_t size, void* dst) {
+      if (a.size != size || a.value == nullptr) {
+        fail_named(arg + " (" + kind + ") needs a value of " + std::to_string(size) + " bytes, got " +
+                   std::to_string(a.size) + " bytes" + (a.value ? "" : " at NULL"));
+      }
+      std::memcpy(dst, a.value, size);
+    };
+    switch (a.kind) {
+      case OAR_KERNEL_ARG_BUFFER:
+        if (a.value == nullptr && a.size != 0) fail_named(arg + " (BUFFER) is NULL with " + std::to_string(a.size) + " bytes");
+        slot.ptr = a.size == 0 ? const_cast<void*>(a.value) : translate(a.value, a.size, w + " " + arg);
+        break;
+      case OAR_KERNEL_ARG_INT32: scalar(4, &slot.i32); break;
+      case OAR_KERNEL_ARG_INT64: scalar(8, &slot.i64); break;
+      case OAR_KERNEL_ARG_FLOAT32: scalar(4, &slot.f32); break;
+      case OAR_KERNEL_ARG_FLOAT64: scalar(8, &slot.f64); break;
+    }
+    launch->args_[static_cast<size_t>(i)] = &slot;
+    launch->kinds_[static_cast<size_t>(i)] = a.kind;
+  }
+  return launch;
+}
+
+void CLaunch::Run(int threads) const {
+  const int64_t chunks = std::min<int64_t>(tasks_, std::max(threads, 1));
+  void* const* args = args_.data();
+  if (chunks <= 1) {
+    if (tasks_ > 0) entry_(args, 0, tasks_);
+    return;
+  }
+  const int64_t tasks = tasks_;
+  const CEntry entry = entry_;
+#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = tasks / chunks * c + std::min(c, tasks % chunks);
+    const int64_t end = begin + tasks / chunks + (c < tasks % chunks ? 1 : 0);
+    entry(args, begin, end);
+  }
+}
+
+}  // namespace oar::host
