@@ -1,0 +1,31 @@
+// A cinn.group made runnable on one device: analysed, lowered for the device's compiler language,
+// generated, compiled through the plugin's compiler table (modules shared by every group with the same
+// source on that device) and launched on the caller's stream; or, where the device has no usable
+// compiler or the compile failed, run by the loop-IR interpreter on host copies (logged once per device
+// and reason).
+#ifndef OAR_CORE_COMPILER_KERNEL_H_
+#define OAR_CORE_COMPILER_KERNEL_H_
+
+#include <memory>
+#include <string>
+
+#include "core/compiler/lower.h"
+#include "core/ir/operation.h"
+#include "core/scheduler/op_runner.h"
+
+namespace oar::compiler {
+
+/// The scheduler::OpCompiler of cinn.group (registered by RegisterCinn).
+std::shared_ptr<const scheduler::CompiledOp> CompileGroupOp(const ir::Operation& group, Device device);
+
+/// What CompileGroupOp decides for `group` on `device`, for tests and DescribeKernels.
+struct GroupPlan {
+  LoweredGroup lowered;
+  std::string language;  ///< "c", "cuda", "hip", or "" when the device has no usable compiler
+  std::string source;    ///< the generated source ("" without a language)
+};
+GroupPlan PlanGroup(const ir::Operation& group, Device device);
+
+}  // namespace oar::compiler
+
+#endif  // OAR_CORE_COMPILER_KERNEL_H_

@@ -1,0 +1,51 @@
+// Lowering: an analysed fusion group becomes a loop-IR Kernel by its template (group.h).
+//
+// The one schedule, for both templates: the task loop runs over the rows of the domain (the product of
+// every extent but the last), one row per task; each row gets the outer indices and every buffer's base
+// offset once, then one kThreads loop over the last extent per reduction pass (each reduction's
+// prologue recomputed from the inputs, which a row keeps in cache) and a final kThreads loop that stores
+// the full-domain outputs. Values that do not run along the last extent (the row values: a reduction's
+// result, a broadcast input) are computed once per row, outside the loops. Targets differ only in the
+// knobs: threads per task (1 for C, where the kThreads loop is a vectorised serial loop; 256 on GPUs).
+//
+// Every extent and stride is a run-time int64 parameter, so one kernel serves every shape with the same
+// broadcasting pattern (the symbolic signature): batch or sequence changes never recompile.
+#ifndef OAR_CORE_COMPILER_LOWER_H_
+#define OAR_CORE_COMPILER_LOWER_H_
+
+#include <vector>
+
+#include "core/compiler/group.h"
+#include "core/compiler/loop_ir.h"
+
+namespace oar::compiler {
+
+struct Target {
+  /// Threads per task (kThreads loops); 1 for C (serial, vectorised), a power of two for GPUs.
+  int threads = 1;
+};
+
+/// How a run-time int64 parameter is computed from the run's shapes.
+struct IntParam {
+  enum Kind { kExtent, kStride } kind = kExtent;
+  int dim = 0;      ///< domain dimension
+  int buffer = -1;  ///< kStride: the kernel buffer whose element stride along `dim` this is
+};
+
+struct LoweredGroup {
+  GroupAnalysis analysis;
+  Kernel kernel;
+  /// Per kernel buffer: the group value (inputs first, then outputs) and its dimension map.
+  std::vector<ir::Value> buffer_values;
+  std::vector<std::vector<int>> buffer_maps;
+  std::vector<IntParam> params;  ///< Kernel::int_params, in order
+  size_t num_inputs = 0;
+};
+
+/// Lower `g` (analysed as `a`) for `target`. Throws oar::Error (kUnimplemented) for an op the code
+/// generator cannot express.
+LoweredGroup Lower(const GroupView& g, const GroupAnalysis& a, const Target& target);
+
+}  // namespace oar::compiler
+
+#endif  // OAR_CORE_COMPILER_LOWER_H_
