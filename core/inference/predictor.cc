@@ -8,6 +8,7 @@
 #include "core/ir/text.h"
 #include "core/jit/model.h"
 #include "core/ops/ops.h"
+#include "core/compiler/compiler.h"
 #include "core/passes/pass.h"
 #include "core/scheduler/executor.h"
 #include "core/tensor/autograd_meta.h"
@@ -34,6 +35,11 @@ Predictor::Predictor(const Config& config)
   program_ = jit::Load(*ctx_, config.model_dir, device_);
   passes::PassManager pm;
   if (config.optimize) pm.AddPipeline(config.passes.empty() ? kDefaultPasses : config.passes);
+  cinn_ = config.cinn.value_or(compiler::CinnFromEnvironment());
+  if (cinn_) {
+    compiler::RegisterCinn();
+    pm.AddPipeline(kCinnPasses);
+  }
   pm.AddPipeline(fmt::format("kernel-select{{device={}}}", device_.str()));
   pm.Run(*program_);
   executor_ = std::make_unique<scheduler::Executor>(*program_, device_);
@@ -96,7 +102,13 @@ std::string Predictor::Describe() const {
       }
     }
   }
-  return nlohmann::json{{"device", device_.str()}, {"inputs", inputs}, {"outputs", outputs}}.dump(2);
+  size_t groups = 0;
+  for (ir::Operation* op : program_->block()) groups += op->name() == "cinn.group";
+  return nlohmann::json{{"device", device_.str()},
+                        {"inputs", inputs},
+                        {"outputs", outputs},
+                        {"cinn", {{"enabled", cinn_}, {"groups", groups}}}}
+      .dump(2);
 }
 
 }  // namespace oar::inference

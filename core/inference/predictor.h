@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,6 +39,9 @@ struct Config {
   /// Host threads the cpu device's kernels use during a Run (OpenMP, for the calling thread only, restored
   /// afterwards); 0: the process default. The simulators' kernel threads are their own (docs/simulators.md).
   int threads = 0;
+  /// CINN (core/compiler): fuse elementwise chains and row reductions into kernels generated and compiled
+  /// for the device. Unset: OAR_CINN (0|1; off when unset).
+  std::optional<bool> cinn;
 };
 
 class Predictor {
@@ -66,6 +70,7 @@ class Predictor {
   Device device_;
   int threads_ = 0;
   std::unique_ptr<ir::IrContext> ctx_;
+  bool cinn_ = false;
   std::unique_ptr<ir::Program> program_;
   std::unique_ptr<scheduler::Executor> executor_;
   std::vector<jit::InputSpec> inputs_;
@@ -74,6 +79,8 @@ class Predictor {
 
 /// The default optimisation pipeline run on load, before kernel selection.
 inline constexpr const char* kDefaultPasses = "canonicalize,cse,constant-fold,dce";
+/// What Config::cinn adds after them (before kernel selection).
+inline constexpr const char* kCinnPasses = "cinn,dce";
 
 }  // namespace oar::inference
 

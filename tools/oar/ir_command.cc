@@ -9,6 +9,7 @@
 #include "tools/oar/commands.h"
 #include "core/ir/text.h"
 #include "core/ir/verifier.h"
+#include "core/compiler/compiler.h"
 #include "core/passes/pass.h"
 
 namespace oar::cli {
@@ -43,6 +44,7 @@ struct IrOptions {
   bool print_before_all = false;
   std::vector<std::string> print_after;
   bool timing = false;
+  std::string kernels_device;
 };
 
 std::unique_ptr<ir::Program> Load(ir::IrContext& ctx, const std::string& input) {
@@ -83,6 +85,9 @@ void AddIrCommands(CLI::App& app) {
   opt->add_flag("--print-before-all", opts->print_before_all, "Print the IR before every pass (to stderr)");
   opt->add_option("--print-after", opts->print_after, "Print the IR after these passes (to stderr)")->delimiter(',');
   opt->add_flag("--timing", opts->timing, "Print the time of each pass (to stderr)");
+  opt->add_option("--print-kernels", opts->kernels_device,
+                  "After the passes, print the loop IR and generated source of every cinn.group for this device "
+                  "(to stderr)");
   opt->footer("Passes:\n" + [] {
     std::string s;
     for (const passes::PassInfo& p : passes::RegisteredPasses()) s += "  " + p.name + "  " + p.description + "\n";
@@ -102,6 +107,9 @@ void AddIrCommands(CLI::App& app) {
     pm.AddPipeline(opts->passes);
     pm.Run(*program);
     if (opts->timing) std::fprintf(stderr, "%s", pm.TimingReport().c_str());
+    if (!opts->kernels_device.empty()) {
+      std::fprintf(stderr, "%s", compiler::DescribeKernels(*program, Device(opts->kernels_device)).c_str());
+    }
     WriteOutput(opts->output, ir::Print(*program));
   });
 }

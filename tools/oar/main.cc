@@ -7,6 +7,7 @@
 
 #include "core/base/error.h"
 #include "core/base/logging.h"
+#include "core/compiler/compiler.h"
 #include "core/runtime/runtime.h"
 #include "oar/plugin/version.h"
 #include "tools/oar/commands.h"
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Log plugin discovery (same as OAR_LOG_LEVEL=debug)");
   app.require_subcommand(1);
+  oar::compiler::RegisterCinn();  // the cinn pass and dialect, for `oar ir` and `oar predict --cinn`
   oar::cli::AddDevicesCommand(app);
   int exit_code = 0;
   oar::cli::AddConformanceCommand(app, exit_code);

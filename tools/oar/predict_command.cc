@@ -25,7 +25,7 @@ struct PredictArgs {
   std::string model, device, input, output, passes;
   int64_t repeat = 0;
   int threads = 0;
-  bool describe = false, no_optimize = false;
+  bool describe = false, no_optimize = false, cinn = false;
 };
 
 // The file's tensors as the model's inputs: by name, or — for a one-input model and a one-tensor file —
@@ -57,6 +57,7 @@ double Percentile(std::vector<double> v, double q) {
 void Predict(const PredictArgs& a) {
   inference::Config config{
       .model_dir = a.model, .device = a.device, .optimize = !a.no_optimize, .passes = a.passes, .threads = a.threads};
+  if (a.cinn) config.cinn = true;
   inference::Predictor p(config);
   if (a.describe) {
     std::printf("%s\n", p.Describe().c_str());
@@ -108,6 +109,9 @@ void AddPredictCommands(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "Host threads for the cpu device's kernels (default: the process default)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-optimize", a->no_optimize, "Skip the optimisation passes (kernel selection still runs)");
+  cmd->add_flag("--cinn", a->cinn,
+                "Fuse with CINN: elementwise chains and row reductions become kernels generated and compiled for the "
+                "device (default: OAR_CINN)");
   cmd->add_option("--passes", a->passes,
                   std::string("Optimisation pipeline to run on load instead of the default (") +
                       inference::kDefaultPasses + ")");
