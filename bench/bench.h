@@ -112,6 +112,9 @@ void TorchMatmul(benchmark::State& state);
 void TorchStreamAdd(benchmark::State& state, bool preallocated_out);
 /// The op-library case `which`, the same shapes and threads as Oar's.
 void TorchOpCase(benchmark::State& state, OpCase which);
+/// The CINN benchmark's peers on [rows, cols] float32, under InferenceMode: which = 0 rms_norm composed of
+/// primitives (as oar::rms_norm), 1 torch::softmax, 2 torch::layer_norm over the last axis.
+void TorchRowNorm(benchmark::State& state, int which, int64_t rows, int64_t cols);
 /// One training step (forward, cross-entropy, backward, Adam) of the MLP example's network: 2 -> 64 ->
 /// 64 -> 64 -> 2 with tanh, full batch of kMlpBatch points.
 void TorchMlpTrainStep(benchmark::State& state);

@@ -262,6 +262,18 @@ void TorchOpCase(benchmark::State& state, OpCase which) {
   }
 }
 
+void TorchRowNorm(benchmark::State& state, int which, int64_t rows, int64_t cols) {
+  torch::manual_seed(1);
+  const torch::Tensor x = torch::randn({rows, cols}), w = torch::randn({cols}), b = torch::randn({cols});
+  c10::InferenceMode guard;
+  for (auto _ : state) {
+    torch::Tensor y = which == 0   ? RmsNorm(x, w)
+                      : which == 1 ? torch::softmax(x, -1)
+                                   : torch::layer_norm(x, {cols}, w, b, 1e-5);
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+}
+
 void TorchMlpTrainStep(benchmark::State& state) {
   torch::manual_seed(3);
   torch::nn::Sequential net(torch::nn::Linear(2, kMlpHidden), torch::nn::Tanh(), torch::nn::Linear(kMlpHidden, kMlpHidden),
