@@ -20,6 +20,7 @@
 #include "core/ops/ops.h"
 #include "core/passes/pass.h"
 #include "core/runtime/compiler.h"
+#include "core/runtime/runtime.h"
 #include "core/scheduler/executor.h"
 
 namespace oar::compiler {
@@ -246,6 +247,27 @@ TEST_F(CinnTest, ExecutorRunsFusedKernelPrograms) {
       const std::vector<Tensor> in = {x.to(d)};
       ExpectClose(exec.Run(in)[0], RmsNorm(x, w), 2e-5, "executor on " + d.str());
     }
+  }
+}
+
+// The CUDA generator's kernels, compiled and run by gpu_emu (the CUDA runtime emulated on the host), give
+// eager's results: ctest runs this with OAR_PLUGIN_PATH naming the emulator (cinn.gpu_emu).
+TEST_F(CinnTest, CudaKernelsRunOnGpuEmu) {
+  runtime::DeviceType* emu = runtime::Runtime::Get().FindType("gpu_emu");
+  if (emu == nullptr || emu->device_count() == 0) GTEST_SKIP() << "gpu_emu is not loaded (OAR_PLUGIN_PATH)";
+  const Device d("gpu_emu:0");
+  ASSERT_EQ(runtime::CompilerLanguages(d), std::vector<runtime::SourceLanguage>{runtime::SourceLanguage::kCuda});
+  for (const Case& c : kCases) {
+    ir::IrContext ctx;
+    Generator g(11);
+    Tensor w = randn({37}, g);
+    auto program = CaptureBody(ctx, c.body, 37, &w);
+    Fuse(*program);
+    const uint64_t interpreted = Stats().interpreted;
+    const Tensor x = randn({2, 3, 37}, g);
+    const std::vector<Tensor> in = {x.to(d)};
+    ExpectClose(jit::Interpret(*program, in, d)[0], c.body(x, w), 2e-5, std::string(c.name) + " on gpu_emu");
+    EXPECT_EQ(Stats().interpreted, interpreted) << c.name << " fell back to the interpreter";
   }
 }
 
