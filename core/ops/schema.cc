@@ -7,6 +7,7 @@
 #include "core/tensor/autograd_meta.h"
 #include "core/tensor/tensor.h"
 #include "core/ops/trace.h"
+#include "core/ops/decompose.h"
 
 namespace oar::ops {
 namespace {
@@ -274,6 +275,10 @@ std::vector<OpSchema> BuildSchemas() {
     return make(op, name, OpKind::kAxiswise, {"x"}, {"out"}, {{"axis", OAR_ATTR_INT, int64_t{-1}, "the axis"}},
                 kFloating, doc);
   };
+  auto composite = [](OpSchema s, DecomposeFn decompose) {
+    s.decompose = decompose;
+    return s;
+  };
   auto view = [&](Op op, std::string_view name, std::vector<AttrSpec> attrs, std::string_view doc) {
     return make(op, name, OpKind::kView, {"x"}, {"out"}, std::move(attrs), kAll, doc);
   };
@@ -323,8 +328,9 @@ std::vector<OpSchema> BuildSchemas() {
       reduce(Op::kProd, "prod", kSummable, "product over axes"),
       arg_reduce(Op::kArgmax, "argmax", "index of the maximum along an axis (first on ties)"),
       arg_reduce(Op::kArgmin, "argmin", "index of the minimum along an axis (first on ties)"),
-      axiswise(Op::kSoftmax, "softmax", "exp(x) / sum(exp(x)) along an axis, max-subtracted"),
-      axiswise(Op::kLogSoftmax, "log_softmax", "x - logsumexp(x) along an axis"),
+      composite(axiswise(Op::kSoftmax, "softmax", "exp(x) / sum(exp(x)) along an axis, max-subtracted"),
+                DecomposeSoftmax),
+      composite(axiswise(Op::kLogSoftmax, "log_softmax", "x - logsumexp(x) along an axis"), DecomposeLogSoftmax),
       make(Op::kCast, "cast", OpKind::kCast, {"x"}, {"out"},
            {{"dtype", OAR_ATTR_INT, int64_t{OAR_DTYPE_FLOAT32}, "target oar_dtype"}}, kAll,
            "convert dtype (float->int truncates toward zero and saturates; NaN->0; nonzero->true)"),

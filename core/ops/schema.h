@@ -93,6 +93,12 @@ struct VjpArgs {
 /// rule itself is differentiable and higher-order gradients need nothing more.
 using VjpFn = std::vector<Tensor> (*)(const VjpArgs& args);
 
+class Emitter;  // decompose.h
+/// A decomposition: emits the op's computation as primitive ops through `e` (eager tensors or IR values,
+/// decompose.h) and returns one value per output, or nothing when it declines for these inputs (the op
+/// then stays as it is). Written once; eager and the IR's `decompose` pass both run it.
+using DecomposeFn = std::vector<int32_t> (*)(Emitter& e, std::span<const int32_t> inputs, const AttrValues& attrs);
+
 struct OpSchema {
   Op op;
   std::string_view name;
@@ -104,6 +110,9 @@ struct OpSchema {
   std::string_view doc;
   int kernel_id;    // runtime::InternOp(name)
   VjpFn vjp = nullptr;  // null: not differentiable (its results never require grad)
+  /// Its decomposition into primitive ops, for ops whose kernel computes a composite (softmax,
+  /// layer_norm); null for primitives.
+  DecomposeFn decompose = nullptr;
   /// The single declared input takes any number of tensors (concat).
   bool variadic = false;
   /// The name of input `i` for messages (variadic inputs share one name).

@@ -5,6 +5,7 @@
 #include <array>
 
 #include "core/base/error.h"
+#include "core/ops/decompose.h"
 #include "core/ops/schema.h"
 #include "core/runtime/kernel_registry.h"
 
@@ -258,6 +259,7 @@ void AppendNnSchemas(std::vector<OpSchema>& t) {
   direct(Op::kLayerNorm, "layer_norm", {"x", "weight", "bias"}, {"y", "mean", "rstd"},
          {IntA("axis", 1), {"eps", OAR_ATTR_FLOAT, 1e-5, ""}}, kFloating, InferLayerNorm,
          "normalise over the trailing dims from axis, then scale and shift");
+  t.back().decompose = DecomposeLayerNorm;
   direct(Op::kConcat, "concat", {"tensors"}, {"out"}, {IntA("axis", 0)}, kAll, InferConcat,
          "join tensors along an axis");
   t.back().variadic = true;
