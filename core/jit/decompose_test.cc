@@ -1,6 +1,6 @@
-// The decompositions of composite ops: the `decompose` pass against the kernels on randomised shapes (run by
-// the reference interpreter), the same rules run eagerly, symbolic extents, and gradients through the
-// decomposed primitives against the composite ops' own VJP rules.
+// The decompositions of composite ops (core/ops/decompose.h): the `decompose` pass (core/passes) against
+// the kernels on randomised shapes (run by the reference interpreter), the same rules run eagerly,
+// symbolic extents, and gradients through the decomposed primitives against the composite ops' own VJPs.
 #include <gtest/gtest.h>
 
 #include <cmath>
