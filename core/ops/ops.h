@@ -20,10 +20,10 @@ namespace oar {
 class SafetensorsFile;
 
 // ---- elementwise (broadcasting) --------------------------------------------------------------------
-// One function per line of OAR_BINARY_OPS, OAR_COMPARE_OPS, OAR_PREDICATE_OPS and OAR_UNARY_OPS
-// (schema.h), defined in eager_table.cc: add, sub, mul, div, maximum, minimum, pow; eq, ne, lt, le, gt,
-// ge, logical_and, logical_or; logical_not, isnan, isinf; neg, exp, relu, abs, sign, log, log1p, sqrt,
-// rsqrt, sin, cos, tanh, sigmoid, erf, reciprocal.
+// One function per entry of schema.h's op lists, defined in eager_table.cc: `Tensor name(a, b)` for
+// OAR_BINARY_OPS (add, sub, mul, div, maximum, minimum, pow) and OAR_COMPARE_OPS (eq, ..., logical_or);
+// `Tensor name(x)` for OAR_PREDICATE_OPS (logical_not, isnan, isinf) and OAR_UNARY_OPS (neg, exp, relu,
+// log, sqrt, tanh, sigmoid, ...). The lists are the index: an op added to one needs no line here.
 #define OAR_DECLARE_BINARY_(e, name) Tensor name(const Tensor& a, const Tensor& b);
 #define OAR_DECLARE_UNARY_(e, name) Tensor name(const Tensor& x);
 OAR_BINARY_OPS(OAR_DECLARE_BINARY_)

@@ -39,8 +39,9 @@ class IrEmitter : public ops::Emitter {
   }
   Value Constant(double value, DType dtype) override {
     ir::IrContext& ctx = b_.context();
+    const std::vector<int64_t> scalar;  // shape []
     return Add(b_.Create1("op.fill", {},
-                          {b_.Attr("value", ctx.FloatAttr(value)), b_.Attr("shape", ctx.IntArrayAttr(std::vector<int64_t>{})),
+                          {b_.Attr("value", ctx.FloatAttr(value)), b_.Attr("shape", ctx.IntArrayAttr(scalar)),
                            b_.Attr("dtype", ctx.DTypeAttr(dtype))}));
   }
   ops::TensorMeta Meta(Value v) const override {
