@@ -327,6 +327,8 @@ std::vector<OpSchema> BuildSchemas() {
             [](const VjpArgs& a) -> Grads { return {G(a) / X(a)}; }),
       unary(Op::kLog1p, "log1p", kFloating, "log(1 + x), accurate near 0",
             [](const VjpArgs& a) -> Grads { return {G(a) / (X(a) + 1.0)}; }),
+      unary(Op::kExpm1, "expm1", kFloating, "e^x - 1, accurate near 0",
+            [](const VjpArgs& a) -> Grads { return {G(a) * exp(X(a))}; }),
       unary(Op::kSqrt, "sqrt", kFloating, "square root",
             [](const VjpArgs& a) -> Grads { return {G(a) * rsqrt(X(a)) * 0.5}; }),
       unary(Op::kRsqrt, "rsqrt", kFloating, "1 / sqrt(x)",

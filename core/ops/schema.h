@@ -32,7 +32,7 @@ namespace oar::ops {
   X(kLogicalAnd, logical_and) X(kLogicalOr, logical_or)
 #define OAR_PREDICATE_OPS(X) X(kLogicalNot, logical_not) X(kIsNan, isnan) X(kIsInf, isinf)
 #define OAR_UNARY_OPS(X) X(kNeg, neg) X(kExp, exp) X(kRelu, relu) X(kAbs, abs) X(kSign, sign) X(kLog, log) \
-  X(kLog1p, log1p) X(kSqrt, sqrt) X(kRsqrt, rsqrt) X(kSin, sin) X(kCos, cos) X(kTanh, tanh) X(kSigmoid, sigmoid) \
+  X(kLog1p, log1p) X(kExpm1, expm1) X(kSqrt, sqrt) X(kRsqrt, rsqrt) X(kSin, sin) X(kCos, cos) X(kTanh, tanh) X(kSigmoid, sigmoid) \
   X(kErf, erf) X(kReciprocal, reciprocal)
 #define OAR_OP_ENUMERATOR_(e, name) e,
 
