@@ -51,6 +51,9 @@ Array log(const Array& x) {
 Array log1p(const Array& x) {
   return Unary(x, "log1p", [](double v) { return std::log1p(v); });
 }
+Array expm1(const Array& x) {
+  return Unary(x, "expm1", [](double v) { return std::expm1(v); });
+}
 Array sqrt(const Array& x) {
   return Unary(x, "sqrt", [](double v) { return std::sqrt(v); });
 }

@@ -23,6 +23,7 @@ Array exp(const Array& x);
 /// log(0) = -inf, log(<0) = NaN.
 Array log(const Array& x);
 Array log1p(const Array& x);
+Array expm1(const Array& x);
 /// sqrt(<0) = NaN.
 Array sqrt(const Array& x);
 /// 1 / sqrt(x); rsqrt(0) = inf.

@@ -60,7 +60,7 @@ std::vector<Tensor> Run(ops::Op op, std::vector<Tensor> inputs, ops::AttrValues 
 Array UnaryRef(std::string_view op, const Array& x) {
   static const std::vector<std::pair<std::string_view, Array (*)(const Array&)>> table = {
       {"neg", ref::neg},   {"exp", ref::exp},     {"relu", ref::relu},         {"abs", ref::abs},
-      {"sign", ref::sign}, {"log", ref::log},     {"log1p", ref::log1p},       {"sqrt", ref::sqrt},
+      {"sign", ref::sign}, {"log", ref::log},     {"log1p", ref::log1p}, {"expm1", ref::expm1},       {"sqrt", ref::sqrt},
       {"rsqrt", ref::rsqrt}, {"sin", ref::sin},   {"cos", ref::cos},           {"tanh", ref::tanh},
       {"sigmoid", ref::sigmoid}, {"erf", ref::erf}, {"reciprocal", ref::reciprocal}, {"isnan", ref::isnan},
       {"isinf", ref::isinf}, {"logical_not", ref::logical_not}};

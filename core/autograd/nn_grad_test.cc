@@ -15,7 +15,7 @@ using testing::RandomF64;
 TEST(NnGradCheck, UnaryMath) {
   const Tensor x = RandomF64({2, 3}, 11, 0.2, 1.5);  // positive: log, sqrt, rsqrt are defined
   for (auto [name, f] : std::vector<std::pair<std::string, Tensor (*)(const Tensor&)>>{
-           {"log", log}, {"log1p", log1p}, {"sqrt", sqrt}, {"rsqrt", rsqrt}, {"sin", sin}, {"cos", cos},
+           {"log", log}, {"log1p", log1p}, {"expm1", expm1}, {"sqrt", sqrt}, {"rsqrt", rsqrt}, {"sin", sin}, {"cos", cos},
            {"tanh", tanh}, {"sigmoid", sigmoid}, {"erf", erf}, {"reciprocal", reciprocal}, {"abs", abs},
            {"square", square}, {"silu", silu}}) {
     GradCheck([f](auto& v) { return f(v[0]); }, {x}, name);

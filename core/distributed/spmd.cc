@@ -250,6 +250,7 @@ SpmdRule SpmdRuleFor(ops::Op op, std::span<const ops::TensorMeta> in, const ops:
     case Op::kSign:
     case Op::kLog:
     case Op::kLog1p:
+    case Op::kExpm1:
     case Op::kSqrt:
     case Op::kRsqrt:
     case Op::kSin:

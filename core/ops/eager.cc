@@ -232,47 +232,14 @@ Tensor Scalar(const Tensor& like, double value) {
 }
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kAdd, {a, b}); }
-Tensor sub(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kSub, {a, b}); }
-Tensor mul(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kMul, {a, b}); }
-Tensor div(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kDiv, {a, b}); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kMaximum, {a, b}); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kMinimum, {a, b}); }
 Tensor add(const Tensor& a, double b) { return add(a, Scalar(a, b)); }
 Tensor sub(const Tensor& a, double b) { return sub(a, Scalar(a, b)); }
 Tensor mul(const Tensor& a, double b) { return mul(a, Scalar(a, b)); }
 Tensor div(const Tensor& a, double b) { return div(a, Scalar(a, b)); }
-Tensor pow(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kPow, {a, b}); }
 Tensor pow(const Tensor& a, double b) { return pow(a, Scalar(a, b)); }
-Tensor eq(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kEq, {a, b}); }
-Tensor ne(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kNe, {a, b}); }
-Tensor lt(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kLt, {a, b}); }
-Tensor le(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kLe, {a, b}); }
-Tensor gt(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kGt, {a, b}); }
-Tensor ge(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kGe, {a, b}); }
 Tensor gt(const Tensor& a, double b) { return gt(a, Scalar(a, b)); }
 Tensor lt(const Tensor& a, double b) { return lt(a, Scalar(a, b)); }
-Tensor logical_and(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kLogicalAnd, {a, b}); }
-Tensor logical_or(const Tensor& a, const Tensor& b) { return Run1(ops::Op::kLogicalOr, {a, b}); }
-Tensor logical_not(const Tensor& x) { return Run1(ops::Op::kLogicalNot, {x}); }
-Tensor isnan(const Tensor& x) { return Run1(ops::Op::kIsNan, {x}); }
-Tensor isinf(const Tensor& x) { return Run1(ops::Op::kIsInf, {x}); }
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) { return Run1(ops::Op::kWhere, {cond, a, b}); }
-Tensor neg(const Tensor& x) { return Run1(ops::Op::kNeg, {x}); }
-Tensor exp(const Tensor& x) { return Run1(ops::Op::kExp, {x}); }
-Tensor relu(const Tensor& x) { return Run1(ops::Op::kRelu, {x}); }
-Tensor abs(const Tensor& x) { return Run1(ops::Op::kAbs, {x}); }
-Tensor sign(const Tensor& x) { return Run1(ops::Op::kSign, {x}); }
-Tensor log(const Tensor& x) { return Run1(ops::Op::kLog, {x}); }
-Tensor log1p(const Tensor& x) { return Run1(ops::Op::kLog1p, {x}); }
-Tensor sqrt(const Tensor& x) { return Run1(ops::Op::kSqrt, {x}); }
-Tensor rsqrt(const Tensor& x) { return Run1(ops::Op::kRsqrt, {x}); }
-Tensor sin(const Tensor& x) { return Run1(ops::Op::kSin, {x}); }
-Tensor cos(const Tensor& x) { return Run1(ops::Op::kCos, {x}); }
-Tensor tanh(const Tensor& x) { return Run1(ops::Op::kTanh, {x}); }
-Tensor sigmoid(const Tensor& x) { return Run1(ops::Op::kSigmoid, {x}); }
-Tensor erf(const Tensor& x) { return Run1(ops::Op::kErf, {x}); }
-Tensor reciprocal(const Tensor& x) { return Run1(ops::Op::kReciprocal, {x}); }
 Tensor square(const Tensor& x) { return mul(x, x); }
 Tensor amax(const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
   return Run1(ops::Op::kMax, {x}, {std::move(axes), keepdim});

@@ -20,50 +20,29 @@ namespace oar {
 class SafetensorsFile;
 
 // ---- elementwise (broadcasting) --------------------------------------------------------------------
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
-Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor minimum(const Tensor& a, const Tensor& b);
+// One function per entry of schema.h's op lists, defined in eager_table.cc: `Tensor name(a, b)` for
+// OAR_BINARY_OPS (add, sub, mul, div, maximum, minimum, pow) and OAR_COMPARE_OPS (eq, ..., logical_or);
+// `Tensor name(x)` for OAR_PREDICATE_OPS (logical_not, isnan, isinf) and OAR_UNARY_OPS (neg, exp, relu,
+// log, sqrt, tanh, sigmoid, ...). The lists are the index: an op added to one needs no line here.
+#define OAR_DECLARE_BINARY_(e, name) Tensor name(const Tensor& a, const Tensor& b);
+#define OAR_DECLARE_UNARY_(e, name) Tensor name(const Tensor& x);
+OAR_BINARY_OPS(OAR_DECLARE_BINARY_)
+OAR_COMPARE_OPS(OAR_DECLARE_BINARY_)
+OAR_PREDICATE_OPS(OAR_DECLARE_UNARY_)
+OAR_UNARY_OPS(OAR_DECLARE_UNARY_)
+#undef OAR_DECLARE_BINARY_
+#undef OAR_DECLARE_UNARY_
 /// Scalar forms: the scalar becomes a 0-d tensor of `a`'s dtype on `a`'s device.
 Tensor add(const Tensor& a, double b);
 Tensor sub(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
 Tensor div(const Tensor& a, double b);
-Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, double b);
-Tensor neg(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor relu(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor sign(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor log1p(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor sin(const Tensor& x);
-Tensor cos(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor erf(const Tensor& x);
-Tensor reciprocal(const Tensor& x);
 Tensor square(const Tensor& x);
 
-// ---- comparisons and logic (bool results, not differentiable) --------------------------------------
-Tensor eq(const Tensor& a, const Tensor& b);
-Tensor ne(const Tensor& a, const Tensor& b);
-Tensor lt(const Tensor& a, const Tensor& b);
-Tensor le(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Tensor& b);
-Tensor ge(const Tensor& a, const Tensor& b);
+// ---- comparisons and logic (bool results, not differentiable; the tensor forms are above) ----------
 Tensor gt(const Tensor& a, double b);
 Tensor lt(const Tensor& a, double b);
-Tensor logical_and(const Tensor& a, const Tensor& b);
-Tensor logical_or(const Tensor& a, const Tensor& b);
-Tensor logical_not(const Tensor& x);
-Tensor isnan(const Tensor& x);
-Tensor isinf(const Tensor& x);
 /// cond ? a : b with broadcasting (cond is bool).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 

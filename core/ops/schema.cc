@@ -1,15 +1,24 @@
 #include "core/ops/schema.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/base/error.h"
 #include "core/runtime/kernel_registry.h"
 #include "core/tensor/autograd_meta.h"
 #include "core/tensor/tensor.h"
 #include "core/ops/trace.h"
+#include "core/ops/decompose.h"
+#include "core/ops/ops.h"
+#include "core/ops/vjp.h"
 
 namespace oar::ops {
 namespace {
+
+// For the unary elementwise VJP rules written in their records: the upstream gradient and the input.
+using vjp::Grads;
+const Tensor& G(const VjpArgs& a) { return a.grads[0]; }
+const Tensor& X(const VjpArgs& a) { return a.inputs[0]; }
 
 constexpr uint32_t Bit(DType t) { return 1u << static_cast<int>(t); }
 constexpr uint32_t kFloating = Bit(DType::kFloat32) | Bit(DType::kFloat64) | Bit(DType::kFloat16) | Bit(DType::kBFloat16);
@@ -251,42 +260,46 @@ AttrSpec Keepdim() { return {"keepdim", OAR_ATTR_BOOL, false, "keep reduced axes
 std::vector<OpSchema> BuildSchemas() {
   auto make = [](Op op, std::string_view name, OpKind kind, std::vector<std::string_view> inputs,
                  std::vector<std::string_view> outputs, std::vector<AttrSpec> attrs, uint32_t dtypes,
-                 std::string_view doc) {
-    return OpSchema{op, name, kind, std::move(inputs), std::move(outputs), std::move(attrs), dtypes, doc, 0};
+                 std::string_view doc, VjpFn vjp = nullptr) {
+    return OpSchema{op, name, kind, std::move(inputs), std::move(outputs), std::move(attrs), dtypes, doc, 0, vjp};
   };
-  auto binary = [&](Op op, std::string_view name, uint32_t dtypes, std::string_view doc) {
-    return make(op, name, OpKind::kBinary, {"a", "b"}, {"out"}, {}, dtypes, doc);
+  auto binary = [&](Op op, std::string_view name, uint32_t dtypes, std::string_view doc, VjpFn vjp) {
+    return make(op, name, OpKind::kBinary, {"a", "b"}, {"out"}, {}, dtypes, doc, vjp);
   };
   auto compare = [&](Op op, std::string_view name, uint32_t dtypes, std::string_view doc) {
     return make(op, name, OpKind::kCompare, {"a", "b"}, {"out"}, {}, dtypes, doc);
   };
-  auto unary = [&](Op op, std::string_view name, uint32_t dtypes, std::string_view doc) {
-    return make(op, name, OpKind::kUnary, {"x"}, {"out"}, {}, dtypes, doc);
+  auto unary = [&](Op op, std::string_view name, uint32_t dtypes, std::string_view doc, VjpFn vjp) {
+    return make(op, name, OpKind::kUnary, {"x"}, {"out"}, {}, dtypes, doc, vjp);
   };
-  auto reduce = [&](Op op, std::string_view name, uint32_t dtypes, std::string_view doc) {
-    return make(op, name, OpKind::kReduce, {"x"}, {"out"}, {Axes(), Keepdim()}, dtypes, doc);
+  auto reduce = [&](Op op, std::string_view name, uint32_t dtypes, std::string_view doc, VjpFn vjp) {
+    return make(op, name, OpKind::kReduce, {"x"}, {"out"}, {Axes(), Keepdim()}, dtypes, doc, vjp);
   };
   auto arg_reduce = [&](Op op, std::string_view name, std::string_view doc) {
     return make(op, name, OpKind::kArgReduce, {"x"}, {"out"},
                 {{"axis", OAR_ATTR_INT, int64_t{0}, "the axis"}, Keepdim()}, kNumeric, doc);
   };
-  auto axiswise = [&](Op op, std::string_view name, std::string_view doc) {
+  auto axiswise = [&](Op op, std::string_view name, std::string_view doc, VjpFn vjp) {
     return make(op, name, OpKind::kAxiswise, {"x"}, {"out"}, {{"axis", OAR_ATTR_INT, int64_t{-1}, "the axis"}},
-                kFloating, doc);
+                kFloating, doc, vjp);
   };
-  auto view = [&](Op op, std::string_view name, std::vector<AttrSpec> attrs, std::string_view doc) {
-    return make(op, name, OpKind::kView, {"x"}, {"out"}, std::move(attrs), kAll, doc);
+  auto composite = [](OpSchema s, DecomposeFn decompose) {
+    s.decompose = decompose;
+    return s;
+  };
+  auto view = [&](Op op, std::string_view name, std::vector<AttrSpec> attrs, std::string_view doc, VjpFn vjp) {
+    return make(op, name, OpKind::kView, {"x"}, {"out"}, std::move(attrs), kAll, doc, vjp);
   };
   const AttrSpec shape_attr{"shape", OAR_ATTR_INTS, std::vector<int64_t>{}, "the shape"};
   const AttrSpec dim_attr{"dim", OAR_ATTR_INT, int64_t{0}, "the dimension"};
   std::vector<OpSchema> all = {
-      binary(Op::kAdd, "add", kNumeric, "a + b, broadcasting"),
-      binary(Op::kSub, "sub", kNumeric, "a - b, broadcasting"),
-      binary(Op::kMul, "mul", kNumeric, "a * b, broadcasting"),
-      binary(Op::kDiv, "div", kFloating, "a / b, broadcasting (floating dtypes)"),
-      binary(Op::kMaximum, "maximum", kNumeric, "elementwise max, broadcasting (NaN propagates)"),
-      binary(Op::kMinimum, "minimum", kNumeric, "elementwise min, broadcasting (NaN propagates)"),
-      binary(Op::kPow, "pow", kFloating, "a ** b, broadcasting"),
+      binary(Op::kAdd, "add", kNumeric, "a + b, broadcasting", vjp::Add),
+      binary(Op::kSub, "sub", kNumeric, "a - b, broadcasting", vjp::Sub),
+      binary(Op::kMul, "mul", kNumeric, "a * b, broadcasting", vjp::Mul),
+      binary(Op::kDiv, "div", kFloating, "a / b, broadcasting (floating dtypes)", vjp::Div),
+      binary(Op::kMaximum, "maximum", kNumeric, "elementwise max, broadcasting (NaN propagates)", vjp::Maximum),
+      binary(Op::kMinimum, "minimum", kNumeric, "elementwise min, broadcasting (NaN propagates)", vjp::Minimum),
+      binary(Op::kPow, "pow", kFloating, "a ** b, broadcasting", vjp::Pow),
       compare(Op::kEq, "eq", kAll, "a == b"),
       compare(Op::kNe, "ne", kAll, "a != b"),
       compare(Op::kLt, "lt", kNumeric, "a < b"),
@@ -298,36 +311,56 @@ std::vector<OpSchema> BuildSchemas() {
       make(Op::kLogicalNot, "logical_not", OpKind::kUnary, {"x"}, {"out"}, {}, Bit(DType::kBool), "!x"),
       make(Op::kIsNan, "isnan", OpKind::kPredicate, {"x"}, {"out"}, {}, kFloating, "x is NaN"),
       make(Op::kIsInf, "isinf", OpKind::kPredicate, {"x"}, {"out"}, {}, kFloating, "x is +-inf"),
-      make(Op::kWhere, "where", OpKind::kWhere, {"cond", "a", "b"}, {"out"}, {}, kAll, "cond ? a : b, broadcasting"),
-      unary(Op::kNeg, "neg", kFloating | kSignedInt, "-x"),
-      unary(Op::kExp, "exp", kFloating, "e^x"),
-      unary(Op::kRelu, "relu", kNumeric, "max(x, 0)"),
-      unary(Op::kAbs, "abs", kFloating | kSignedInt, "|x|"),
-      unary(Op::kSign, "sign", kFloating | kSignedInt, "-1, 0 or 1 (NaN stays NaN)"),
-      unary(Op::kLog, "log", kFloating, "natural logarithm"),
-      unary(Op::kLog1p, "log1p", kFloating, "log(1 + x), accurate near 0"),
-      unary(Op::kSqrt, "sqrt", kFloating, "square root"),
-      unary(Op::kRsqrt, "rsqrt", kFloating, "1 / sqrt(x)"),
-      unary(Op::kSin, "sin", kFloating, "sine"),
-      unary(Op::kCos, "cos", kFloating, "cosine"),
-      unary(Op::kTanh, "tanh", kFloating, "hyperbolic tangent"),
-      unary(Op::kSigmoid, "sigmoid", kFloating, "1 / (1 + e^-x)"),
-      unary(Op::kErf, "erf", kFloating, "error function"),
-      unary(Op::kReciprocal, "reciprocal", kFloating, "1 / x"),
+      make(Op::kWhere, "where", OpKind::kWhere, {"cond", "a", "b"}, {"out"}, {}, kAll, "cond ? a : b, broadcasting",
+           vjp::Where),
+      unary(Op::kNeg, "neg", kFloating | kSignedInt, "-x",
+            [](const VjpArgs& a) -> Grads { return {neg(G(a))}; }),
+      unary(Op::kExp, "exp", kFloating, "e^x",
+            [](const VjpArgs& a) -> Grads { return {G(a) * exp(X(a))}; }),
+      unary(Op::kRelu, "relu", kNumeric, "max(x, 0)",
+            [](const VjpArgs& a) -> Grads { return {G(a) * cast(gt(X(a), 0.0), X(a).dtype())}; }),
+      unary(Op::kAbs, "abs", kFloating | kSignedInt, "|x|",
+            [](const VjpArgs& a) -> Grads { return {G(a) * sign(X(a))}; }),
+      unary(Op::kSign, "sign", kFloating | kSignedInt, "-1, 0 or 1 (NaN stays NaN)",
+            [](const VjpArgs& a) -> Grads { return {G(a) * 0.0}; }),
+      unary(Op::kLog, "log", kFloating, "natural logarithm",
+            [](const VjpArgs& a) -> Grads { return {G(a) / X(a)}; }),
+      unary(Op::kLog1p, "log1p", kFloating, "log(1 + x), accurate near 0",
+            [](const VjpArgs& a) -> Grads { return {G(a) / (X(a) + 1.0)}; }),
+      unary(Op::kExpm1, "expm1", kFloating, "e^x - 1, accurate near 0",
+            [](const VjpArgs& a) -> Grads { return {G(a) * exp(X(a))}; }),
+      unary(Op::kSqrt, "sqrt", kFloating, "square root",
+            [](const VjpArgs& a) -> Grads { return {G(a) * rsqrt(X(a)) * 0.5}; }),
+      unary(Op::kRsqrt, "rsqrt", kFloating, "1 / sqrt(x)",
+            [](const VjpArgs& a) -> Grads { return {G(a) * rsqrt(X(a)) / X(a) * -0.5}; }),
+      unary(Op::kSin, "sin", kFloating, "sine",
+            [](const VjpArgs& a) -> Grads { return {G(a) * cos(X(a))}; }),
+      unary(Op::kCos, "cos", kFloating, "cosine",
+            [](const VjpArgs& a) -> Grads { return {neg(G(a) * sin(X(a)))}; }),
+      unary(Op::kTanh, "tanh", kFloating, "hyperbolic tangent",
+            [](const VjpArgs& a) -> Grads { return {G(a) * (1.0 - square(tanh(X(a))))}; }),
+      unary(Op::kSigmoid, "sigmoid", kFloating, "1 / (1 + e^-x)",
+            [](const VjpArgs& a) -> Grads { return {G(a) * sigmoid(X(a)) * (1.0 - sigmoid(X(a)))}; }),
+      unary(Op::kErf, "erf", kFloating, "error function",
+            [](const VjpArgs& a) -> Grads { return {G(a) * exp(neg(square(X(a)))) * (2.0 / std::sqrt(M_PI))}; }),
+      unary(Op::kReciprocal, "reciprocal", kFloating, "1 / x",
+            [](const VjpArgs& a) -> Grads { return {neg(G(a)) / square(X(a))}; }),
       make(Op::kMatmul, "matmul", OpKind::kMatmul, {"a", "b"}, {"out"}, {}, kFloating,
-           "matrix product with NumPy semantics: batched, broadcast batch dims, 1-D operands promoted"),
-      reduce(Op::kSum, "sum", kSummable, "sum over axes (16-bit floats accumulate in float32)"),
-      reduce(Op::kMean, "mean", kFloating, "mean over axes"),
-      reduce(Op::kMax, "max", kNumeric, "maximum over axes (NaN propagates)"),
-      reduce(Op::kMin, "min", kNumeric, "minimum over axes (NaN propagates)"),
-      reduce(Op::kProd, "prod", kSummable, "product over axes"),
+           "matrix product with NumPy semantics: batched, broadcast batch dims, 1-D operands promoted", vjp::Matmul),
+      reduce(Op::kSum, "sum", kSummable, "sum over axes (16-bit floats accumulate in float32)", vjp::Sum),
+      reduce(Op::kMean, "mean", kFloating, "mean over axes", vjp::Mean),
+      reduce(Op::kMax, "max", kNumeric, "maximum over axes (NaN propagates)", vjp::Max),
+      reduce(Op::kMin, "min", kNumeric, "minimum over axes (NaN propagates)", vjp::Min),
+      reduce(Op::kProd, "prod", kSummable, "product over axes", vjp::Prod),
       arg_reduce(Op::kArgmax, "argmax", "index of the maximum along an axis (first on ties)"),
       arg_reduce(Op::kArgmin, "argmin", "index of the minimum along an axis (first on ties)"),
-      axiswise(Op::kSoftmax, "softmax", "exp(x) / sum(exp(x)) along an axis, max-subtracted"),
-      axiswise(Op::kLogSoftmax, "log_softmax", "x - logsumexp(x) along an axis"),
+      composite(axiswise(Op::kSoftmax, "softmax", "exp(x) / sum(exp(x)) along an axis, max-subtracted", vjp::Softmax),
+                DecomposeSoftmax),
+      composite(axiswise(Op::kLogSoftmax, "log_softmax", "x - logsumexp(x) along an axis", vjp::LogSoftmax),
+                DecomposeLogSoftmax),
       make(Op::kCast, "cast", OpKind::kCast, {"x"}, {"out"},
            {{"dtype", OAR_ATTR_INT, int64_t{OAR_DTYPE_FLOAT32}, "target oar_dtype"}}, kAll,
-           "convert dtype (float->int truncates toward zero and saturates; NaN->0; nonzero->true)"),
+           "convert dtype (float->int truncates toward zero and saturates; NaN->0; nonzero->true)", vjp::Cast),
       make(Op::kFill, "fill", OpKind::kFill, {}, {"out"},
            {{"value", OAR_ATTR_FLOAT, 0.0, "the value (INT for integer and bool outputs)"},
             {"shape", OAR_ATTR_INTS, std::vector<int64_t>{}, "output shape"},
@@ -335,30 +368,41 @@ std::vector<OpSchema> BuildSchemas() {
            0, "a tensor filled with one value"),
       make(Op::kCopy, "copy", OpKind::kCopy, {"src"}, {"dst"}, {}, kAll,
            "copy elements into a (possibly strided) destination of the same shape and dtype"),
-      view(Op::kView, "view", {shape_attr}, "the same elements with another shape"),
+      view(Op::kView, "view", {shape_attr}, "the same elements with another shape", vjp::View),
       view(Op::kPermute, "permute", {{"dims", OAR_ATTR_INTS, std::vector<int64_t>{}, "new order of the dims"}},
-           "reorder dimensions"),
+           "reorder dimensions", vjp::Permute),
       view(Op::kSlice, "slice",
            {dim_attr, {"start", OAR_ATTR_INT, int64_t{0}, ""}, {"end", OAR_ATTR_INT, int64_t{0}, ""},
             {"step", OAR_ATTR_INT, int64_t{1}, ""}},
-           "every step-th element of [start, end) along dim"),
-      view(Op::kExpand, "expand", {shape_attr}, "broadcast to a shape (stride 0)"),
-      view(Op::kSqueeze, "squeeze", {dim_attr}, "drop a dimension of extent 1"),
-      view(Op::kUnsqueeze, "unsqueeze", {dim_attr}, "insert a dimension of extent 1"),
+           "every step-th element of [start, end) along dim", vjp::Slice),
+      view(Op::kExpand, "expand", {shape_attr}, "broadcast to a shape (stride 0)", vjp::Expand),
+      view(Op::kSqueeze, "squeeze", {dim_attr}, "drop a dimension of extent 1", vjp::Squeeze),
+      view(Op::kUnsqueeze, "unsqueeze", {dim_attr}, "insert a dimension of extent 1", vjp::Squeeze),
       make(Op::kSliceScatter, "slice_scatter", OpKind::kComposite, {"src"}, {"out"},
            {shape_attr, dim_attr, {"start", OAR_ATTR_INT, int64_t{0}, ""}, {"end", OAR_ATTR_INT, int64_t{0}, ""},
             {"step", OAR_ATTR_INT, int64_t{1}, ""}},
-           kAll, "zeros of `shape` with src written into the slice (the VJP of slice)"),
+           kAll, "zeros of `shape` with src written into the slice (the VJP of slice)", vjp::SliceScatterVjp),
       make(Op::kClone, "clone", OpKind::kComposite, {"x"}, {"out"}, {}, kAll,
-           "a contiguous copy (runs the copy kernel; recorded so gradients flow through contiguous())"),
+           "a contiguous copy (runs the copy kernel; recorded so gradients flow through contiguous())", vjp::Identity),
   };
   AppendNnSchemas(all);
   for (size_t i = 0; i < all.size(); ++i) {
     OAR_CHECK(static_cast<int>(all[i].op) == static_cast<int>(i), kInternal, "op table out of order at {}", all[i].name);
     all[i].kernel_id = runtime::InternOp(all[i].name);
-    all[i].vjp = VjpFor(all[i].op);
   }
   OAR_CHECK(all.size() == static_cast<size_t>(Op::kCount_), kInternal, "op table has {} entries", all.size());
+  // The eager functions generated from schema.h's op lists (ops.h) run the record of their own name.
+  struct Listed {
+    Op op;
+    std::string_view name;
+  };
+#define OAR_LISTED_(e, n) Listed{Op::e, #n},
+  for (const Listed& l : {OAR_BINARY_OPS(OAR_LISTED_) OAR_COMPARE_OPS(OAR_LISTED_) OAR_PREDICATE_OPS(OAR_LISTED_)
+                              OAR_UNARY_OPS(OAR_LISTED_)}) {
+    OAR_CHECK(all[static_cast<int>(l.op)].name == l.name, kInternal,
+              "schema.h lists op '{}' where the table has '{}'", l.name, all[static_cast<int>(l.op)].name);
+  }
+#undef OAR_LISTED_
   return all;
 }
 

@@ -1,6 +1,6 @@
-// Op schemas: the ONE definition of every op — name, inputs, outputs, typed attributes with defaults,
-// accepted dtypes, and shape/dtype inference. Eager entry points (ops.h), kernel keys and, later, the
-// graph IR's op dialect, VJP rules and decompositions all read these records; no second op list exists.
+// Op schemas: the ONE definition of every op — signature, typed attributes, dtypes, shape inference, VJP rule,
+// decomposition (composite kernels). Eager dispatch and entry points (ops.h), autograd, kernel keys, the IR's
+// op dialect and the SDK's op-name header (gen_op_header.cc) all read these records; no second op list exists.
 //
 // Shape inference works on TensorMeta (dtype + extents). It is written against Dims so that symbolic
 // extents can replace int64 later without changing the rules' structure.
@@ -22,15 +22,29 @@
 
 namespace oar::ops {
 
+/// The elementwise ops whose eager function is nothing but the op: X(enumerator, name) in Op order. Each
+/// line gives the Op enumerator and the eager function `Tensor name(const Tensor& a, const Tensor& b)`
+/// (binary, comparison) or `Tensor name(const Tensor& x)` (unary) of ops.h; the schema record of the same
+/// name (schema.cc) carries everything else, and building the table checks that the names agree.
+#define OAR_BINARY_OPS(X) X(kAdd, add) X(kSub, sub) X(kMul, mul) X(kDiv, div) X(kMaximum, maximum) \
+  X(kMinimum, minimum) X(kPow, pow)
+#define OAR_COMPARE_OPS(X) X(kEq, eq) X(kNe, ne) X(kLt, lt) X(kLe, le) X(kGt, gt) X(kGe, ge) \
+  X(kLogicalAnd, logical_and) X(kLogicalOr, logical_or)
+#define OAR_PREDICATE_OPS(X) X(kLogicalNot, logical_not) X(kIsNan, isnan) X(kIsInf, isinf)
+#define OAR_UNARY_OPS(X) X(kNeg, neg) X(kExp, exp) X(kRelu, relu) X(kAbs, abs) X(kSign, sign) X(kLog, log) \
+  X(kLog1p, log1p) X(kExpm1, expm1) X(kSqrt, sqrt) X(kRsqrt, rsqrt) X(kSin, sin) X(kCos, cos) X(kTanh, tanh) X(kSigmoid, sigmoid) \
+  X(kErf, erf) X(kReciprocal, reciprocal)
+#define OAR_OP_ENUMERATOR_(e, name) e,
+
 /// Identifies an op in the built-in table (index into AllSchemas()).
 enum class Op : int {
   // binary elementwise
-  kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow,
+  OAR_BINARY_OPS(OAR_OP_ENUMERATOR_)
   // comparisons and logic (bool results)
-  kEq, kNe, kLt, kLe, kGt, kGe, kLogicalAnd, kLogicalOr, kLogicalNot, kIsNan, kIsInf,
+  OAR_COMPARE_OPS(OAR_OP_ENUMERATOR_) OAR_PREDICATE_OPS(OAR_OP_ENUMERATOR_)
   kWhere,
   // unary elementwise
-  kNeg, kExp, kRelu, kAbs, kSign, kLog, kLog1p, kSqrt, kRsqrt, kSin, kCos, kTanh, kSigmoid, kErf, kReciprocal,
+  OAR_UNARY_OPS(OAR_OP_ENUMERATOR_)
   kMatmul,
   // reductions
   kSum, kMean, kMax, kMin, kProd, kArgmax, kArgmin,
@@ -93,6 +107,12 @@ struct VjpArgs {
 /// rule itself is differentiable and higher-order gradients need nothing more.
 using VjpFn = std::vector<Tensor> (*)(const VjpArgs& args);
 
+class Emitter;  // decompose.h
+/// A decomposition: emits the op's computation as primitive ops through `e` (eager tensors or IR values,
+/// decompose.h) and returns one value per output, or nothing when it declines for these inputs (the op
+/// then stays as it is). Written once; eager and the IR's `decompose` pass both run it.
+using DecomposeFn = std::vector<int32_t> (*)(Emitter& e, std::span<const int32_t> inputs, const AttrValues& attrs);
+
 struct OpSchema {
   Op op;
   std::string_view name;
@@ -104,6 +124,9 @@ struct OpSchema {
   std::string_view doc;
   int kernel_id;    // runtime::InternOp(name)
   VjpFn vjp = nullptr;  // null: not differentiable (its results never require grad)
+  /// Its decomposition into primitive ops, for ops whose kernel computes a composite (softmax,
+  /// layer_norm); null for primitives.
+  DecomposeFn decompose = nullptr;
   /// The single declared input takes any number of tensors (concat).
   bool variadic = false;
   /// The name of input `i` for messages (variadic inputs share one name).
@@ -131,8 +154,6 @@ std::string DTypeMaskString(uint32_t mask);
 /// The neural-network and indexing schemas (schema_nn.cc), appended to the table in Op order.
 void AppendNnSchemas(std::vector<OpSchema>& table);
 
-/// The VJP rule of each op (vjp.cc), looked up when the table is built.
-VjpFn VjpFor(Op op);
 
 /// Record `op` on the autograd tape when grad mode is on and an input requires grad (installed by
 /// core/autograd; a no-op without it).

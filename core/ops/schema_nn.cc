@@ -5,7 +5,9 @@
 #include <array>
 
 #include "core/base/error.h"
+#include "core/ops/decompose.h"
 #include "core/ops/schema.h"
+#include "core/ops/vjp.h"
 #include "core/runtime/kernel_registry.h"
 
 namespace oar::ops {
@@ -226,8 +228,8 @@ AttrSpec IntA(std::string_view name, int64_t v) { return {name, OAR_ATTR_INT, v,
 
 void AppendNnSchemas(std::vector<OpSchema>& t) {
   auto direct = [&](Op op, std::string_view name, std::vector<std::string_view> in, std::vector<std::string_view> out,
-                    std::vector<AttrSpec> attrs, uint32_t dtypes, auto infer, std::string_view doc) {
-    OpSchema s{op, name, OpKind::kDirect, std::move(in), std::move(out), std::move(attrs), dtypes, doc, 0};
+                    std::vector<AttrSpec> attrs, uint32_t dtypes, auto infer, std::string_view doc, VjpFn vjp) {
+    OpSchema s{op, name, OpKind::kDirect, std::move(in), std::move(out), std::move(attrs), dtypes, doc, 0, vjp};
     s.infer = infer;
     t.push_back(std::move(s));
   };
@@ -236,42 +238,44 @@ void AppendNnSchemas(std::vector<OpSchema>& t) {
     base.push_back(std::move(extra));
     return base;
   };
-  direct(Op::kConv2d, "conv2d", {"x", "w"}, {"out"}, conv, kFloating, InferConv, "2-D convolution (NCHW, no bias)");
+  direct(Op::kConv2d, "conv2d", {"x", "w"}, {"out"}, conv, kFloating, InferConv, "2-D convolution (NCHW, no bias)",
+         vjp::Conv2d);
   direct(Op::kConv2dGradInput, "conv2d_grad_input", {"grad_out", "w"}, {"grad_x"}, with(conv, IntsEmpty("input_shape")),
-         kFloating, InferConvGradInput, "gradient of conv2d with respect to its input");
+         kFloating, InferConvGradInput, "gradient of conv2d with respect to its input", vjp::Conv2dGradInput);
   direct(Op::kConv2dGradWeight, "conv2d_grad_weight", {"grad_out", "x"}, {"grad_w"},
          with(conv, IntsEmpty("weight_shape")), kFloating, InferConvGradWeight,
-         "gradient of conv2d with respect to its weight");
+         "gradient of conv2d with respect to its weight", vjp::Conv2dGradWeight);
   direct(Op::kMaxPool2d, "max_pool2d", {"x"}, {"y", "indices"},
          {Ints2("kernel", 2), Ints2("stride", 2), Ints2("padding", 0), Ints2("dilation", 1)}, kFloating, InferMaxPool,
-         "max pooling with the flat index of each maximum");
+         "max pooling with the flat index of each maximum", vjp::MaxPool2d);
   const std::vector<AttrSpec> avg = {Ints2("kernel", 2), Ints2("stride", 2), Ints2("padding", 0),
                                      {"count_include_pad", OAR_ATTR_BOOL, true, ""}};
-  direct(Op::kAvgPool2d, "avg_pool2d", {"x"}, {"y"}, avg, kFloating, InferAvgPool, "average pooling");
+  direct(Op::kAvgPool2d, "avg_pool2d", {"x"}, {"y"}, avg, kFloating, InferAvgPool, "average pooling", vjp::AvgPool2d);
   direct(Op::kAvgPool2dGrad, "avg_pool2d_grad", {"grad_y"}, {"grad_x"}, with(avg, IntsEmpty("input_shape")), kFloating,
-         InferPoolGrad, "gradient of avg_pool2d");
+         InferPoolGrad, "gradient of avg_pool2d", vjp::AvgPool2dGrad);
   direct(Op::kAdaptiveAvgPool2d, "adaptive_avg_pool2d", {"x"}, {"y"}, {Ints2("output_size", 1)}, kFloating,
-         InferAdaptive, "average pooling to a fixed output size");
+         InferAdaptive, "average pooling to a fixed output size", vjp::AdaptiveAvgPool2d);
   direct(Op::kAdaptiveAvgPool2dGrad, "adaptive_avg_pool2d_grad", {"grad_y"}, {"grad_x"},
          {Ints2("output_size", 1), IntsEmpty("input_shape")}, kFloating, InferPoolGrad,
-         "gradient of adaptive_avg_pool2d");
+         "gradient of adaptive_avg_pool2d", vjp::AdaptiveAvgPool2dGrad);
   direct(Op::kLayerNorm, "layer_norm", {"x", "weight", "bias"}, {"y", "mean", "rstd"},
          {IntA("axis", 1), {"eps", OAR_ATTR_FLOAT, 1e-5, ""}}, kFloating, InferLayerNorm,
-         "normalise over the trailing dims from axis, then scale and shift");
+         "normalise over the trailing dims from axis, then scale and shift", vjp::LayerNorm);
+  t.back().decompose = DecomposeLayerNorm;
   direct(Op::kConcat, "concat", {"tensors"}, {"out"}, {IntA("axis", 0)}, kAll, InferConcat,
-         "join tensors along an axis");
+         "join tensors along an axis", vjp::Concat);
   t.back().variadic = true;
   direct(Op::kGather, "gather", {"x", "index"}, {"out"}, {IntA("axis", 0)}, kAll, InferGather,
-         "out[..i..] = x[..index[..i..]..] along axis");
+         "out[..i..] = x[..index[..i..]..] along axis", vjp::Gather);
   direct(Op::kIndexSelect, "index_select", {"x", "index"}, {"out"}, {IntA("axis", 0)}, kAll, InferIndexSelect,
-         "the entries of x at a 1-D list of indices along axis");
+         "the entries of x at a 1-D list of indices along axis", vjp::IndexSelect);
   direct(Op::kScatterAdd, "scatter_add", {"x", "index", "src"}, {"out"}, {IntA("axis", 0)}, kFloating, InferScatterAdd,
-         "x with src added at index along axis (deterministic order)");
+         "x with src added at index along axis (deterministic order)", vjp::ScatterAdd);
   direct(Op::kTopk, "topk", {"x"}, {"values", "indices"},
          {IntA("k", 1), IntA("axis", -1), {"largest", OAR_ATTR_BOOL, true, ""}}, kNumeric, InferTopk,
-         "the k largest (or smallest) values along an axis, sorted, with their indices");
+         "the k largest (or smallest) values along an axis, sorted, with their indices", vjp::Topk);
   direct(Op::kPad, "pad", {"x"}, {"out"}, {IntsEmpty("pads"), {"value", OAR_ATTR_FLOAT, 0.0, ""}}, kAll, InferPad,
-         "constant padding before and after each dimension");
+         "constant padding before and after each dimension", vjp::Pad);
 }
 
 }  // namespace oar::ops

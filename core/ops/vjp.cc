@@ -1,15 +1,16 @@
-// VJP rules: the gradient of every differentiable op, written with eager ops so that each rule is itself
-// differentiable (grad of grad needs nothing more). Rules use the op's inputs, never its outputs: saving
+// VJP rules (vjp.h) that the schema records bind: the gradient of every differentiable op but the unary
+// elementwise ones (whose one-line rules are in their records, schema.cc), written with eager ops so that
+// each rule is itself differentiable (grad of grad needs nothing more). Rules use the op's inputs, never its outputs: saving
 // outputs would tie a tensor to the node that produced it and leak the graph.
 #include <algorithm>
 #include <cmath>
 
 #include "core/ops/nn.h"
 #include "core/ops/ops.h"
+#include "core/ops/vjp.h"
 #include "core/tensor/autograd_meta.h"
 
-namespace oar::ops {
-namespace {
+namespace oar::ops::vjp {
 
 using Grads = std::vector<Tensor>;
 
@@ -58,38 +59,6 @@ Grads Where(const VjpArgs& a) {
   const Tensor& cond = In(a, 0);
   const Tensor zero = Like(G(a), 0);
   return {Tensor(), SumTo(where(cond, G(a), zero), In(a, 1).shape()), SumTo(where(cond, zero, G(a)), In(a, 2).shape())};
-}
-
-// ---- unary -----------------------------------------------------------------------------------------------
-Grads Neg(const VjpArgs& a) { return {neg(G(a))}; }
-Grads Exp(const VjpArgs& a) { return {G(a) * exp(In(a, 0))}; }
-Grads Relu(const VjpArgs& a) { return {G(a) * Mask(gt(In(a, 0), 0.0), In(a, 0))}; }
-Grads Abs(const VjpArgs& a) { return {G(a) * sign(In(a, 0))}; }
-Grads Sign(const VjpArgs& a) { return {G(a) * 0.0}; }
-Grads Log(const VjpArgs& a) { return {G(a) / In(a, 0)}; }
-Grads Log1p(const VjpArgs& a) { return {G(a) / (In(a, 0) + 1.0)}; }
-Grads Sqrt(const VjpArgs& a) { return {G(a) * rsqrt(In(a, 0)) * 0.5}; }
-Grads Rsqrt(const VjpArgs& a) {
-  const Tensor& x = In(a, 0);
-  return {G(a) * rsqrt(x) / x * -0.5};
-}
-Grads Sin(const VjpArgs& a) { return {G(a) * cos(In(a, 0))}; }
-Grads Cos(const VjpArgs& a) { return {neg(G(a) * sin(In(a, 0)))}; }
-Grads Tanh(const VjpArgs& a) {
-  const Tensor t = tanh(In(a, 0));
-  return {G(a) * (1.0 - t * t)};
-}
-Grads Sigmoid(const VjpArgs& a) {
-  const Tensor s = sigmoid(In(a, 0));
-  return {G(a) * s * (1.0 - s)};
-}
-Grads Erf(const VjpArgs& a) {
-  const Tensor& x = In(a, 0);
-  return {G(a) * exp(neg(x * x)) * (2.0 / std::sqrt(M_PI))};
-}
-Grads Reciprocal(const VjpArgs& a) {
-  const Tensor& x = In(a, 0);
-  return {neg(G(a)) / (x * x)};
 }
 
 // ---- matmul --------------------------------------------------------------------------------------------
@@ -222,6 +191,7 @@ Grads Slice(const VjpArgs& a) {
 }
 Grads Expand(const VjpArgs& a) { return {SumTo(G(a), In(a, 0).shape())}; }
 Grads Squeeze(const VjpArgs& a) { return {G(a).reshape(In(a, 0).shape())}; }
+Grads Identity(const VjpArgs& a) { return {G(a)}; }
 Grads SliceScatterVjp(const VjpArgs& a) {
   return {G(a).slice(IntAttr(a, 1), IntAttr(a, 2), IntAttr(a, 3), IntAttr(a, 4))};
 }
@@ -330,67 +300,4 @@ Grads Pad(const VjpArgs& a) {
   return {g};
 }
 
-}  // namespace
-
-VjpFn VjpFor(Op op) {
-  switch (op) {
-    case Op::kAdd: return Add;
-    case Op::kSub: return Sub;
-    case Op::kMul: return Mul;
-    case Op::kDiv: return Div;
-    case Op::kPow: return Pow;
-    case Op::kMaximum: return Maximum;
-    case Op::kMinimum: return Minimum;
-    case Op::kWhere: return Where;
-    case Op::kNeg: return Neg;
-    case Op::kExp: return Exp;
-    case Op::kRelu: return Relu;
-    case Op::kAbs: return Abs;
-    case Op::kSign: return Sign;
-    case Op::kLog: return Log;
-    case Op::kLog1p: return Log1p;
-    case Op::kSqrt: return Sqrt;
-    case Op::kRsqrt: return Rsqrt;
-    case Op::kSin: return Sin;
-    case Op::kCos: return Cos;
-    case Op::kTanh: return Tanh;
-    case Op::kSigmoid: return Sigmoid;
-    case Op::kErf: return Erf;
-    case Op::kReciprocal: return Reciprocal;
-    case Op::kMatmul: return Matmul;
-    case Op::kSum: return Sum;
-    case Op::kMean: return Mean;
-    case Op::kMax: return Max;
-    case Op::kMin: return Min;
-    case Op::kProd: return Prod;
-    case Op::kSoftmax: return Softmax;
-    case Op::kLogSoftmax: return LogSoftmax;
-    case Op::kCast: return Cast;
-    case Op::kView: return View;
-    case Op::kPermute: return Permute;
-    case Op::kSlice: return Slice;
-    case Op::kExpand: return Expand;
-    case Op::kSqueeze:
-    case Op::kUnsqueeze: return Squeeze;
-    case Op::kSliceScatter: return SliceScatterVjp;
-    case Op::kClone: return [](const VjpArgs& a) -> Grads { return {G(a)}; };
-    case Op::kConv2d: return Conv2d;
-    case Op::kConv2dGradInput: return Conv2dGradInput;
-    case Op::kConv2dGradWeight: return Conv2dGradWeight;
-    case Op::kMaxPool2d: return MaxPool2d;
-    case Op::kAvgPool2d: return AvgPool2d;
-    case Op::kAvgPool2dGrad: return AvgPool2dGrad;
-    case Op::kAdaptiveAvgPool2d: return AdaptiveAvgPool2d;
-    case Op::kAdaptiveAvgPool2dGrad: return AdaptiveAvgPool2dGrad;
-    case Op::kLayerNorm: return LayerNorm;
-    case Op::kConcat: return Concat;
-    case Op::kGather: return Gather;
-    case Op::kIndexSelect: return IndexSelect;
-    case Op::kScatterAdd: return ScatterAdd;
-    case Op::kTopk: return Topk;
-    case Op::kPad: return Pad;
-    default: return nullptr;  // comparisons, logic, predicates, arg-reductions, fill, copy
-  }
-}
-
-}  // namespace oar::ops
+}  // namespace oar::ops::vjp

@@ -2,15 +2,26 @@
 // would (runtime::PlanKernel): on the device (kernel.<op>), on the device in a private storage format with
 // explicit kernel.format_cast ops around it, or on the cpu fallback with explicit kernel.transfer ops both ways.
 // Views and composites carry the device only (they run no kernel of their own).
+//
+// Where every operand's extents are static, the device's plugin is also asked, as the eager dispatcher asks
+// it per call, whether its kernel accepts this exact call (the optional supports() query, with contiguous
+// operands and the op's attributes): a private-format kernel that declines with outputs in its format is
+// asked again with PLAIN outputs (no format casts back then), then the PLAIN kernel; one that declines too
+// makes the op fall back to the cpu, with the plugin's reason in the error when the fallback is not allowed.
+#include <algorithm>
+#include <limits>
 #include <memory>
 
 #include "core/base/error.h"
 #include "core/ir/dialect.h"
+#include "core/ir/op_dialect.h"
 #include "core/ops/schema.h"
 #include "core/passes/pass.h"
 #include "core/passes/transforms.h"
 #include "core/runtime/kernel_plan.h"
+#include "core/runtime/kernel_registry.h"
 #include "core/runtime/runtime.h"
+#include "core/runtime/status.h"
 
 namespace oar::passes {
 namespace {
@@ -73,8 +84,10 @@ class KernelSelectPass : public Pass {
       for (ir::Type t : result_types) key.push_back(static_cast<int32_t>(t.dtype()));
       if (!static_shapes) shapes.clear();
       runtime::KernelPlan plan;
+      bool plain_outputs = false;  // a private-format kernel that writes PLAIN outputs
       try {
         plan = runtime::PlanKernel(device_, s.name, key, shapes);
+        if (static_shapes) plain_outputs = AskSupports(op, s, key, plan);
       } catch (const Error& e) {
         Throw(e.code(), "{}: {}", op->name(), e.what());
       }
@@ -86,7 +99,9 @@ class KernelSelectPass : public Pass {
           const std::string format = runtime::FormatName(plan.format);
           for (ir::Value& v : operands) v = FormatCast(b, v, "plain", format);
           results = b.Create(kernel_name, operands, with(device_attr_, format), result_types)->results();
-          for (ir::Value& r : results) r = FormatCast(b, r, format, "plain");
+          if (!plain_outputs) {
+            for (ir::Value& r : results) r = FormatCast(b, r, format, "plain");
+          }
           break;
         }
         case runtime::KernelPlan::Path::kFallback:
@@ -98,6 +113,108 @@ class KernelSelectPass : public Pass {
     }
     for (uint32_t i = 0; i < op->num_results(); ++i) op->result(i).ReplaceAllUsesWith(results[i]);
     op->Erase();
+  }
+
+  // The plugin's supports() on this call, as the dispatcher asks it (dispatch.cc LaunchOn): the private
+  // format with outputs in it, then with PLAIN outputs, then the PLAIN kernel; a PLAIN kernel that declines
+  // turns `plan` into the cpu fallback. Returns true when the private kernel takes PLAIN outputs.
+  bool AskSupports(const ir::Operation* op, const ops::OpSchema& s, std::span<const int32_t> key,
+                   runtime::KernelPlan& plan) {
+    if (plan.path == runtime::KernelPlan::Path::kFallback) return false;
+    runtime::DeviceContext& ctx = runtime::Runtime::Get().Context(device_);
+    if (plan.path == runtime::KernelPlan::Path::kPrivateFormat) {
+      if (Declined(ctx, op, s, key, plan.format, plan.format).empty()) return false;
+      if (Declined(ctx, op, s, key, plan.format, OAR_FORMAT_PLAIN).empty()) return true;
+      plan.path = runtime::KernelPlan::Path::kDevice;
+    }
+    const std::string why = Declined(ctx, op, s, key, OAR_FORMAT_PLAIN, OAR_FORMAT_PLAIN);
+    if (why.empty()) return false;
+    plan.path = runtime::KernelPlan::Path::kFallback;
+    plan.reason = fmt::format("{} declined: {}", device_.type(), why);
+    runtime::Runtime& rt = runtime::Runtime::Get();
+    OAR_CHECK(!rt.strict(), kUnimplemented, "{}; CPU fallback is disabled (OAR_STRICT_DEVICE)", plan.reason);
+    OAR_CHECK(device_.type() != "cpu", kUnimplemented, "{}", plan.reason);
+    const int op_id = runtime::InternOp(s.name);
+    OAR_CHECK(rt.Context(Device("cpu:0")).plugin().kernels().Find(op_id, key, OAR_FORMAT_PLAIN) != nullptr,
+              kUnimplemented, "{}, and the cpu fallback has no kernel either", plan.reason);
+    return false;
+  }
+
+  // The plugin's reason for declining the call of `op` with inputs in `in_format` and outputs in
+  // `out_format` (contiguous, no data), or empty when it accepts it (or has no supports() query).
+  static std::string Declined(runtime::DeviceContext& ctx, const ir::Operation* op, const ops::OpSchema& s,
+                              std::span<const int32_t> key, int32_t in_format, int32_t out_format) {
+    const oar_kernel_api_t* kapi = ctx.plugin().kernel();
+    if (!OAR_HAS_SLOT(kapi, supports)) return {};
+    const int op_id = runtime::InternOp(s.name);
+    const runtime::KernelEntry* entry = ctx.plugin().kernels().Find(op_id, key, in_format);
+    if (entry == nullptr) {
+      return fmt::format("no kernel for these dtypes in format {}", runtime::FormatName(in_format));
+    }
+    const uint32_t n_in = op->num_operands(), n = n_in + op->num_results();
+    std::vector<Dims> shapes(n), strides(n);
+    std::vector<oar_tensor_desc_t> desc(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      const ir::Type t = i < n_in ? op->operand(i).type() : op->result(i - n_in).type();
+      shapes[i] = Dims(t.dims());
+      strides[i] = Dims::Filled(shapes[i].size(), 1);
+      for (int d = shapes[i].size() - 2; d >= 0; --d) {
+        strides[i][d] = strides[i][d + 1] * std::max<int64_t>(shapes[i][d + 1], 1);
+      }
+      desc[i] = {OAR_TENSOR_DESC_STRUCT_SIZE, nullptr, nullptr, static_cast<int32_t>(t.dtype()),
+                 i < n_in ? in_format : out_format, shapes[i].size(), 0, shapes[i].data(), strides[i].data()};
+    }
+    // The attributes as the eager dispatcher passes them (eager.cc): a fill's value is integral for an
+    // integral result.
+    const ops::AttrValues values = ir::SchemaAttrValues(s, op->attributes());
+    const bool integral = op->num_results() > 0 && !IsFloating(op->result(0).type().dtype());
+    std::vector<oar_attr_t> attrs(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      oar_attr_t& a = attrs[i];
+      a.struct_size = OAR_ATTR_STRUCT_SIZE;
+      a.name = s.attrs[i].name.data();  // schema names are NUL-terminated literals
+      a.type = s.attrs[i].type;
+      const ops::AttrValue& v = values[i];
+      if (const auto* x = std::get_if<int64_t>(&v)) {
+        a.v.i = *x;
+      } else if (const auto* f = std::get_if<double>(&v)) {
+        if (integral && s.attrs[i].name == "value") {
+          a.type = OAR_ATTR_INT;
+          a.v.i = *f >= 9.2e18 ? std::numeric_limits<int64_t>::max()
+                  : *f <= -9.2e18 ? std::numeric_limits<int64_t>::min() : static_cast<int64_t>(*f);
+        } else {
+          a.v.f = *f;
+        }
+      } else if (const auto* bo = std::get_if<bool>(&v)) {
+        a.v.b = *bo;
+      } else {
+        const auto& ints = std::get<std::vector<int64_t>>(v);
+        a.v.ints = {ints.data(), ints.size()};
+      }
+    }
+    oar_kernel_call_t call{};
+    call.struct_size = OAR_KERNEL_CALL_STRUCT_SIZE;
+    call.op = entry->op_name;
+    call.device = ctx.ordinal();
+    call.num_inputs = static_cast<int32_t>(n_in);
+    call.num_outputs = static_cast<int32_t>(op->num_results());
+    call.num_attrs = static_cast<int32_t>(attrs.size());
+    call.inputs = desc.data();
+    call.outputs = desc.data() + n_in;
+    call.attrs = attrs.data();
+    call.kernel_data = entry->kernel_data;
+    oar_status_t* status = nullptr;
+    try {
+      status = kapi->supports(&call);
+    } catch (...) {
+      Throw(ErrorCode::kInternal, "{}: supports() threw a C++ exception across the ABI", ctx.device().str());
+    }
+    if (status == nullptr) return {};
+    runtime::StatusInfo info = runtime::TakeStatus(status);
+    if (info.code != ErrorCode::kUnimplemented) {
+      Throw(info.code, "{}: supports() failed: {}", ctx.device().str(), info.message);
+    }
+    return info.message.empty() ? "unsupported (no reason given)" : info.message;
   }
 
   ir::Value FormatCast(ir::Builder& b, ir::Value v, std::string_view from, std::string_view to) {

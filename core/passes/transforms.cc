@@ -303,6 +303,7 @@ void RegisterGenericPasses() {
     RegisterKernelSelectPass();
     RegisterConstantFoldPass();
     RegisterInplacePass();
+    RegisterDecomposePass();
     return true;
   }();
   (void)once;

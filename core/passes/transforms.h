@@ -16,12 +16,17 @@ int64_t EliminateCommonSubexpressions(ir::Program& program);
 /// The canonicalisation patterns (hand-written and DRR).
 void AddCanonicalizationPatterns(PatternList& patterns);
 
+/// Rewrite every op.* op whose schema has a decomposition (OpSchema::decompose) into primitive op.* ops, in
+/// place (nested regions included); returns how many were rewritten. The `decompose` pass.
+int64_t DecomposeCompositeOps(ir::Program& program);
+
 /// Register dce, cse, canonicalize and kernel-select with the pass registry (idempotent; called by the
 /// pass registry on first use).
 void RegisterGenericPasses();
 void RegisterKernelSelectPass();
 void RegisterConstantFoldPass();
 void RegisterInplacePass();
+void RegisterDecomposePass();
 
 }  // namespace oar::passes
 

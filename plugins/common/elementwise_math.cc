@@ -1,4 +1,4 @@
-// Elementwise math host kernels: abs, sign, log, log1p, sqrt, rsqrt, sin, cos, tanh, sigmoid, erf,
+// Elementwise math host kernels: abs, sign, log, log1p, expm1, sqrt, rsqrt, sin, cos, tanh, sigmoid, erf,
 // reciprocal, isnan, isinf, logical_not and pow (docs/ops.md).
 //
 // Every op is a functor over the compute type (float for the 16-bit floats, rounded once per result)
@@ -60,6 +60,14 @@ struct Log1pOp {
   template <typename C>
   static C Apply(C x) {
     return std::log1p(x);
+  }
+};
+
+struct Expm1Op {
+  static constexpr const char* kName = OAR_OP_EXPM1;
+  template <typename C>
+  static C Apply(C x) {
+    return std::expm1(x);
   }
 };
 
@@ -181,6 +189,7 @@ void AppendElementwiseMathKernels(std::vector<HostKernel>* kernels) {
   AddMapUnary<SignOp>(kernels, SignedTypes{});
   AddMapUnary<LogOp>(kernels, FloatTypes{});
   AddMapUnary<Log1pOp>(kernels, FloatTypes{});
+  AddMapUnary<Expm1Op>(kernels, FloatTypes{});
   AddMapUnary<SqrtOp>(kernels, FloatTypes{});
   AddMapUnary<RsqrtOp>(kernels, FloatTypes{});
   AddMapUnary<SinOp>(kernels, FloatTypes{});

@@ -41,6 +41,7 @@ std::vector<Tensor> Layouts(int32_t dt) {
 long double RefMath(const std::string& op, long double x) {
   if (op == "log") return std::log(x);
   if (op == "log1p") return std::log1p(x);
+  if (op == "expm1") return std::expm1(x);
   if (op == "sqrt") return std::sqrt(x);
   if (op == "rsqrt") return 1 / std::sqrt(x);
   if (op == "sin") return std::sin(x);
@@ -88,7 +89,7 @@ void CheckMath(const std::string& op, Tensor& x) {
 
 TEST(Math, UnaryMatchesReferenceOnEveryLayoutAndSpecialValue) {
   const std::map<std::string, std::vector<int32_t>> ops = {
-      {"abs", kSigned},  {"sign", kSigned},    {"log", kFloats}, {"log1p", kFloats},
+      {"abs", kSigned},  {"sign", kSigned},    {"log", kFloats}, {"log1p", kFloats}, {"expm1", kFloats},
       {"sqrt", kFloats}, {"rsqrt", kFloats},   {"sin", kFloats}, {"cos", kFloats},
       {"tanh", kFloats}, {"sigmoid", kFloats}, {"erf", kFloats}, {"reciprocal", kFloats}};
   for (const auto& [op, types] : ops) {

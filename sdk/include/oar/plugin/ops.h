@@ -59,6 +59,8 @@
 #define OAR_OP_LOG "log"
 /* log1p(x) -> out: log(1 + x), accurate near 0 */
 #define OAR_OP_LOG1P "log1p"
+/* expm1(x) -> out: e^x - 1, accurate near 0 */
+#define OAR_OP_EXPM1 "expm1"
 /* sqrt(x) -> out: square root */
 #define OAR_OP_SQRT "sqrt"
 /* rsqrt(x) -> out: 1 / sqrt(x) */
@@ -224,6 +226,6 @@
 #define OAR_OP_PAD_ATTR_VALUE "value"
 
 /* Number of ops above. */
-#define OAR_OP_COUNT 70
+#define OAR_OP_COUNT 71
 
 #endif /* OAR_PLUGIN_OPS_H_ */
