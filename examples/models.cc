@@ -699,7 +699,9 @@ class LlamaStage : public nn::Module {
  public:
   LlamaStage(const LlamaConfig& c, int64_t first, int64_t last, bool head, Generator& gen, const Options& o)
       : first_(first) {
-    if (first == 0 || head) emb_ = RegisterModule("tok_emb", std::make_shared<nn::Embedding>(c.vocab, c.dim, gen, o, 0.1));
+    if (first == 0 || head) {
+      emb_ = RegisterModule("tok_emb", std::make_shared<nn::Embedding>(c.vocab, c.dim, gen, o, 0.1));
+    }
     for (int64_t i = first; i < last; ++i) {
       blocks_.push_back(RegisterModule("layers." + std::to_string(i), std::make_shared<Block>(c, gen, o)));
     }
@@ -767,7 +769,8 @@ class PipelineLlamaExample : public Example {
                                 : in;
         const Tensor out = m.Forward(x);
         if (s + 1 < pp) return out;
-        const Tensor y = FromVector<int64_t>(std::vector<int64_t>(ys_.begin() + at, ys_.begin() + at + n), {rows * t}, d);
+        const Tensor y =
+            FromVector<int64_t>(std::vector<int64_t>(ys_.begin() + at, ys_.begin() + at + n), {rows * t}, d);
         return cross_entropy(out.reshape({rows * t, base_.config().vocab}), y);
       };
       stages.push_back(std::move(stage));

@@ -259,7 +259,8 @@ void DataParallelCases(std::vector<Case>& cases) {
 }
 
 /// Compare `got` with the single-device `want` within the case's tolerance, recording the errors.
-void ExpectClose(CaseResult& r, const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+void ExpectClose(CaseResult& r, const std::vector<double>& got, const std::vector<double>& want,
+                 const std::string& what) {
   Expect(got.size() == want.size(), fmt::format("{}: {} elements, expected {}", what, got.size(), want.size()));
   for (size_t k = 0; k < want.size(); ++k) {
     const double abs = std::abs(got[k] - want[k]);
@@ -290,8 +291,10 @@ void ModelParallelCases(std::vector<Case>& cases) {
          auto param = [&](const Tensor& t, Placement p) {
            return distributed::shard_tensor(t.detach(), mesh, {p}).detach().set_requires_grad(true);
          };
-         DistTensor w1 = param(single.l1->weight, Placement::Shard(0)), b1 = param(*single.l1->bias, Placement::Shard(0));
-         DistTensor w2 = param(single.l2->weight, Placement::Shard(1)), b2 = param(*single.l2->bias, Placement::Replicate());
+         DistTensor w1 = param(single.l1->weight, Placement::Shard(0));
+         DistTensor b1 = param(*single.l1->bias, Placement::Shard(0));
+         DistTensor w2 = param(single.l2->weight, Placement::Shard(1));
+         DistTensor b2 = param(*single.l2->bias, Placement::Replicate());
          distributed::ResetCollectiveCounts();
          const DistTensor h = distributed::relu(distributed::linear(
              distributed::shard_tensor(x, mesh, {Placement::Replicate()}), w1, b1));

@@ -24,9 +24,7 @@ std::string ScheduleName(PipelineSchedule schedule) {
   return schedule == PipelineSchedule::kFThenB ? "FThenB" : "1F1B";
 }
 
-std::string PipelineAction::ToString() const {
-  return (kind == Kind::kForward ? "F" : "B") + std::to_string(micro);
-}
+std::string PipelineAction::ToString() const { return (kind == Kind::kForward ? "F" : "B") + std::to_string(micro); }
 
 std::vector<PipelineAction> StageOrder(PipelineSchedule schedule, int64_t stages, int64_t micro_batches,
                                        int64_t stage) {
@@ -66,8 +64,8 @@ Pipeline::Pipeline(std::vector<PipelineStage> stages) : stages_(std::move(stages
     const PipelineStage& st = stages_[s];
     OAR_CHECK_ARG(!st.lanes.empty(), "pipeline: stage {} has no device", s);
     OAR_CHECK_ARG(st.lanes.size() == stages_[0].lanes.size(),
-                  "pipeline: every stage needs as many lanes as stage 0 ({}); stage {} has {}", stages_[0].lanes.size(), s,
-                  st.lanes.size());
+                  "pipeline: every stage needs as many lanes as stage 0 ({}); stage {} has {}", stages_[0].lanes.size(),
+                  s, st.lanes.size());
     OAR_CHECK_ARG(static_cast<bool>(st.forward), "pipeline: stage {} has no forward", s);
     for (const Device& d : st.lanes) {
       OAR_CHECK_ARG(seen.insert(d).second, "pipeline: device {} appears twice (stage {}); each lane needs its own",
@@ -162,8 +160,8 @@ PipelineResult Pipeline::Run(PipelineSchedule schedule, int64_t micro_batches, d
         if (s + 1 < S && sl.received_grad.empty()) continue;  // the next stage's backward has not run yet
         for (int64_t l = 0; l < L; ++l) {
           const Tensor& out = sl.out[static_cast<size_t>(l)];
-          const Tensor seed = s + 1 == S ? full({}, loss_scale, out.dtype(), out.device())
-                                         : sl.received_grad[static_cast<size_t>(l)];
+          const Tensor seed =
+              s + 1 == S ? full({}, loss_scale, out.dtype(), out.device()) : sl.received_grad[static_cast<size_t>(l)];
           if (out.requires_grad()) oar::backward({out}, {seed});
           if (s > 0) {
             const Tensor g = sl.in[static_cast<size_t>(l)].grad();

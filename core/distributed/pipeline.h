@@ -58,8 +58,7 @@ struct PipelineAction {
 
 /// The actions of stage `stage` (of `stages`) for `micro_batches`, in the order the schedule runs them.
 /// Throws kInvalidArgument for stages < 1, micro_batches < 1 or a stage outside [0, stages).
-std::vector<PipelineAction> StageOrder(PipelineSchedule schedule, int64_t stages, int64_t micro_batches,
-                                       int64_t stage);
+std::vector<PipelineAction> StageOrder(PipelineSchedule schedule, int64_t stages, int64_t micro_batches, int64_t stage);
 
 /// One stage of the pipeline.
 struct PipelineStage {

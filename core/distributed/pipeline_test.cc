@@ -222,7 +222,8 @@ TEST(Pipeline, MicroBatchesAccumulateTheWholeBatchGradientUnderBothSchedules) {
 TEST(Pipeline, IssueOrderFollowsTheSchedule) {
   const Mlp m(8, 12);
   Piped p(m, 2);
-  EXPECT_EQ(p.Run(PipelineSchedule::k1F1B, 3).trace, "s0:F0 s1:F0 s0:F1 s1:B0 s0:B0 s1:F1 s0:F2 s1:B1 s0:B1 s1:F2 s1:B2 s0:B2");
+  EXPECT_EQ(p.Run(PipelineSchedule::k1F1B, 3).trace,
+            "s0:F0 s1:F0 s0:F1 s1:B0 s0:B0 s1:F1 s0:F2 s1:B1 s0:B1 s1:F2 s1:B2 s0:B2");
   EXPECT_EQ(p.Run(PipelineSchedule::kFThenB, 2).trace, "s0:F0 s1:F0 s0:F1 s1:F1 s1:B0 s0:B0 s1:B1 s0:B1");
 }
 
@@ -272,12 +273,18 @@ void ExpectError(const std::function<void()>& f, const std::string& text) {
 TEST(Pipeline, BadStagesAreRefusedClearly) {
   auto id = [](int64_t, int64_t, const Tensor& in) { return in; };
   ExpectError([] { Pipeline p(std::vector<PipelineStage>{}); }, "pipeline: no stages");
-  ExpectError([&] { Pipeline p({{{Sim(0)}, id}, {{Sim(1), Sim(2)}, id}}); },
-              "every stage needs as many lanes as stage 0 (1); stage 1 has 2");
+  ExpectError(
+      [&] {
+        Pipeline p({{{Sim(0)}, id}, {{Sim(1), Sim(2)}, id}});
+      },
+      "every stage needs as many lanes as stage 0 (1); stage 1 has 2");
   ExpectError([&] { Pipeline p({{{Sim(0)}, id}, {{Sim(0)}, id}}); }, "device kunlun_sim:0 appears twice (stage 1)");
   ExpectError([&] { Pipeline p({{{Sim(0)}, id}, {{Device("cpu")}, id}}); }, "every device must be of one type");
   ExpectError([&] { Pipeline p({{{Sim(0)}, {}}}); }, "stage 0 has no forward");
-  Pipeline two({{{Sim(0)}, [](int64_t, int64_t, const Tensor&) { return ones({2, 2}, DType::kFloat32, Sim(0)); }},
+  Pipeline two({{{Sim(0)},
+                 [](int64_t, int64_t, const Tensor&) {
+                   return ones({2, 2}, DType::kFloat32, Sim(0));
+                 }},
                 {{Sim(1)}, [](int64_t, int64_t, const Tensor& in) { return in * 2.0; }}});
   ExpectError([&] { two.Run(PipelineSchedule::k1F1B, 0); }, "need at least one micro-batch, got 0");
   ExpectError([&] { two.Run(PipelineSchedule::k1F1B, 1); },

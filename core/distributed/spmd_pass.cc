@@ -77,8 +77,8 @@ class Propagator {
       } else if (op->info().schema != nullptr && op->info().dialect->name() == "op") {
         Op(*op);
       } else {
-        Throw(ErrorCode::kUnimplemented, "spmd-propagate: {}: no placement rule (only op.* ops, builtin ops and dist.*)",
-              ir::DescribeOp(*op));
+        Throw(ErrorCode::kUnimplemented,
+              "spmd-propagate: {}: no placement rule (only op.* ops, builtin ops and dist.*)", ir::DescribeOp(*op));
       }
     }
     return std::move(report_);
@@ -96,8 +96,7 @@ class Propagator {
 
   const State& Of(ir::Value v, const ir::Operation& user) const {
     auto it = state_.find(v.impl());
-    OAR_CHECK(it != state_.end(), kInternal, "spmd-propagate: {}: an operand has no placements",
-              ir::DescribeOp(user));
+    OAR_CHECK(it != state_.end(), kInternal, "spmd-propagate: {}: an operand has no placements", ir::DescribeOp(user));
     return it->second;
   }
 
@@ -109,9 +108,9 @@ class Propagator {
       SetPlacements(op, {Replicated()});
       return;
     }
-    OAR_CHECK_ARG(a.kind() == ir::AttrKind::kArray && a.AsArray().size() == 1 &&
-                      a.AsArray()[0].kind() == ir::AttrKind::kString,
-                  "spmd-propagate: {}: dist.placements must be one string, e.g. [\"[S(0), R]\"]", ir::DescribeOp(op));
+    OAR_CHECK_ARG(
+        a.kind() == ir::AttrKind::kArray && a.AsArray().size() == 1 && a.AsArray()[0].kind() == ir::AttrKind::kString,
+        "spmd-propagate: {}: dist.placements must be one string, e.g. [\"[S(0), R]\"]", ir::DescribeOp(op));
     const Placements p = CheckPlacements(mesh_, ParsePlacements(a.AsArray()[0].AsString()), shape.size(),
                                          "spmd-propagate: " + op.attr("name").AsString());
     Place(op.result(0), p, true);
@@ -138,7 +137,8 @@ class Propagator {
     const ops::AttrValues attrs = ir::SchemaAttrValues(s, op.attributes());
     const SpmdRule rule = SpmdRuleFor(s.op, metas, attrs);
     const DType dtype = metas.empty() ? op.result(0).type().dtype() : metas[0].dtype;
-    const SpmdDecision d = Decide(rule, mesh_, current, shapes, std::span<const bool>(annotated.get(), op.num_operands()), dtype);
+    const SpmdDecision d =
+        Decide(rule, mesh_, current, shapes, std::span<const bool>(annotated.get(), op.num_operands()), dtype);
     report_.explain += ir::DescribeOp(op) + ": " + d.explain + "\n";
     for (uint32_t i = 0; i < op.num_operands(); ++i) {
       if (d.inputs[i] != current[i]) op.SetOperand(i, Reshard(op.operand(i), d.inputs[i], &op));
@@ -331,7 +331,8 @@ std::vector<DistTensor> RunSpmd(const ir::Program& program, const ProcessMesh& m
                         : a.kind() == ir::AttrKind::kInt ? static_cast<double>(a.AsInt())
                                                          : (a.AsBool() ? 1.0 : 0.0));
           }
-          const Tensor flat = cast(FromVector<double>(v, Dims{static_cast<int64_t>(v.size())}, Device("cpu")), t.dtype());
+          const Tensor flat =
+              cast(FromVector<double>(v, Dims{static_cast<int64_t>(v.size())}, Device("cpu")), t.dtype());
           whole = v.size() == 1 ? flat.reshape(Dims{}).expand(t.dims()).contiguous() : flat.reshape(t.dims());
         } else {
           const ops::OpSchema& s = *op->info().schema;
@@ -348,9 +349,10 @@ std::vector<DistTensor> RunSpmd(const ir::Program& program, const ProcessMesh& m
         const CollectiveCounts before = GetCollectiveCounts();
         std::vector<DistTensor> out = Apply(s->op, in, ir::SchemaAttrValues(*s, op->attributes()));
         const CollectiveCounts after = GetCollectiveCounts();
-        OAR_CHECK(after.total() == before.total(), kInternal,
-                  "the op resharded its inputs itself ({} collectives): the placement pass and eager execution disagree",
-                  after.total() - before.total());
+        OAR_CHECK(
+            after.total() == before.total(), kInternal,
+            "the op resharded its inputs itself ({} collectives): the placement pass and eager execution disagree",
+            after.total() - before.total());
         for (uint32_t r = 0; r < op->num_results(); ++r) {
           const Placements want = PlacementsOf(op->result(r));
           OAR_CHECK(out.at(r).placements() == want, kInternal,

@@ -55,9 +55,9 @@ struct PropagateOptions {
   bool replicate_outputs = true;
 };
 struct PropagationReport {
-  int64_t ops = 0;                              // op.* ops placed
-  std::map<std::string, int64_t> reshard_ops;   // inserted dist.* ops by name ("dist.all_reduce": 1)
-  std::string explain;                          // each op's decision (spmd.h's explain text)
+  int64_t ops = 0;                             // op.* ops placed
+  std::map<std::string, int64_t> reshard_ops;  // inserted dist.* ops by name ("dist.all_reduce": 1)
+  std::string explain;                         // each op's decision (spmd.h's explain text)
   int64_t count(std::string_view op) const;
 };
 /// The pass on `program` (in place). Throws kInvalidArgument for a program without a mesh, a symbolic or

@@ -36,8 +36,8 @@ struct Mlp {
 
   jit::Captured Capture(ir::IrContext& ctx, std::vector<jit::DimSpec> dims = {}) {
     jit::CaptureOptions o;
-    o.state = {{"fc1.weight", &fc1.weight}, {"fc1.bias", fc1.bias}, {"fc2.weight", &fc2.weight},
-               {"fc2.bias", fc2.bias}};
+    o.state = {
+        {"fc1.weight", &fc1.weight}, {"fc1.bias", fc1.bias}, {"fc2.weight", &fc2.weight}, {"fc2.bias", fc2.bias}};
     NoGradGuard no_grad;
     const bool is_static = dims.empty();
     if (is_static) dims = {jit::DimSpec::Static(6), jit::DimSpec::Static(8)};
@@ -72,7 +72,8 @@ std::vector<float> EagerDist(Mlp& m, const ProcessMesh& mesh) {
   NoGradGuard no_grad;
   DistTensor x = shard_tensor(m.x, mesh, on_tp(R, S(0)));
   x.set_annotated(mesh.ndim() == 2);  // as in Annotate: unannotated values may be resharded
-  const DistTensor w1 = shard_tensor(m.fc1.weight, mesh, on_tp(S(0))), b1 = shard_tensor(*m.fc1.bias, mesh, on_tp(S(0)));
+  const DistTensor w1 = shard_tensor(m.fc1.weight, mesh, on_tp(S(0))),
+                   b1 = shard_tensor(*m.fc1.bias, mesh, on_tp(S(0)));
   const DistTensor w2 = shard_tensor(m.fc2.weight, mesh, on_tp(S(1)));
   DistTensor b2 = shard_tensor(*m.fc2.bias, mesh, on_tp(R));
   b2.set_annotated(false);
