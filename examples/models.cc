@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <numbers>
 #include <sstream>
 
@@ -11,6 +12,8 @@
 
 #include "core/base/error.h"
 #include "core/distributed/eager.h"
+#include "core/distributed/group.h"
+#include "core/distributed/pipeline.h"
 #include "core/nn/layers.h"
 #include "core/ops/trace.h"
 #include "core/optim/optim.h"
@@ -515,8 +518,8 @@ class ParallelLlamaExample : public Example {
       : Example(mesh.devices()[0], seed), mesh_(mesh), base_(mesh.devices()[0], seed) {
     for (int m = 0; m < mesh_.ndim(); ++m) {
       const std::string& n = mesh_.dim_names()[static_cast<size_t>(m)];
-      OAR_CHECK_ARG(n == "dp" || n == "tp", "--mesh: llama runs data parallel on 'dp' and tensor parallel on 'tp'; got a "
-                    "dim named '{}'", n);
+      OAR_CHECK_ARG(n == "dp" || n == "tp", "--mesh: llama runs data parallel on 'dp', tensor parallel on 'tp' and "
+                    "pipeline parallel on 'pp' (with dp); got a dim named '{}'", n);
     }
     const LlamaConfig& c = base_.config();
     tp_ = Size("tp");
@@ -683,8 +686,184 @@ class ParallelLlamaExample : public Example {
   std::unique_ptr<optim::AdamW> opt_;
 };
 
+// ---- tiny Llama in pipeline stages over a ProcessMesh ("pp", optionally with "dp") ------------------------
+// Stage s holds layers ShardOffset(layers, pp, s) .. + ShardSize(layers, pp, s); the first stage also the
+// embedding, the last the final norm and the tied output head. The head's weight is a copy of the
+// embedding on the last stage whose gradient is added to stage 0's before clipping (Megatron's embedding
+// group), so both copies take the same update. Each stage runs on the devices at its pp coordinate, one
+// replica (lane) per dp coordinate; a batch is cut into dp x micro-batches equal row blocks that flow
+// through distributed::Pipeline under the chosen schedule. Gradients are averaged over the lanes, clipped
+// by their global norm (the tied weight counted once, in the one-device model's parameter order) and
+// AdamW steps every replica. The data, weights and schedule are LlamaExample's, which it wraps.
+class LlamaStage : public nn::Module {
+ public:
+  LlamaStage(const LlamaConfig& c, int64_t first, int64_t last, bool head, Generator& gen, const Options& o)
+      : first_(first) {
+    if (first == 0 || head) {
+      emb_ = RegisterModule("tok_emb", std::make_shared<nn::Embedding>(c.vocab, c.dim, gen, o, 0.1));
+    }
+    for (int64_t i = first; i < last; ++i) {
+      blocks_.push_back(RegisterModule("layers." + std::to_string(i), std::make_shared<Block>(c, gen, o)));
+    }
+    if (head) norm_ = RegisterModule("norm", std::make_shared<nn::RMSNorm>(c.dim, o));
+  }
+  /// Stage 0: tokens [B, T]; later stages: the hidden state [B, T, dim]. The last stage returns logits.
+  Tensor Forward(const Tensor& x) {
+    Tensor h = first_ == 0 ? emb_->Forward(x) : x;
+    for (const auto& b : blocks_) h = b->Forward(h, nullptr);
+    return norm_ ? matmul(norm_->Forward(h), emb_->weight.transpose(0, 1)) : h;
+  }
+  Tensor* embedding() { return emb_ ? &emb_->weight : nullptr; }
+
+ private:
+  int64_t first_;
+  std::shared_ptr<nn::Embedding> emb_;
+  std::vector<std::shared_ptr<Block>> blocks_;
+  std::shared_ptr<nn::RMSNorm> norm_;
+};
+
+class PipelineLlamaExample : public Example {
+ public:
+  PipelineLlamaExample(const distributed::ProcessMesh& mesh, uint64_t seed, const ParallelOptions& po)
+      : Example(mesh.devices()[0], seed), mesh_(mesh), base_(mesh.devices()[0], seed) {
+    for (const std::string& n : mesh_.dim_names()) {
+      OAR_CHECK_ARG(n == "pp" || n == "dp",
+                    "--mesh {}: pipeline parallel (pp) combines with data parallel (dp) so far, not with '{}'",
+                    mesh_.ToString(), n);
+    }
+    schedule_ = distributed::ParsePipelineSchedule(po.schedule);
+    const LlamaConfig& c = base_.config();
+    const int64_t pp = Size("pp");
+    dp_ = Size("dp");
+    micro_ = po.micro_batches > 0 ? po.micro_batches : pp;
+    OAR_CHECK_ARG(pp <= c.layers, "--mesh {}: {} pipeline stages for {} layers; each stage needs at least one layer",
+                  mesh_.ToString(), pp, c.layers);
+    OAR_CHECK_ARG(c.batch % (dp_ * micro_) == 0,
+                  "--mesh {} --micro-batches {}: dp ({}) x micro-batches ({}) must divide the batch of {}",
+                  mesh_.ToString(), micro_, dp_, micro_, c.batch);
+    std::map<std::string, Tensor*> base_params;
+    for (auto& [name, p] : base_.module().NamedParameters()) base_params[name] = p;
+    Generator scratch(0);  // the stages' own initial weights are replaced by the base model's
+    std::vector<distributed::PipelineStage> stages;
+    for (int64_t s = 0; s < pp; ++s) {
+      const int64_t first = distributed::ShardOffset(c.layers, pp, s);
+      const int64_t last = first + distributed::ShardSize(c.layers, pp, s);
+      distributed::PipelineStage stage;
+      for (int64_t l = 0; l < dp_; ++l) {
+        const Device d = DeviceAt(s, l);
+        stage.lanes.push_back(d);
+        auto m = std::make_unique<LlamaStage>(c, first, last, s + 1 == pp, scratch, Options{d, DType::kFloat32});
+        NoGradGuard no_grad;
+        for (auto& [name, p] : m->NamedParameters()) p->copy_(base_params.at(name)->to(d));
+        opts_.push_back(std::make_unique<optim::AdamW>(m->Parameters(), c.lr));
+        lanes_.push_back(std::move(m));
+      }
+      stage.forward = [this, s, pp](int64_t micro, int64_t lane, const Tensor& in) {
+        LlamaStage& m = *lanes_[static_cast<size_t>(s * dp_ + lane)];
+        const int64_t t = base_.config().context, rows = base_.config().batch / dp_ / micro_;
+        const auto at = static_cast<std::ptrdiff_t>((lane * micro_ + micro) * rows * t);
+        const auto n = static_cast<std::ptrdiff_t>(rows * t);
+        const Device d = DeviceAt(s, lane);
+        const Tensor x = s == 0 ? FromVector<int64_t>(std::vector<int64_t>(xs_.begin() + at, xs_.begin() + at + n),
+                                                      {rows, t}, d)
+                                : in;
+        const Tensor out = m.Forward(x);
+        if (s + 1 < pp) return out;
+        const Tensor y =
+            FromVector<int64_t>(std::vector<int64_t>(ys_.begin() + at, ys_.begin() + at + n), {rows * t}, d);
+        return cross_entropy(out.reshape({rows * t, base_.config().vocab}), y);
+      };
+      stages.push_back(std::move(stage));
+      if (dp_ > 1) {
+        std::vector<Device> lane_devices = stages.back().lanes;
+        groups_.push_back(std::make_unique<distributed::Group>(std::move(lane_devices)));
+      }
+    }
+    pipe_ = std::make_unique<distributed::Pipeline>(std::move(stages));
+    for (auto& m : lanes_) m->Train();
+  }
+  std::string kind() const override { return "llama"; }
+  int64_t default_steps() const override { return base_.default_steps(); }
+  std::string metric_name() const override { return base_.metric_name(); }
+  nn::Module& module() override {
+    SyncToBase();
+    return base_.module();
+  }
+  double TrainStep(int64_t step, int64_t total) override {
+    for (auto& o : opts_) o->set_lr(base_.LearningRate(step, total));
+    xs_.clear();
+    ys_.clear();
+    base_.DrawBatch(xs_, ys_);
+    for (auto& o : opts_) o->ZeroGrad();
+    const distributed::PipelineResult r = pipe_->Run(schedule_, micro_);
+    const int64_t pp = pipe_->num_stages();
+    for (int64_t s = 0; s < static_cast<int64_t>(groups_.size()); ++s) {  // dp: average over the lanes
+      std::vector<nn::Module*> replicas;
+      for (int64_t l = 0; l < dp_; ++l) replicas.push_back(Lane(s, l));
+      distributed::AverageGradients(*groups_[static_cast<size_t>(s)], replicas);
+    }
+    NoGradGuard no_grad;
+    for (int64_t l = 0; l < dp_; ++l) {
+      Tensor& e0 = *Lane(0, l)->embedding();
+      Tensor* head = pp > 1 ? Lane(pp - 1, l)->embedding() : nullptr;
+      if (head != nullptr) e0.mutable_autograd_meta().grad = e0.grad() + head->grad().to(e0.device());
+      std::vector<Tensor*> params;  // the one-device model's order, the tied weight once
+      for (int64_t s = 0; s < pp; ++s) {
+        for (Tensor* p : Lane(s, l)->Parameters()) {
+          if (p != head) params.push_back(p);
+        }
+      }
+      optim::ClipGradNorm(params, 1.0);
+      if (head != nullptr) head->mutable_autograd_meta().grad = e0.grad().to(head->device());
+    }
+    for (auto& o : opts_) o->Step();
+    return r.MeanLoss();
+  }
+  double Evaluate() override {
+    SyncToBase();
+    return base_.Evaluate();
+  }
+  std::string ConfigJson() const override { return base_.ConfigJson(); }
+  LlamaExample& base() { return base_; }
+
+ private:
+  int64_t Size(const std::string& dim) const {
+    for (int m = 0; m < mesh_.ndim(); ++m) {
+      if (mesh_.dim_names()[static_cast<size_t>(m)] == dim) return mesh_.size(m);
+    }
+    return 1;
+  }
+  // The device of stage s, lane l: mesh coordinate pp = s, dp = l.
+  Device DeviceAt(int64_t s, int64_t l) const {
+    std::vector<int64_t> coord;
+    for (const std::string& n : mesh_.dim_names()) coord.push_back(n == "pp" ? s : l);
+    return mesh_.devices()[static_cast<size_t>(mesh_.Rank(coord))];
+  }
+  LlamaStage* Lane(int64_t s, int64_t l) { return lanes_[static_cast<size_t>(s * dp_ + l)].get(); }
+  // Lane 0's weights back into the wrapped one-device model (the tied weight from stage 0).
+  void SyncToBase() {
+    NoGradGuard no_grad;
+    std::map<std::string, Tensor*> trained;
+    for (int64_t s = pipe_->num_stages() - 1; s >= 0; --s) {
+      for (auto& [name, p] : Lane(s, 0)->NamedParameters()) trained[name] = p;
+    }
+    for (auto& [name, p] : base_.module().NamedParameters()) p->copy_(trained.at(name)->to(p->device()));
+  }
+
+  distributed::ProcessMesh mesh_;
+  LlamaExample base_;
+  distributed::PipelineSchedule schedule_ = distributed::PipelineSchedule::k1F1B;
+  int64_t dp_ = 1, micro_ = 1;
+  std::vector<std::unique_ptr<LlamaStage>> lanes_;  // [stage * dp + lane]
+  std::vector<std::unique_ptr<optim::AdamW>> opts_;
+  std::vector<std::unique_ptr<distributed::Group>> groups_;  // per stage, over its lanes (dp > 1)
+  std::unique_ptr<distributed::Pipeline> pipe_;
+  std::vector<int64_t> xs_, ys_;  // this step's batch
+};
+
 LlamaExample& AsLlama(Example& e) {
   if (auto* p = dynamic_cast<ParallelLlamaExample*>(&e)) return p->base();
+  if (auto* p = dynamic_cast<PipelineLlamaExample*>(&e)) return p->base();
   auto* l = dynamic_cast<LlamaExample*>(&e);
   OAR_CHECK_ARG(l != nullptr, "this needs a llama checkpoint, got a '{}' model", e.kind());
   return *l;
@@ -693,9 +872,15 @@ LlamaExample& AsLlama(Example& e) {
 }  // namespace
 
 std::unique_ptr<Example> MakeParallelExample(const std::string& kind, const distributed::ProcessMesh& mesh,
-                                             uint64_t seed) {
+                                             uint64_t seed, const ParallelOptions& options) {
   OAR_CHECK_ARG(kind == "llama", "--mesh: only the llama example runs over a mesh so far, got '{}'", kind);
+  const auto& names = mesh.dim_names();
+  const bool pipelined = std::find(names.begin(), names.end(), "pp") != names.end();
+  OAR_CHECK_ARG(pipelined || (options.schedule == "1f1b" && options.micro_batches == 0),
+                "--schedule and --micro-batches need a pipeline dim in --mesh (e.g. pp=2); got --mesh {}",
+                mesh.ToString());
   try {
+    if (pipelined) return std::make_unique<PipelineLlamaExample>(mesh, seed, options);
     return std::make_unique<ParallelLlamaExample>(mesh, seed);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kNotFound) throw;

@@ -73,12 +73,19 @@ class Example {
 /// The example `kind` on `device`, weights and data from `seed`. Throws oar::Error for an unknown kind or
 /// an unusable device.
 std::unique_ptr<Example> MakeExample(const std::string& kind, Device device, uint64_t seed);
+/// How MakeParallelExample pipelines: with a mesh dim named "pp" (and optionally "dp") the layers are cut
+/// into pp stages and each batch into dp x micro_batches row blocks, run under `schedule`
+/// (core/distributed/pipeline.h).
+struct ParallelOptions {
+  std::string schedule = "1f1b";  // or "fthenb"
+  int64_t micro_batches = 0;      // 0: as many as pipeline stages
+};
 /// The example `kind` (llama only) over `mesh`, every rank in this process: tensor parallel on the mesh
-/// dim named "tp", data parallel on "dp"; the same weights, data order and step losses as MakeExample on
-/// one device (up to float rounding). Throws oar::Error naming a missing device or a mesh that does not
-/// divide the model.
+/// dim named "tp", data parallel on "dp", pipeline parallel on "pp" (with dp, not tp); the same weights,
+/// data order and step losses as MakeExample on one device (up to float rounding). Throws oar::Error
+/// naming a missing device or a mesh that does not divide the model.
 std::unique_ptr<Example> MakeParallelExample(const std::string& kind, const distributed::ProcessMesh& mesh,
-                                             uint64_t seed);
+                                             uint64_t seed, const ParallelOptions& options = {});
 /// Data parallel across processes (llama only): this process trains rows [rank, rank + 1) · batch / size
 /// of every batch (all draw the same batches) and `all_reduce_mean` replaces a tensor by its mean over the
 /// processes (gradients before clipping, and the printed loss).

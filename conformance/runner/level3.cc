@@ -1,7 +1,9 @@
 // Level 3 — distributed: the collectives of the device type's CCL table across all of its devices in this
 // process (core/distributed), against results computed on the host from the same inputs; and a
 // data-parallel MLP trained on two devices (half a batch each, gradients averaged with all_reduce)
-// against the same MLP trained on the device under test with the whole batch.
+// against the same MLP trained on the device under test with the whole batch; and the same MLP tensor
+// parallel (Megatron: one all_reduce each way) and pipeline parallel (two stages, 1F1B over four
+// micro-batches) through core/distributed, against the device under test.
 //
 // Inputs are small integers, so every sum, extremum and average is exact in every dtype tested: results
 // must match the host exactly. A device type with fewer than two devices or without a CCL table SKIPs
@@ -10,7 +12,10 @@
 #include <cmath>
 
 #include "conformance/runner/case.h"
+#include "core/distributed/collectives.h"
+#include "core/distributed/eager.h"
 #include "core/distributed/group.h"
+#include "core/distributed/pipeline.h"
 #include "core/nn/layers.h"
 #include "core/ops/nn.h"
 #include "core/ops/ops.h"
@@ -253,11 +258,112 @@ void DataParallelCases(std::vector<Case>& cases) {
        }});
 }
 
+/// Compare `got` with the single-device `want` within the case's tolerance, recording the errors.
+void ExpectClose(CaseResult& r, const std::vector<double>& got, const std::vector<double>& want,
+                 const std::string& what) {
+  Expect(got.size() == want.size(), fmt::format("{}: {} elements, expected {}", what, got.size(), want.size()));
+  for (size_t k = 0; k < want.size(); ++k) {
+    const double abs = std::abs(got[k] - want[k]);
+    r.max_abs_error = std::max(r.max_abs_error, abs);
+    r.max_rel_error = std::max(r.max_rel_error, abs / std::max(std::abs(want[k]), 1e-30));
+    Expect(abs <= r.atol + r.tolerance * std::abs(want[k]),
+           fmt::format("{} element {}: {} vs single-device {}", what, k, got[k], want[k]));
+  }
+}
+
+// Tensor and pipeline parallel through the auto-parallel API (core/distributed) on two devices of the
+// type under test, against the same MLP on the device under test.
+void ModelParallelCases(std::vector<Case>& cases) {
+  cases.push_back(
+      {"L3.tensor_parallel.mlp.two_devices", 3, "tensor_parallel", [](CaseContext& c) {
+         using distributed::DistTensor;
+         using distributed::Placement;
+         const std::vector<Device> all = GroupDevices(c);
+         const distributed::ProcessMesh mesh({2}, {"tp"}, {all[0], all[1]});
+         Mlp single(c.device);
+         Generator data(c.seed);
+         const Tensor x = randn({8, 6}, data);
+         const Tensor out = single.Forward(x.to(c.device));
+         const Tensor loss = sum(out * out);
+         loss.backward();
+         // l1 column-parallel (weight [16, 6] and bias split by rows), l2 row-parallel (weight [3, 16] split
+         // by columns): one all_reduce in the forward, one in the backward.
+         auto param = [&](const Tensor& t, Placement p) {
+           return distributed::shard_tensor(t.detach(), mesh, {p}).detach().set_requires_grad(true);
+         };
+         DistTensor w1 = param(single.l1->weight, Placement::Shard(0));
+         DistTensor b1 = param(*single.l1->bias, Placement::Shard(0));
+         DistTensor w2 = param(single.l2->weight, Placement::Shard(1));
+         DistTensor b2 = param(*single.l2->bias, Placement::Replicate());
+         distributed::ResetCollectiveCounts();
+         const DistTensor h = distributed::relu(distributed::linear(
+             distributed::shard_tensor(x, mesh, {Placement::Replicate()}), w1, b1));
+         // The bias after the reduction, as Megatron's row-parallel layer adds it (linear(h, w2, b2) with a
+         // replicated bias gathers h and w2 instead: the composite's rule cannot add a bias to a Partial).
+         const DistTensor y =
+             distributed::add(distributed::Reshard(distributed::linear(h, w2), {Placement::Replicate()}), b2);
+         const distributed::CollectiveCounts fwd = distributed::GetCollectiveCounts();
+         const DistTensor dloss = distributed::sum(distributed::mul(y, y));
+         distributed::ResetCollectiveCounts();
+         distributed::Backward(dloss);
+         const distributed::CollectiveCounts bwd = distributed::GetCollectiveCounts();
+         Expect(fwd.all_reduce == 1 && fwd.total() == 1,
+                "Megatron MLP forward: expected exactly one all_reduce, got " + fwd.ToString());
+         Expect(bwd.all_reduce == 1 && bwd.total() == 1,
+                "Megatron MLP backward: expected exactly one all_reduce, got " + bwd.ToString());
+         CaseResult r = Result(DType::kFloat32, "MLP 6-16-3, batch 8, l1 column- and l2 row-parallel over 2 devices");
+         r.numeric = true;
+         r.atol = 1e-5;
+         r.tolerance = 1e-5;
+         ExpectClose(r, Read(distributed::FullTensor(dloss)), Read(loss), "loss");
+         ExpectClose(r, Read(distributed::FullTensor(w1.grad())), Read(single.l1->weight.grad()), "l1.weight grad");
+         ExpectClose(r, Read(distributed::FullTensor(b1.grad())), Read(single.l1->bias->grad()), "l1.bias grad");
+         ExpectClose(r, Read(distributed::FullTensor(w2.grad())), Read(single.l2->weight.grad()), "l2.weight grad");
+         ExpectClose(r, Read(distributed::FullTensor(b2.grad())), Read(single.l2->bias->grad()), "l2.bias grad");
+         return r;
+       }});
+  cases.push_back(
+      {"L3.pipeline_parallel.mlp.two_stages", 3, "pipeline_parallel", [](CaseContext& c) {
+         const std::vector<Device> all = GroupDevices(c);
+         Mlp single(c.device), stage0(all[0]), stage1(all[1]);
+         Generator data(c.seed);
+         const Tensor x = randn({8, 6}, data), y = randn({8, 3}, data);  // on cpu
+         mse_loss(single.Forward(x.to(c.device)), y.to(c.device)).backward();
+         // Stage 0: l1 and relu on device 0; stage 1: l2 and the loss on device 1; four micro-batches of 2
+         // rows, activations and gradients sent between the devices with the CCL's send/recv.
+         constexpr int64_t kMicro = 4, kRows = 2;
+         std::vector<distributed::PipelineStage> stages(2);
+         stages[0].lanes = {all[0]};
+         stages[0].forward = [&](int64_t m, int64_t, const Tensor&) {
+           return relu((*stage0.l1)(x.slice(0, m * kRows, (m + 1) * kRows).to(all[0])));
+         };
+         stages[1].lanes = {all[1]};
+         stages[1].forward = [&](int64_t m, int64_t, const Tensor& in) {
+           return mse_loss((*stage1.l2)(in), y.slice(0, m * kRows, (m + 1) * kRows).to(all[1]));
+         };
+         distributed::Pipeline pipe(std::move(stages));
+         CaseResult r = Result(DType::kFloat32, "MLP 6-16-3, batch 8 = 4 micro-batches of 2, two stages, 1F1B");
+         r.numeric = true;
+         r.atol = 1e-6;
+         r.tolerance = 1e-5;
+         const distributed::PipelineResult res = pipe.Run(distributed::PipelineSchedule::k1F1B, kMicro);
+         Expect(res.peak_live[0] == 2 && res.peak_live[1] == 1,
+                fmt::format("1F1B on 2 stages: expected at most 2 and 1 live micro-batches, got {} and {}",
+                            res.peak_live[0], res.peak_live[1]));
+         ExpectClose(r, Read(stage0.l1->weight.grad()), Read(single.l1->weight.grad()), "l1.weight grad");
+         ExpectClose(r, Read(stage0.l1->bias->grad()), Read(single.l1->bias->grad()), "l1.bias grad");
+         ExpectClose(r, Read(stage1.l2->weight.grad()), Read(single.l2->weight.grad()), "l2.weight grad");
+         ExpectClose(r, Read(stage1.l2->bias->grad()), Read(single.l2->bias->grad()), "l2.bias grad");
+         return r;
+       }});
+}
+
 }  // namespace
 
 void AddLevel3Cases(std::vector<Case>& cases) {
   CollectiveCases(cases);
   DataParallelCases(cases);
+  ModelParallelCases(cases);
 }
 
 }  // namespace oar::conformance

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/base/error.h"
+#include "core/distributed/spmd_pass.h"
 #include "tools/oar/commands.h"
 #include "core/ir/text.h"
 #include "core/ir/verifier.h"
@@ -49,6 +50,7 @@ struct IrOptions {
 
 std::unique_ptr<ir::Program> Load(ir::IrContext& ctx, const std::string& input) {
   const std::string text = ReadInput(input);
+  distributed::RegisterDistDialect(ctx);  // programs placed by spmd-propagate hold dist.* ops
   auto program = ir::ParseProgram(ctx, text, input == "-" ? "<stdin>" : input);
   ir::Verify(*program);
   return program;
@@ -58,6 +60,7 @@ std::unique_ptr<ir::Program> Load(ir::IrContext& ctx, const std::string& input) 
 
 void AddIrCommands(CLI::App& app) {
   auto opts = std::make_shared<IrOptions>();
+  distributed::RegisterAutoParallelPasses();  // spmd-propagate
   CLI::App* ir_cmd = app.add_subcommand("ir", "PIR tools: verify, print and optimise programs in the IR text form");
   ir_cmd->require_subcommand(1);
 

@@ -1,6 +1,7 @@
 // `oar train`, `oar eval` and `oar generate`: the example models of examples/models.h from the command line.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -8,6 +9,7 @@
 
 #include "core/base/error.h"
 #include "core/distributed/mesh.h"
+#include "core/distributed/pipeline.h"
 #include "core/distributed/process_group.h"
 #include "core/ops/ops.h"
 #include "core/jit/static_function.h"
@@ -36,6 +38,7 @@ void AddTrainCommands(CLI::App& app) {
     struct Args {
       std::string model, device, out, mesh;
       int64_t steps = -1, log_every = 0;
+      examples::ParallelOptions parallel;
       uint64_t seed = 0;
       bool profile = false, static_graph = false;
     };
@@ -54,7 +57,15 @@ void AddTrainCommands(CLI::App& app) {
                   "and run the program afterwards; the losses equal eager training's");
     cmd->add_option("--mesh", a->mesh,
                     "Train over a mesh of devices of --device's type in this process, e.g. dp=2,tp=2 (data "
-                    "parallel on dp, tensor parallel on tp; llama only); the step lines equal the one-device run's");
+                    "parallel on dp, tensor parallel on tp, pipeline stages on pp, e.g. pp=2,dp=2; llama only); the "
+                    "step lines equal the one-device run's");
+    cmd->add_option("--schedule", a->parallel.schedule,
+                    "Pipeline schedule with a pp mesh dim: 1f1b (at most pp micro-batches' activations alive per "
+                    "stage) or fthenb (every forward, then every backward)")
+        ->capture_default_str();
+    cmd->add_option("--micro-batches", a->parallel.micro_batches,
+                    "Micro-batches per step with a pp mesh dim (dp x micro-batches must divide the batch; default: "
+                    "pp); gradients accumulate over them");
     cmd->add_flag("--profile", a->profile,
                   "After training, print a per-op table: calls, host dispatch time, device time (simulated on "
                   "the simulators), cpu fallbacks, private-format kernel runs");
@@ -88,8 +99,14 @@ void AddTrainCommands(CLI::App& app) {
         where = e->device().str();
       } else {
         const distributed::ProcessMesh mesh = distributed::ProcessMesh::Parse(a->mesh, ChosenDevice(a->device).type());
-        e = examples::MakeParallelExample(a->model, mesh, a->seed);
+        e = examples::MakeParallelExample(a->model, mesh, a->seed, a->parallel);
         where = mesh.ToString();
+        const auto& names = mesh.dim_names();
+        if (std::find(names.begin(), names.end(), "pp") != names.end()) {
+          const int64_t pp = mesh.size(mesh.DimIndex("pp"));
+          where += " (" + distributed::ScheduleName(distributed::ParsePipelineSchedule(a->parallel.schedule)) + ", " +
+                   std::to_string(a->parallel.micro_batches > 0 ? a->parallel.micro_batches : pp) + " micro-batches)";
+        }
       }
       const int64_t steps = steps_opt->count() == 0 ? e->default_steps() : a->steps;
       std::printf("training %s on %s for %lld steps (seed %llu, %lld parameters)\n", e->kind().c_str(),

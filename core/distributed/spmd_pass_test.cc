@@ -1,0 +1,196 @@
+// Static auto-parallel: the placement pass over a captured MLP forward (Megatron column/row split) and the
+// SPMD runner, against eager DistTensor execution of the same ops and against one device.
+#include "core/distributed/spmd_pass.h"
+
+#include <gtest/gtest.h>
+
+#include "core/distributed/collectives.h"
+#include "core/distributed/eager.h"
+#include "core/ir/text.h"
+#include "core/ir/verifier.h"
+#include "core/jit/capture.h"
+#include "core/nn/layers.h"
+#include "core/ops/ops.h"
+#include "core/passes/pass.h"
+
+namespace oar::distributed {
+namespace {
+
+// The runtime (cpu + four kunlun_sim devices) is configured by dist_tensor_test.cc, linked into the same
+// program.
+
+const Placement R = Placement::Replicate();
+Placement S(int64_t d) { return Placement::Shard(d); }
+const Device kDev("kunlun_sim:0");
+
+std::vector<float> Host(const Tensor& t) { return t.to(Device("cpu")).ToVector<float>(); }
+
+// fc2(tanh(fc1(x))), x [6, 8] -> [6, 8] through 16 hidden units, captured with a static batch.
+struct Mlp {
+  Generator gen{7};
+  nn::Linear fc1{8, 16, true, gen, nn::Options{kDev, DType::kFloat32}};
+  nn::Linear fc2{16, 8, true, gen, nn::Options{kDev, DType::kFloat32}};
+  Tensor x = randn({6, 8}, gen, 0, 1, DType::kFloat32, kDev);
+
+  Tensor Forward(const Tensor& in) { return fc2.Forward(tanh(fc1.Forward(in))); }
+
+  jit::Captured Capture(ir::IrContext& ctx, std::vector<jit::DimSpec> dims = {}) {
+    jit::CaptureOptions o;
+    o.state = {
+        {"fc1.weight", &fc1.weight}, {"fc1.bias", fc1.bias}, {"fc2.weight", &fc2.weight}, {"fc2.bias", fc2.bias}};
+    NoGradGuard no_grad;
+    const bool is_static = dims.empty();
+    if (is_static) dims = {jit::DimSpec::Static(6), jit::DimSpec::Static(8)};
+    const std::vector<jit::InputSpec> specs = {{"x", DType::kFloat32, dims}};
+    return jit::Capture(
+        ctx, [this](std::span<const Tensor> in) { return std::vector<Tensor>{Forward(in[0])}; }, specs,
+        is_static ? std::vector<Tensor>{x} : std::vector<Tensor>{}, kDev, o);
+  }
+};
+
+// Column-parallel fc1, row-parallel fc2 on tp (x replicated, or sharded by rows on dp).
+void Annotate(ir::Program& p, const ProcessMesh& mesh) {
+  SetProgramMesh(p, mesh);
+  auto on_tp = [&](Placement tp) {
+    Placements pl;
+    for (const std::string& n : mesh.dim_names()) pl.push_back(n == "tp" ? tp : R);
+    return pl;
+  };
+  AnnotatePlacements(p, "fc1.weight", on_tp(S(0)));
+  AnnotatePlacements(p, "fc1.bias", on_tp(S(0)));
+  AnnotatePlacements(p, "fc2.weight", on_tp(S(1)));
+  if (mesh.ndim() == 2) AnnotatePlacements(p, "x", {S(0), R});
+}
+
+// The captured ops (linear = matmul(x, w^T) + b) run eagerly on DistTensors with the same annotations.
+std::vector<float> EagerDist(Mlp& m, const ProcessMesh& mesh) {
+  auto on_tp = [&](Placement tp, Placement dp = Placement::Replicate()) {
+    Placements pl;
+    for (const std::string& n : mesh.dim_names()) pl.push_back(n == "tp" ? tp : dp);
+    return pl;
+  };
+  NoGradGuard no_grad;
+  DistTensor x = shard_tensor(m.x, mesh, on_tp(R, S(0)));
+  x.set_annotated(mesh.ndim() == 2);  // as in Annotate: unannotated values may be resharded
+  const DistTensor w1 = shard_tensor(m.fc1.weight, mesh, on_tp(S(0))),
+                   b1 = shard_tensor(*m.fc1.bias, mesh, on_tp(S(0)));
+  const DistTensor w2 = shard_tensor(m.fc2.weight, mesh, on_tp(S(1)));
+  DistTensor b2 = shard_tensor(*m.fc2.bias, mesh, on_tp(R));
+  b2.set_annotated(false);
+  const DistTensor h = Apply(ops::Op::kTanh, std::vector{add(matmul(x, transpose(w1, 0, 1)), b1)}).at(0);
+  const DistTensor y = add(matmul(h, transpose(w2, 0, 1)), b2);
+  return Host(FullTensor(y));
+}
+
+int64_t Collectives(const PropagationReport& r) {
+  return r.count("dist.all_reduce") + r.count("dist.all_gather") + r.count("dist.reduce_scatter") +
+         r.count("dist.all_to_all");
+}
+
+TEST(SpmdPass, MegatronMlpForwardGetsExactlyOneAllReduceAndEqualsEagerExecution) {
+  Mlp m;
+  ir::IrContext ctx;
+  jit::Captured c = m.Capture(ctx);
+  ir::Program& p = *c.program;
+  const ProcessMesh mesh = ProcessMesh::Parse("tp=4", "kunlun_sim");
+  Annotate(p, mesh);
+  const PropagationReport report = PropagatePlacements(p);
+  ir::Verify(p);
+  const std::string text = ir::Print(p);
+  EXPECT_EQ(report.count("dist.all_reduce"), 1) << text;
+  EXPECT_EQ(Collectives(report), 1) << text;
+  EXPECT_NE(text.find("dist.all_reduce"), std::string::npos);
+  EXPECT_NE(text.find("dist.placements = [\"[S(1)]\"]"), std::string::npos) << text;  // the hidden layer
+  EXPECT_NE(report.explain.find("op.matmul"), std::string::npos) << report.explain;
+  // The placed program prints and parses back to the same text.
+  ir::IrContext ctx2;
+  RegisterDistDialect(ctx2);
+  EXPECT_EQ(ir::Print(*ir::ParseProgram(ctx2, text, "placed.oir")), text);
+  // Run: the one all_reduce is the only collective, and the result is eager DistTensor execution's bitwise
+  // (the same local ops, the same reductions) and one device's within float rounding.
+  ResetCollectiveCounts();
+  const std::vector<DistTensor> out = RunSpmd(p, mesh, std::vector<Tensor>{m.x});
+  const CollectiveCounts counts = GetCollectiveCounts();
+  EXPECT_EQ(counts.all_reduce, 1) << counts.ToString();
+  EXPECT_EQ(counts.total(), 1) << counts.ToString();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].placements(), (Placements{R}));
+  const std::vector<float> got = Host(FullTensor(out[0]));
+  EXPECT_EQ(got, EagerDist(m, mesh));
+  NoGradGuard no_grad;
+  const std::vector<float> one = Host(m.Forward(m.x));
+  ASSERT_EQ(got.size(), one.size());
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(got[i], one[i], 1e-5 * (1 + std::abs(one[i]))) << i;
+}
+
+TEST(SpmdPass, DataAndTensorParallelMlpOnATwoByTwoMesh) {
+  Mlp m;
+  ir::IrContext ctx;
+  jit::Captured c = m.Capture(ctx);
+  ir::Program& p = *c.program;
+  const ProcessMesh mesh = ProcessMesh::Parse("dp=2,tp=2", "kunlun_sim");
+  Annotate(p, mesh);
+  const PropagationReport report = PropagatePlacements(p);
+  // One all_reduce over tp inside; the rows sharded on dp are gathered only for the replicated output.
+  EXPECT_EQ(report.count("dist.all_reduce"), 1) << ir::Print(p);
+  EXPECT_EQ(report.count("dist.all_gather"), 1) << ir::Print(p);
+  EXPECT_EQ(Collectives(report), 2) << ir::Print(p);
+  const std::vector<DistTensor> out = RunSpmd(p, mesh, std::vector<Tensor>{m.x});
+  EXPECT_EQ(Host(FullTensor(out[0])), EagerDist(m, mesh));
+}
+
+TEST(SpmdPass, RunsAsARegisteredPassAndRefusesWhatItCannotPlace) {
+  RegisterAutoParallelPasses();
+  Mlp m;
+  ir::IrContext ctx;
+  jit::Captured c = m.Capture(ctx);
+  ir::Program& p = *c.program;
+  // No mesh.
+  try {
+    PropagatePlacements(p);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("the program has no mesh: set the module attribute dist.mesh"),
+              std::string::npos)
+        << e.what();
+  }
+  const ProcessMesh mesh = ProcessMesh::Parse("tp=2", "kunlun_sim");
+  SetProgramMesh(p, mesh);
+  try {
+    AnnotatePlacements(p, "fc3.weight", {S(0)});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+    EXPECT_NE(std::string(e.what()).find("no input or parameter 'fc3.weight'; it has: x, fc1.weight"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(AnnotatePlacements(p, "fc1.bias", {S(1)}), Error);  // a 1-d tensor has no dim 1
+  // Through the pass manager, with an option.
+  AnnotatePlacements(p, "fc1.weight", {S(0)});
+  AnnotatePlacements(p, "fc2.weight", {S(1)});
+  passes::PassManager pm;
+  pm.AddPipeline("spmd-propagate{outputs=keep}");
+  pm.Run(p);
+  // The row-parallel output stays Partial(sum) (the unannotated bias joins it as a partial): no all_reduce.
+  const std::string text = ir::Print(p);
+  EXPECT_EQ(text.find("dist.all_reduce"), std::string::npos) << text;
+  EXPECT_NE(text.find("dist.partial"), std::string::npos) << text;
+  EXPECT_THROW(passes::CreatePass("spmd-propagate", {{"outputs", "sideways"}}), Error);
+  // Symbolic batch.
+  Mlp m2;
+  ir::IrContext ctx2;
+  jit::Captured sym = m2.Capture(ctx2, {jit::DimSpec::Symbol("B"), jit::DimSpec::Static(8)});
+  SetProgramMesh(*sym.program, mesh);
+  try {
+    PropagatePlacements(*sym.program);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("needs static shapes"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace oar::distributed
