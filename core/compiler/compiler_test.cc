@@ -57,6 +57,10 @@ const Case kCases[] = {
     {"layer_norm", LayerNorm, GroupTemplate::kRowReduce, 2},
     {"silu", Silu, GroupTemplate::kElementwise, 0},
     {"mean_centered", MeanAndCentered, GroupTemplate::kRowReduce, 1},
+    // The composite ops, through their schema decompositions.
+    {"softmax_op", [](const Tensor& x, const Tensor&) { return softmax(x, -1); }, GroupTemplate::kRowReduce, 2},
+    {"layer_norm_op", [](const Tensor& x, const Tensor& w) { return layer_norm(x, 1, w, w, 1e-5); },
+     GroupTemplate::kRowReduce, 2},
 };
 
 class CinnTest : public ::testing::Test {
@@ -75,8 +79,10 @@ std::unique_ptr<ir::Program> CaptureBody(ir::IrContext& ctx, const Body& body, i
   return std::move(c.program);
 }
 
-// The cinn pass, then dce for the constants the groups copied in.
+// As the Predictor does: composites to primitives, the cinn pass, then dce for the constants the groups
+// copied in.
 FusionReport Fuse(ir::Program& program) {
+  passes::CreatePass("decompose")->Run(program);
   const FusionReport r = FuseGroups(program);
   passes::CreatePass("dce")->Run(program);
   return r;

@@ -125,6 +125,9 @@ class GroupKernel : public scheduler::CompiledOp {
         const auto t0 = std::chrono::steady_clock::now();
         try {
           runtime::CompileRequest req{*choice.language, plan.source, {}, "cinn_" + std::string(group.name())};
+          // Lets the vectoriser if-convert and use vector floor/conversions; results are unchanged (no code
+          // here reads the floating-point exception flags).
+          if (*choice.language == runtime::SourceLanguage::kC) req.flags = {"-fno-trapping-math"};
           module_ = runtime::CompiledModule::Compile(device, req);
           GetCounters().compiled++;
         } catch (const Error& e) {
