@@ -79,8 +79,9 @@ class Predictor {
 
 /// The default optimisation pipeline run on load, before kernel selection.
 inline constexpr const char* kDefaultPasses = "canonicalize,cse,constant-fold,dce";
-/// What Config::cinn adds after them (before kernel selection).
-inline constexpr const char* kCinnPasses = "cinn,dce";
+/// What Config::cinn adds after them (before kernel selection): composites (softmax, layer_norm) become
+/// primitives, which CINN fuses into kernels.
+inline constexpr const char* kCinnPasses = "decompose,cinn,dce";
 
 }  // namespace oar::inference
 
