@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 
 #include "core/base/error.h"
@@ -353,6 +354,20 @@ TEST_F(ExecutorTest, ProfilesGiveDeviceTimesOverlapPeakMemoryAndATrace) {
   size_t events = 0;
   for (size_t at = trace.find("\"ph\":\"X\""); at != std::string::npos; at = trace.find("\"ph\":\"X\"", at + 1)) ++events;
   EXPECT_GE(events, prof.instructions.size() + timed);
+}
+
+// A process may end with simulator kernels queued or just run and never synchronised with (eager work
+// whose result nobody read): the stream workers outlive static destruction, so the kernels they run must
+// not be torn down under them. Under TSan this failed at exit (the plugins' kernel sets were destroyed by
+// static destructors while a worker had read them without any later synchronisation).
+TEST_F(ExecutorTest, ProcessEndsSafelyWithSimulatorKernelsNeverSynchronised) {
+  Generator g(3);
+  for (const char* device : {"kunlun_sim:0", "ascend_sim:0"}) {
+    const Tensor x = randn({64, 64}, g, 0, 1, DType::kFloat32, Device(device));
+    const Tensor y = neg(exp(x));  // queued on the device's stream; never read, never synchronised
+    EXPECT_EQ(y.device(), Device(device));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the workers have run them by exit
 }
 
 TEST_F(ExecutorTest, RefusesBadInputsNamingThem) {
