@@ -4,6 +4,7 @@
 
 #include "core/base/error.h"
 #include "core/ir/builder.h"
+#include "core/passes/pass.h"
 #include "core/scheduler/executor.h"
 #include "core/tensor/autograd_meta.h"
 
@@ -129,6 +130,13 @@ std::vector<Tensor> StaticFunction::operator()(std::span<const Tensor> inputs) {
   e->num_outputs = c.outputs.size();
   e->program = std::move(c.program);
   e->state_inputs = StateAsInputs(*ctx_, *e->program, state_, inputs.size());
+  {
+    // As the Predictor prepares its programs: bound to the device's kernels (explicit fallback transfers),
+    // results written over dying operands where a kernel allows it. The values are the eager ones, bit for bit.
+    passes::PassManager pm;
+    pm.AddPipeline(fmt::format("canonicalize,cse,dce,kernel-select{{device={}}},inplace", device_.str()));
+    pm.Run(*e->program);
+  }
   e->executor = std::make_unique<scheduler::Executor>(*e->program, device_);
   cache_.push_front(std::move(e));
   if (cache_.size() > capacity_) cache_.pop_back();
