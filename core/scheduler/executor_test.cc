@@ -370,6 +370,27 @@ TEST_F(ExecutorTest, ProcessEndsSafelyWithSimulatorKernelsNeverSynchronised) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the workers have run them by exit
 }
 
+// An executor (and the tensors its runs recorded on its streams) kept in a static made before the runtime
+// loaded its plugins is destroyed at exit after the plugins' own statics: its streams, events and recorded
+// blocks must still be released cleanly. The cpu plugin's handle registries used to be destroyed first, and
+// every later call failed ("recording a stream event for a freed block failed", "unknown or destroyed stream
+// handle"; oar_predictor_bench's exit). CTest fails any scheduler test whose output says so (CMakeLists.txt).
+TEST_F(ExecutorTest, AStaticExecutorIsReleasedCleanlyAtExit) {
+  struct Kept {
+    std::unique_ptr<ir::Program> program;
+    std::unique_ptr<Executor> exec;
+    Tensor input;
+  };
+  static Kept kept;  // constructed before anything below loads a plugin: destroyed after the plugins' statics
+  kept.program = Make(kMlp, Select("cpu:0"));
+  kept.exec = std::make_unique<Executor>(*kept.program, kCpu);
+  kept.input = zeros({4, 2}, DType::kFloat32, kCpu);
+  for (int run = 0; run < 2; ++run) {
+    ExpectSame(kept.exec->Run(std::vector<Tensor>{kept.input}),
+               jit::Interpret(*kept.program, std::vector<Tensor>{kept.input}, kCpu), "static");
+  }
+}
+
 TEST_F(ExecutorTest, RefusesBadInputsNamingThem) {
   auto p = Make(kMlp, Select("cpu:0"));
   Executor exec(*p, kCpu);
