@@ -102,11 +102,14 @@ std::vector<double> Train(Example& example, int64_t steps, int64_t log_every = 0
 /// Train as Train does, but through captured programs (`oar train --static`): the step Batch -> TrainOn is
 /// captured by a jit::StaticFunction on its first call and replayed from the program afterwards (capturing
 /// again when a guard fails, e.g. once Adam's moments exist). The same batches, schedule and update, so the
-/// losses equal Train's. `stats` (optional) receives the capture cache's hits, misses and their reasons.
+/// losses equal Train's. The replays run on scheduler::Executor. `stats` (optional) receives the capture
+/// cache's hits, misses and their reasons; `profile` (optional) the executor's profile of the last step that
+/// replayed a program (per-instruction times, overlap, peak memory; empty when none did).
 std::vector<double> TrainStatic(Example& example, int64_t steps, int64_t log_every = 0,
                                 const std::function<void(int64_t, double)>& log = {},
                                 const std::function<void(int64_t, int64_t)>& progress = {},
-                                jit::StaticFunction::Stats* stats = nullptr);
+                                jit::StaticFunction::Stats* stats = nullptr,
+                                scheduler::RunProfile* profile = nullptr);
 
 /// The points SaveCheckpoint passes, in order: "weights" (model.safetensors written and flushed in the
 /// temporary folder), "config" (config.json too), "verified" (both read back and checked), "replaced"

@@ -49,7 +49,7 @@ Predictor::Predictor(const Config& config)
 
 Predictor::~Predictor() = default;
 
-std::vector<Tensor> Predictor::Run(std::span<const Tensor> inputs) const {
+std::vector<Tensor> Predictor::Run(std::span<const Tensor> inputs, scheduler::RunProfile* profile) const {
   OAR_CHECK_ARG(inputs.size() == inputs_.size(), "predictor: the model takes {} inputs ({}), got {}", inputs_.size(),
                 [&] {
                   std::string s;
@@ -67,7 +67,7 @@ std::vector<Tensor> Predictor::Run(std::span<const Tensor> inputs) const {
       if (set) omp_set_num_threads(threads);
     }
   } restore{previous, threads_ > 0};
-  return executor_->Run(inputs);
+  return executor_->Run(inputs, profile);
 }
 
 std::map<std::string, Tensor> Predictor::Run(const std::map<std::string, Tensor>& inputs) const {

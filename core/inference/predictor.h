@@ -23,6 +23,7 @@
 
 namespace oar::scheduler {
 class Executor;
+struct RunProfile;
 }
 
 namespace oar::inference {
@@ -53,8 +54,9 @@ class Predictor {
   Predictor& operator=(const Predictor&) = delete;
 
   /// Outputs for `inputs` (by position, as inputs() lists them), on the predictor's device. Safe to call
-  /// from several threads at once. Throws oar::Error naming the input that does not fit its spec.
-  std::vector<Tensor> Run(std::span<const Tensor> inputs) const;
+  /// from several threads at once. Throws oar::Error naming the input that does not fit its spec. With
+  /// `profile`, the executor fills it (per-instruction times, overlap, peak memory; one profiled run at a time).
+  std::vector<Tensor> Run(std::span<const Tensor> inputs, scheduler::RunProfile* profile = nullptr) const;
   /// By name: every input of inputs() must be present; returns outputs by name.
   std::map<std::string, Tensor> Run(const std::map<std::string, Tensor>& inputs) const;
 

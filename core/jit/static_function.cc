@@ -1,7 +1,11 @@
 #include "core/jit/static_function.h"
 
+#include <algorithm>
+
 #include "core/base/error.h"
-#include "core/jit/interpreter.h"
+#include "core/ir/builder.h"
+#include "core/passes/pass.h"
+#include "core/scheduler/executor.h"
 #include "core/tensor/autograd_meta.h"
 
 namespace oar::jit {
@@ -30,9 +34,44 @@ std::string FirstDifference(const std::string& now, const std::string& cached) {
 struct StaticFunction::Entry {
   std::string key;
   std::unique_ptr<ir::Program> program;
+  std::unique_ptr<scheduler::Executor> executor;  // compiled once, run on every hit
+  std::vector<size_t> state_inputs;  // the state slots the program reads, as inputs after the function's own
   std::vector<std::string> updates;
   size_t num_outputs = 0;  // the function's own
 };
+
+namespace {
+
+// The state a captured program reads enters as builtin.parameter ops, whose values an executor binds once
+// when it compiles. State changes every call (parameters, optimiser moments, step counters), so each such
+// parameter becomes a program input after the function's own `num_inputs`; returns the state slot of each.
+std::vector<size_t> StateAsInputs(ir::IrContext& ctx, ir::Program& program, const std::vector<StateSlot>& state,
+                                  size_t num_inputs) {
+  std::vector<ir::Operation*> parameters;
+  for (ir::Operation* op : program.block()) {
+    if (op->name() == "builtin.parameter") parameters.push_back(op);
+  }
+  std::vector<size_t> slots;
+  for (ir::Operation* op : parameters) {
+    const std::string name = op->attr("name").AsString();
+    const auto it = std::find_if(state.begin(), state.end(), [&](const StateSlot& s) { return s.name == name; });
+    if (it == state.end()) continue;  // a value of the program's own: bound at compile time
+    ir::Builder b(ctx);
+    b.SetInsertionPoint(op);
+    const ir::Type type = op->result(0).type();
+    const int64_t index = static_cast<int64_t>(num_inputs + slots.size());
+    ir::Value input = b.Create("builtin.data", {}, {b.Attr("name", ctx.StringAttr(name)), b.Attr("index", ctx.IntAttr(index))},
+                               {&type, 1})
+                          ->result(0);
+    op->result(0).ReplaceAllUsesWith(input);
+    op->Erase();
+    program.parameters.erase(name);
+    slots.push_back(static_cast<size_t>(it - state.begin()));
+  }
+  return slots;
+}
+
+}  // namespace
 
 StaticFunction::StaticFunction(Function fn, std::vector<StateSlot> state, Device device, size_t capacity)
     : fn_(std::move(fn)), state_(std::move(state)), device_(device), capacity_(capacity),
@@ -53,25 +92,17 @@ std::string StaticFunction::GuardKey(std::span<const Tensor> inputs) const {
 }
 
 std::vector<Tensor> StaticFunction::Replay(Entry& e, std::span<const Tensor> inputs) {
-  for (const StateSlot& s : state_) {
-    if (e.program->parameters.count(s.name) != 0) e.program->parameters[s.name] = *s.tensor;
-  }
-  std::vector<Tensor> out;
-  {
-    NoGradGuard no_grad;  // the program holds its own backward: nothing to record
-    out = Interpret(*e.program, inputs, device_);
-  }
+  std::vector<Tensor> args(inputs.begin(), inputs.end());
+  for (size_t slot : e.state_inputs) args.push_back(*state_[slot].tensor);
+  if (profile_ != nullptr) *profile_ = scheduler::RunProfile();
+  std::vector<Tensor> out = e.executor->Run(args, profile_);  // no grad recorded: the program holds its backward
+  args.clear();  // do not keep the old state alive past its replacement
   for (size_t k = 0; k < e.updates.size(); ++k) {
     for (const StateSlot& s : state_) {
       if (s.name != e.updates[k]) continue;
       const bool requires_grad = s.tensor->defined() && s.tensor->requires_grad();
       *s.tensor = out[e.num_outputs + k];
       if (requires_grad) s.tensor->set_requires_grad(true);
-    }
-  }
-  for (auto& [name, t] : e.program->parameters) {
-    for (const StateSlot& s : state_) {
-      if (s.name == name) t = Tensor();  // do not keep the state alive between calls
     }
   }
   out.resize(e.num_outputs);
@@ -98,11 +129,15 @@ std::vector<Tensor> StaticFunction::operator()(std::span<const Tensor> inputs) {
   e->updates = c.state_updates;
   e->num_outputs = c.outputs.size();
   e->program = std::move(c.program);
-  for (auto& [name, t] : e->program->parameters) {
-    for (const StateSlot& s : state_) {
-      if (s.name == name) t = Tensor();
-    }
+  e->state_inputs = StateAsInputs(*ctx_, *e->program, state_, inputs.size());
+  {
+    // As the Predictor prepares its programs: bound to the device's kernels (explicit fallback transfers),
+    // results written over dying operands where a kernel allows it. The values are the eager ones, bit for bit.
+    passes::PassManager pm;
+    pm.AddPipeline(fmt::format("canonicalize,cse,dce,kernel-select{{device={}}},inplace", device_.str()));
+    pm.Run(*e->program);
   }
+  e->executor = std::make_unique<scheduler::Executor>(*e->program, device_);
   cache_.push_front(std::move(e));
   if (cache_.size() > capacity_) cache_.pop_back();
   return std::move(c.outputs);

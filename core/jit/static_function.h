@@ -1,9 +1,11 @@
 // to_static: a function that captures itself on first use and runs the captured program afterwards, as
 // Paddle's to_static and dynamo do. A captured program is valid only under what its capture assumed — the
 // guards: each input's dtype, shape and device, each state slot's presence, dtype, shape and device, and
-// the grad mode. A call whose guards match a cached program runs that program (through the reference
-// interpreter, which the scheduler will replace); any other call captures again, which runs the function
-// eagerly, and caches the new program. The cache is bounded (least recently used program evicted) and
+// the grad mode. A call whose guards match a cached program runs that program through the scheduler
+// (scheduler::Executor, compiled once per program: streams, memory plan); any other call captures again,
+// which runs the function eagerly, and caches the new program. The state a program reads is one of its
+// inputs (after the function's own, in the order the program first reads it), not a parameter: the executor
+// binds parameters when it compiles, and state changes every call. The cache is bounded (least recently used program evicted) and
 // observable: hits, misses and the reason of every miss.
 #ifndef OAR_CORE_JIT_STATIC_FUNCTION_H_
 #define OAR_CORE_JIT_STATIC_FUNCTION_H_
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "core/jit/capture.h"
+#include "core/scheduler/profile.h"
 
 namespace oar::jit {
 
@@ -36,6 +39,9 @@ class StaticFunction {
   std::vector<Tensor> operator()(std::span<const Tensor> inputs);
 
   const Stats& stats() const { return stats_; }
+  /// Fill `profile` (null: none) on every later call that runs a cached program (the last one wins; a
+  /// capturing call runs eagerly and leaves it as it was).
+  void set_profile(scheduler::RunProfile* profile) { profile_ = profile; }
   size_t cached() const { return cache_.size(); }
   /// The most recently used program (null before the first call).
   const ir::Program* program() const;
@@ -52,6 +58,7 @@ class StaticFunction {
   std::unique_ptr<ir::IrContext> ctx_;
   std::list<std::unique_ptr<Entry>> cache_;  // most recently used first
   Stats stats_;
+  scheduler::RunProfile* profile_ = nullptr;
 };
 
 }  // namespace oar::jit

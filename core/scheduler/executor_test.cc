@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 
 #include "core/base/error.h"
@@ -353,6 +354,41 @@ TEST_F(ExecutorTest, ProfilesGiveDeviceTimesOverlapPeakMemoryAndATrace) {
   size_t events = 0;
   for (size_t at = trace.find("\"ph\":\"X\""); at != std::string::npos; at = trace.find("\"ph\":\"X\"", at + 1)) ++events;
   EXPECT_GE(events, prof.instructions.size() + timed);
+}
+
+// A process may end with simulator kernels queued or just run and never synchronised with (eager work
+// whose result nobody read): the stream workers outlive static destruction, so the kernels they run must
+// not be torn down under them. Under TSan this failed at exit (the plugins' kernel sets were destroyed by
+// static destructors while a worker had read them without any later synchronisation).
+TEST_F(ExecutorTest, ProcessEndsSafelyWithSimulatorKernelsNeverSynchronised) {
+  Generator g(3);
+  for (const char* device : {"kunlun_sim:0", "ascend_sim:0"}) {
+    const Tensor x = randn({64, 64}, g, 0, 1, DType::kFloat32, Device(device));
+    const Tensor y = neg(exp(x));  // queued on the device's stream; never read, never synchronised
+    EXPECT_EQ(y.device(), Device(device));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the workers have run them by exit
+}
+
+// An executor (and the tensors its runs recorded on its streams) kept in a static made before the runtime
+// loaded its plugins is destroyed at exit after the plugins' own statics: its streams, events and recorded
+// blocks must still be released cleanly. The cpu plugin's handle registries used to be destroyed first, and
+// every later call failed ("recording a stream event for a freed block failed", "unknown or destroyed stream
+// handle"; oar_predictor_bench's exit). CTest fails any scheduler test whose output says so (CMakeLists.txt).
+TEST_F(ExecutorTest, AStaticExecutorIsReleasedCleanlyAtExit) {
+  struct Kept {
+    std::unique_ptr<ir::Program> program;
+    std::unique_ptr<Executor> exec;
+    Tensor input;
+  };
+  static Kept kept;  // constructed before anything below loads a plugin: destroyed after the plugins' statics
+  kept.program = Make(kMlp, Select("cpu:0"));
+  kept.exec = std::make_unique<Executor>(*kept.program, kCpu);
+  kept.input = zeros({4, 2}, DType::kFloat32, kCpu);
+  for (int run = 0; run < 2; ++run) {
+    ExpectSame(kept.exec->Run(std::vector<Tensor>{kept.input}),
+               jit::Interpret(*kept.program, std::vector<Tensor>{kept.input}, kCpu), "static");
+  }
 }
 
 TEST_F(ExecutorTest, RefusesBadInputsNamingThem) {

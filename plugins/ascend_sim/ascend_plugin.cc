@@ -13,6 +13,7 @@
 #include <atomic>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "oar/plugin/cpp/dtype.hpp"
@@ -93,8 +94,10 @@ sim::Cost CubeMatmulCost(const sim::SimKernel&, const sim::DeviceModel& model, c
   return c;
 }
 
+// Never destroyed: the stream workers run these kernels until the process ends, so kernels still queued
+// (or just run, unsynchronised) at exit must not see the set torn down by static destructors.
 sim::KernelSet& Kernels() {
-  static sim::KernelSet set = [] {
+  static sim::KernelSet* const set = [] {
     sim::KernelSet s;
     s.AddHostKernels([](std::string_view, std::span<const int32_t> dtypes) {
       for (int32_t d : dtypes) {
@@ -108,9 +111,9 @@ sim::KernelSet& Kernels() {
       if (k.dtypes[0] == OAR_DTYPE_FLOAT32) k.run = RunCubeMatmulF32;
     }
     AddFormatKernels(&s);
-    return s;
+    return new sim::KernelSet(std::move(s));
   }();
-  return set;
+  return *set;
 }
 
 oar_status_t* Initialize() {

@@ -210,13 +210,15 @@ class Registry {
   std::unordered_set<T*> live_;
 };
 
+// Never destroyed, as Live(): objects destroyed after this plugin's statics at exit (a static Predictor, an
+// executor's streams) still synchronise, record and destroy their handles.
 Registry<Stream>& Streams() {
-  static Registry<Stream> registry;
-  return registry;
+  static Registry<Stream>* const registry = new Registry<Stream>();
+  return *registry;
 }
 Registry<Event>& Events() {
-  static Registry<Event> registry;
-  return registry;
+  static Registry<Event>* const registry = new Registry<Event>();
+  return *registry;
 }
 
 void CheckStream(int32_t device, oar_stream_t stream) {

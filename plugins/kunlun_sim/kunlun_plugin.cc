@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "oar/plugin/cpp/kernel.hpp"
@@ -93,8 +94,10 @@ bool Tiled(std::string_view op) {
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 
+// Never destroyed: the stream workers run these kernels until the process ends, so kernels still queued
+// (or just run, unsynchronised) at exit must not see the set torn down by static destructors.
 sim::KernelSet& Kernels() {
-  static sim::KernelSet set = [] {
+  static sim::KernelSet* const set = [] {
     sim::KernelSet s;
     s.AddHostKernels(
         [](std::string_view op, std::span<const int32_t> dtypes) { return Unsupported(op, dtypes).empty(); });
@@ -108,9 +111,9 @@ sim::KernelSet& Kernels() {
         k.cost = TiledReductionCost;
       }
     }
-    return s;
+    return new sim::KernelSet(std::move(s));
   }();
-  return set;
+  return *set;
 }
 
 oar_status_t* Initialize() {

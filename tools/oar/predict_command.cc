@@ -12,6 +12,7 @@
 #include "core/jit/capture.h"
 #include "core/jit/model.h"
 #include "core/ops/ops.h"
+#include "core/scheduler/profile.h"
 #include "core/tensor/safetensors.h"
 #include "tools/oar/commands.h"
 #ifdef OAR_HAVE_EXAMPLES
@@ -22,10 +23,10 @@ namespace oar::cli {
 namespace {
 
 struct PredictArgs {
-  std::string model, device, input, output, passes;
+  std::string model, device, input, output, passes, trace;
   int64_t repeat = 0;
   int threads = 0;
-  bool describe = false, no_optimize = false, cinn = false;
+  bool describe = false, no_optimize = false, cinn = false, profile = false;
 };
 
 // The file's tensors as the model's inputs: by name, or — for a one-input model and a one-tensor file —
@@ -78,6 +79,17 @@ void Predict(const PredictArgs& a) {
                 static_cast<long long>(a.repeat), p.device().str().c_str(), Percentile(ms, 0.5), Percentile(ms, 0.9),
                 Percentile(ms, 0.99));
   }
+  if (a.profile || !a.trace.empty()) {
+    // One more run, profiled: the first one also made the plan and the devices' private-format copies.
+    scheduler::RunProfile profile;
+    p.Run(inputs, &profile);
+    if (a.profile) std::printf("profile of one run on %s:\n%s", p.device().str().c_str(), profile.Format().c_str());
+    if (!a.trace.empty()) {
+      profile.WriteChromeTrace(a.trace);
+      std::printf("trace of one run written to %s (Chrome trace-event JSON: Perfetto, chrome://tracing)\n",
+                  a.trace.c_str());
+    }
+  }
   if (!a.output.empty()) {
     std::map<std::string, Tensor> named;
     for (size_t i = 0; i < outputs.size(); ++i) named[p.output_names()[i]] = outputs[i];
@@ -108,6 +120,11 @@ void AddPredictCommands(CLI::App& app) {
   cmd->add_flag("--describe", a->describe, "Print the inputs and outputs (name, dtype, shape) as JSON and exit");
   cmd->add_option("--threads", a->threads, "Host threads for the cpu device's kernels (default: the process default)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--profile", a->profile,
+                "Run once more, profiled, and print per-instruction device, stream, host and device (simulated) "
+                "times, copy/compute overlap and the peak device memory");
+  cmd->add_option("--trace", a->trace, "Run once more, profiled, and write a Chrome trace-event JSON file")
+      ->type_name("FILE");
   cmd->add_flag("--no-optimize", a->no_optimize, "Skip the optimisation passes (kernel selection still runs)");
   cmd->add_flag("--cinn", a->cinn,
                 "Fuse with CINN: elementwise chains and row reductions become kernels generated and compiled for the "

@@ -25,6 +25,21 @@ run 0 "$oar" train mlp --steps 6 --log-every 1 --static
 expect "static: 4 steps ran captured programs, 2 captured"
 grep '^step' "$out" | diff "$work/eager.txt" - || { echo "FAIL: --static step lines differ from eager"; exit 1; }
 
+# --profile / --trace with --static: the scheduler's profile and Chrome trace of the last step.
+run 0 "$oar" train mlp --steps 4 --static --profile --trace "$work/train_trace.json" --device kunlun_sim:0
+expect "profile of the last step (scheduler):"
+expect "peak device memory: "
+expect "trace of the last step written to $work/train_trace.json"
+check_trace() {
+  python3 - "$1" <<'PY' || { echo "FAIL: $1 is not a Chrome trace with complete events"; exit 1; }
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+assert any(e.get("ph") == "X" and e.get("dur", -1) >= 0 for e in events), events[:3]
+PY
+}
+check_trace "$work/train_trace.json"
+run 1 "$oar" train mlp --steps 4 --trace "$work/eager.json"
+expect "--trace needs --static"
 run 0 "$oar" export mlp --checkpoint "$work/ckpt" --out "$work/model"
 expect "inputs x: float32[B, 2]"
 run 0 "$oar" predict --model "$work/model" --describe
@@ -41,6 +56,12 @@ for device in cpu:0 kunlun_sim:0 ascend_sim:1; do
   expect "latency over 5 runs on $device: p50"
   expect "wrote 1 outputs"
 done
+run 0 "$oar" predict --model "$work/model" --device kunlun_sim:0 --input "$work/in.safetensors" --profile \
+  --trace "$work/predict_trace.json"
+expect "profile of one run on kunlun_sim:0:"
+expect "peak device memory: "
+expect "trace of one run written to $work/predict_trace.json"
+check_trace "$work/predict_trace.json"
 cmp "$work/out_cpu.safetensors" "$work/out_kunlun_sim.safetensors" > /dev/null ||
   echo "note: kunlun_sim's outputs differ from cpu's in the last bits (allowed)"
 

@@ -14,6 +14,7 @@
 #include "core/ops/ops.h"
 #include "core/jit/static_function.h"
 #include "core/runtime/profiler.h"
+#include "core/scheduler/profile.h"
 #include "examples/models.h"
 #include "tools/oar/commands.h"
 
@@ -36,7 +37,7 @@ void PrintMetric(examples::Example& e) {
 void AddTrainCommands(CLI::App& app) {
   {
     struct Args {
-      std::string model, device, out, mesh;
+      std::string model, device, out, mesh, trace;
       int64_t steps = -1, log_every = 0;
       examples::ParallelOptions parallel;
       uint64_t seed = 0;
@@ -68,10 +69,18 @@ void AddTrainCommands(CLI::App& app) {
                     "pp); gradients accumulate over them");
     cmd->add_flag("--profile", a->profile,
                   "After training, print a per-op table: calls, host dispatch time, device time (simulated on "
-                  "the simulators), cpu fallbacks, private-format kernel runs");
+                  "the simulators), cpu fallbacks, private-format kernel runs; with --static, the scheduler's "
+                  "profile of the last step instead (per instruction: device, stream, host and device times; "
+                  "copy/compute overlap; peak device memory)");
+    cmd->add_option("--trace", a->trace,
+                    "With --static: write the last step's Chrome trace-event JSON (Perfetto, chrome://tracing) here")
+        ->type_name("FILE");
     cmd->callback([a, steps_opt] {
       // Checked before anything runs: a negative count used to mean "the default" silently.
       OAR_CHECK_ARG(steps_opt->count() == 0 || a->steps > 0, "--steps must be a positive integer, got {}", a->steps);
+      OAR_CHECK_ARG(a->trace.empty() || a->static_graph,
+                    "--trace needs --static: an eager run has no instruction list to trace (--profile gives its "
+                    "per-op table); got --trace {} without --static", a->trace);
       OAR_CHECK_ARG(a->log_every >= 0, "--log-every must be a positive integer (or 0: steps / 10), got {}",
                     a->log_every);
       std::unique_ptr<examples::Example> e;
@@ -119,10 +128,15 @@ void AddTrainCommands(CLI::App& app) {
       // second; when output goes to a file or pipe, only the step lines.
       const bool tty = ::isatty(STDERR_FILENO) != 0;
       auto last_draw = t0;
-      if (a->profile) runtime::Profiler::Get().Start();
+      const bool step_profile = a->static_graph && (a->profile || !a->trace.empty());
+      if (a->profile && !a->static_graph) runtime::Profiler::Get().Start();
       jit::StaticFunction::Stats stats;
+      scheduler::RunProfile profile;
       auto train = [&](auto&& log, auto&& progress) {
-        if (a->static_graph) return examples::TrainStatic(*e, steps, a->log_every, log, progress, &stats);
+        if (a->static_graph) {
+          return examples::TrainStatic(*e, steps, a->log_every, log, progress, &stats,
+                                       step_profile ? &profile : nullptr);
+        }
         return examples::Train(*e, steps, a->log_every, log, progress);
       };
       train(
@@ -152,9 +166,19 @@ void AddTrainCommands(CLI::App& app) {
         }
         std::printf(")\n");
       }
-      if (a->profile)
+      if (a->profile && !a->static_graph) {
         std::printf("\nprofile of the training steps:\n%s\n",
                     runtime::FormatProfile(runtime::Profiler::Get().Stop()).c_str());
+      }
+      if (step_profile && profile.instructions.empty()) {
+        std::printf("no step replayed a captured program (steps 0 and 1 capture): nothing to profile or trace\n");
+      } else if (step_profile) {
+        if (a->profile) std::printf("\nprofile of the last step (scheduler):\n%s", profile.Format().c_str());
+        if (!a->trace.empty()) {
+          profile.WriteChromeTrace(a->trace);
+          std::printf("trace of the last step written to %s\n", a->trace.c_str());
+        }
+      }
       if (!a->out.empty()) {
         examples::SaveCheckpoint(*e, a->out);
         std::printf("checkpoint written to %s\n", a->out.c_str());
