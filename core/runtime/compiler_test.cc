@@ -13,13 +13,16 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <span>
 #include <sstream>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/base/digest.h"
 #include "core/runtime/compiler.h"
+#include "core/runtime/profiler.h"
 #include "core/runtime/runtime.h"
 #include "core/runtime/status.h"
 #include "core/runtime/stream.h"
@@ -345,15 +348,21 @@ TEST(CCompilerCache, GarbageEntryThatIsNotASharedObjectIsRebuilt) {
   const CompileRequest request{SourceLanguage::kC, kSaxpy, {"-DOAR_CACHE_TEST=3"}, "garbage"};
   { auto m = CompiledModule::Compile(cpu, request); }
   ASSERT_EQ(Lines(count), 1);
+  // Garbage behind a trailer that matches it (the checksum passes): dlopen refuses it, which is corruption too.
+  std::vector<fs::path> entries;
   for (const auto& e : fs::recursive_directory_iterator(cache)) {
-    if (e.path().extension() != ".so") continue;
-    const fs::path tmp = e.path().string() + ".garbage";
-    std::ofstream(tmp, std::ios::binary) << std::string(4096, 'x');
-    fs::rename(tmp, e.path());
+    if (e.path().extension() == ".so") entries.push_back(e.path());
   }
+  ASSERT_EQ(entries.size(), 1u);
+  const std::string garbage(4096, 'x');
+  const std::string digest = Sha256Hex(std::as_bytes(std::span(garbage.data(), garbage.size())));
+  const fs::path tmp = entries[0].string() + ".garbage";
+  std::ofstream(tmp, std::ios::binary) << garbage << "OARJITC1" << digest;
+  fs::rename(tmp, entries[0]);
   auto m = CompiledModule::Compile(cpu, request);
-  EXPECT_EQ(Lines(count), 2);
+  EXPECT_EQ(Lines(count), 2) << "an entry dlopen refuses was not rebuilt";
   ExpectScaleWorks(cpu, m);
+  EXPECT_EQ(fs::file_size(entries[0]) > garbage.size() + 72, true) << "the entry was not replaced";
 }
 
 // ---- simulators: device memory, asynchrony ------------------------------------------------------------
@@ -438,6 +447,34 @@ TEST_P(SimCompiler, LaunchReturnsBeforeTheWorkRuns) {
   EXPECT_EQ(dy.Download<float>(), (std::vector<float>{5, 5, 5, 5}));
 }
 
+TEST_P(SimCompiler, SimulatedTimeFollowsTheRooflineOfTheEstimates) {
+  // Three launches on one stream: no estimate (launch overhead only), F flops, 2F flops (compute bound).
+  const int64_t n = 256;
+  DeviceBuffer dx(dev(), n * 4), dy(dev(), n * 4);
+  dx.Upload(std::vector<float>(n, 1.0f));
+  dy.Upload(std::vector<float>(n, 0.0f));
+  const CompiledFunction saxpy = SaxpyModule(dev())->Function("saxpy");
+  Profiler::Get().Start();
+  for (double flops : {0.0, 1e12, 2e12}) {
+    LaunchConfig config;
+    config.flops = flops;
+    Launch(saxpy, config, SaxpyArgs(dx, dy, n, 1));
+  }
+  Runtime::Get().Context(dev()).Synchronize();
+  Profiler::Get().Stop();
+  std::vector<double> ns;
+  for (const Profiler::Activity& a : Profiler::Get().activities()) {
+    if (a.device == dev().str() && a.name == "saxpy_test.saxpy" && a.kind == OAR_ACTIVITY_KERNEL) {
+      EXPECT_TRUE(a.simulated);
+      ns.push_back(static_cast<double>(a.end_ns - a.start_ns));
+    }
+  }
+  ASSERT_EQ(ns.size(), 3u) << "the profiler did not see the three launches";
+  EXPECT_GT(ns[0], 0);
+  EXPECT_GT(ns[1], ns[0] * 10) << "a teraflop took no longer than the launch overhead";
+  EXPECT_NEAR(ns[2] - ns[0], 2 * (ns[1] - ns[0]), 0.01 * (ns[2] - ns[0]));
+}
+
 INSTANTIATE_TEST_SUITE_P(Simulators, SimCompiler, ::testing::Values("kunlun_sim:0", "ascend_sim:0"),
                          [](const auto& info) {
                            std::string s = info.param;
@@ -445,6 +482,151 @@ INSTANTIATE_TEST_SUITE_P(Simulators, SimCompiler, ::testing::Values("kunlun_sim:
                              if (ch == ':') ch = '_';
                            return s;
                          });
+
+// ---- gpu_emu: CUDA-dialect kernels on the host --------------------------------------------------------
+
+constexpr const char* kCudaKernels = R"(
+// Row sums: a strided loop per thread, then a tree reduction in shared memory.
+extern "C" __global__ void row_sum(const float* x, float* out, int64_t cols) {
+  __shared__ float partial[256];
+  const int64_t row = blockIdx.x;
+  float acc = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) acc += x[row * cols + c];
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[row] = partial[0];
+}
+// A warp reduction with shuffles: out[w] = the sum of warp w's 32 values.
+extern "C" __global__ void warp_sum(const float* x, float* out, int32_t n) {
+  float v = threadIdx.x < n ? x[threadIdx.x] : 0.0f;
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  if (threadIdx.x % warpSize == 0) out[threadIdx.x / warpSize] = v;
+}
+// Dynamic shared memory: each block reverses its slice of y (scaled by s, a double) through it.
+extern "C" __global__ void reverse_scaled(float* y, double s) {
+  extern __shared__ float tile[];
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  tile[threadIdx.x] = static_cast<float>(y[i] * s);
+  __syncthreads();
+  y[i] = tile[blockDim.x - 1 - threadIdx.x];
+}
+)";
+
+class GpuEmuCompiler : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(kConfigured);
+#ifndef OAR_GPU_EMU_PLUGIN
+    GTEST_SKIP() << "gpu_emu is not built (OAR_WITH_GPU_EMU=OFF: needs Boost.Context and libffi)";
+#else
+    if (Runtime::Get().FindType("gpu_emu") == nullptr || Runtime::Get().FindType("gpu_emu")->device_count() == 0) {
+      GTEST_SKIP() << "gpu_emu has no device (OAR_GPU_EMU_DEVICES=0)";
+    }
+#endif
+  }
+  static std::shared_ptr<CompiledModule> Module() {
+    static std::shared_ptr<CompiledModule> m =
+        CompiledModule::Compile(Device("gpu_emu:0"), {SourceLanguage::kCuda, kCudaKernels, {}, "cuda_test"});
+    return m;
+  }
+};
+
+TEST_F(GpuEmuCompiler, ReportsCudaAsItsLanguage) {
+  EXPECT_EQ(CompilerLanguages(Device("gpu_emu:0")), std::vector<SourceLanguage>{SourceLanguage::kCuda});
+}
+
+TEST_F(GpuEmuCompiler, RowSumWithSharedMemoryAndBarriers) {
+  const int64_t rows = 5, cols = 300;  // more columns than threads, not a multiple of the block
+  std::vector<float> x(rows * cols);
+  std::vector<float> want(rows, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      x[r * cols + c] = static_cast<float>((r + 1) * (c % 7));
+      want[r] += x[r * cols + c];  // small integers: every order of summation is exact
+    }
+  }
+  const Device emu("gpu_emu:0");
+  DeviceBuffer dx(emu, x.size() * 4), dout(emu, rows * 4);
+  dx.Upload(x);
+  LaunchConfig config;
+  config.grid = {static_cast<uint32_t>(rows), 1, 1};
+  config.block = {128, 1, 1};
+  const LaunchArg args[] = {LaunchArg::Buffer(dx.get(), dx.bytes()), LaunchArg::Buffer(dout.get(), dout.bytes()),
+                            LaunchArg::Int64(cols)};
+  Launch(Module()->Function("row_sum"), config, args);
+  EXPECT_EQ(dout.Download<float>(), want);
+}
+
+TEST_F(GpuEmuCompiler, WarpShuffleReduction) {
+  const int32_t n = 64;
+  std::vector<float> x(n);
+  std::iota(x.begin(), x.end(), 1.0f);
+  const Device emu("gpu_emu:0");
+  DeviceBuffer dx(emu, n * 4), dout(emu, 2 * 4);
+  dx.Upload(x);
+  LaunchConfig config;
+  config.block = {64, 1, 1};
+  const LaunchArg args[] = {LaunchArg::Buffer(dx.get(), dx.bytes()), LaunchArg::Buffer(dout.get(), dout.bytes()),
+                            LaunchArg::Int32(n)};
+  Launch(Module()->Function("warp_sum"), config, args);
+  EXPECT_EQ(dout.Download<float>(), (std::vector<float>{32 * 33 / 2, (64 * 65 - 32 * 33) / 2}));
+}
+
+TEST_F(GpuEmuCompiler, DynamicSharedMemoryAndADoubleArgument) {
+  const Device emu("gpu_emu:0");
+  std::vector<float> y(64);
+  std::iota(y.begin(), y.end(), 0.0f);
+  DeviceBuffer dy(emu, y.size() * 4);
+  dy.Upload(y);
+  LaunchConfig config;
+  config.grid = {2, 1, 1};
+  config.block = {32, 1, 1};
+  config.shared_bytes = 32 * sizeof(float);
+  const LaunchArg args[] = {LaunchArg::Buffer(dy.get(), dy.bytes()), LaunchArg::Float64(0.5)};
+  Launch(Module()->Function("reverse_scaled"), config, args);
+  const std::vector<float> got = dy.Download<float>();
+  for (int b = 0; b < 2; ++b) {
+    for (int t = 0; t < 32; ++t) ASSERT_EQ(got[b * 32 + t], 0.5f * static_cast<float>(b * 32 + 31 - t)) << b << " " << t;
+  }
+}
+
+TEST_F(GpuEmuCompiler, BufferOutsideDeviceMemoryAndBadBlocksAreRejectedAtLaunch) {
+  const Device emu("gpu_emu:0");
+  DeviceBuffer dy(emu, 64 * 4);
+  const CompiledFunction f = Module()->Function("reverse_scaled");
+  LaunchConfig config;
+  config.block = {64, 1, 1};
+  config.shared_bytes = 64 * sizeof(float);
+  const LaunchArg past_the_end[] = {LaunchArg::Buffer(dy.get(), dy.bytes() + 4), LaunchArg::Float64(1.0)};
+  EXPECT_THROW(Launch(f, config, past_the_end), Error);
+  std::vector<float> host(64);
+  const LaunchArg host_ptr[] = {LaunchArg::Buffer(host.data(), 256), LaunchArg::Float64(1.0)};
+  EXPECT_THROW(Launch(f, config, host_ptr), Error);
+  config.block = {4096, 1, 1};  // more threads than a block may have
+  const LaunchArg ok[] = {LaunchArg::Buffer(dy.get(), dy.bytes()), LaunchArg::Float64(1.0)};
+  try {
+    Launch(f, config, ok);
+    ADD_FAILURE() << "a 4096-thread block was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("reverse_scaled"), std::string::npos) << e.what();
+  }
+  Runtime::Get().Context(emu).Synchronize();  // nothing was left failing on the device
+}
+
+TEST_F(GpuEmuCompiler, CompileErrorCarriesTheLogWithTheSourcesLineNumbers) {
+  try {
+    CompiledModule::Compile(Device("gpu_emu:0"),
+                            {SourceLanguage::kCuda, "\n\nextern \"C\" __global__ void k(float* x) { x[0] = y; }\n", {}, "bad_cuda"});
+    FAIL() << "invalid CUDA compiled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bad_cuda.cu:3"), std::string::npos) << e.what();
+  }
+}
 
 }  // namespace
 }  // namespace oar::runtime
