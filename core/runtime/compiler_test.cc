@@ -4,6 +4,7 @@
 // (simulators: asynchronously, with jitter, device buffers checked and translated); CUDA-dialect kernels
 // compiled for the host and run by gpu_emu.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -50,7 +51,8 @@ const bool kConfigured = [] {
   setenv("OAR_SIM_JITTER", "7", 1);  // shuffles stream workers: a missing order shows as a wrong value
   unsetenv("OAR_SIM_FAULTS");
   unsetenv("OAR_CC");
-  setenv("OAR_CACHE_DIR", (TestDir() / "cache").c_str(), 1);
+  // A child of ConcurrentProcessesShareOneCache uses the cache its parent names.
+  if (std::getenv("OAR_COMPILER_TEST_NONCE") == nullptr) setenv("OAR_CACHE_DIR", (TestDir() / "cache").c_str(), 1);
   Runtime::Options o;
   o.plugin_files = {OAR_CPU_PLUGIN, OAR_KUNLUN_PLUGIN, OAR_ASCEND_PLUGIN};
 #ifdef OAR_GPU_EMU_PLUGIN
@@ -365,6 +367,48 @@ TEST(CCompilerCache, GarbageEntryThatIsNotASharedObjectIsRebuilt) {
   EXPECT_EQ(fs::file_size(entries[0]) > garbage.size() + 72, true) << "the entry was not replaced";
 }
 
+/// Run by ConcurrentProcessesShareOneCache in child processes (disabled in normal runs).
+TEST(CCompilerCache, DISABLED_ChildCompilesAndRuns) {
+  const char* nonce = std::getenv("OAR_COMPILER_TEST_NONCE");
+  ASSERT_NE(nonce, nullptr) << "run by CCompilerCache.ConcurrentProcessesShareOneCache";
+  const Device cpu("cpu");
+  const std::string source = std::string(kSaxpy) + "/* " + nonce + " */\n";
+  ExpectScaleWorks(cpu, CompiledModule::Compile(cpu, {SourceLanguage::kC, source, {}, "concurrent"}));
+}
+
+TEST(CCompilerCache, ConcurrentProcessesShareOneCache) {
+  // Four processes compile the same new source into one empty cache at once: each must get a working
+  // module (never a half-written entry), and the cache ends with one intact entry.
+  ASSERT_TRUE(kConfigured);
+  const fs::path cache = TestDir() / "cache-concurrent";
+  ScopedEnv dir("OAR_CACHE_DIR", cache.string());
+  ScopedEnv nonce("OAR_COMPILER_TEST_NONCE", std::to_string(getpid()) + "-" + std::to_string(std::rand()));
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  std::vector<pid_t> children;
+  for (int i = 0; i < 4; ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      execl(self.c_str(), self.c_str(), "--gtest_also_run_disabled_tests",
+            "--gtest_filter=CCompilerCache.DISABLED_ChildCompilesAndRuns", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child " << pid << " failed (status " << status << ")";
+  }
+  int objects = 0, leftovers = 0;
+  for (const auto& e : fs::recursive_directory_iterator(cache)) {
+    if (e.path().extension() == ".so") ++objects;
+    if (e.path().string().find(".tmp.") != std::string::npos) ++leftovers;
+  }
+  EXPECT_EQ(objects, 1);
+  EXPECT_EQ(leftovers, 0) << "temporary files were left in the cache";
+}
+
 // ---- simulators: device memory, asynchrony ------------------------------------------------------------
 
 class SimCompiler : public CCompiler {};
@@ -425,14 +469,18 @@ TEST_P(SimCompiler, LaunchesAreOrderedOnTheirStreamAndAcrossEvents) {
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want) << "element " << i;
 }
 
-TEST_P(SimCompiler, LaunchReturnsBeforeTheWorkRuns) {
-  // A host callback that blocks the stream until released: the launch behind it must be queued, not run.
+TEST_P(SimCompiler, LaunchIsQueuedOnTheCurrentStreamNotRunAtOnce) {
+  // A host callback holds stream s until the launch behind it has returned to the host, then reads the
+  // buffer (a synchronous copy from the stream's own worker does not wait for that stream): it must still
+  // hold the old values. A launch run at once, or sent to another stream than ScopedStream's, scales first.
   Stream s(dev());
   DeviceBuffer dy(dev(), 16);
   dy.Upload(std::vector<float>{1, 1, 1, 1});
-  std::atomic<bool> release{false};
+  std::atomic<bool> launched{false};
+  std::vector<float> seen_by_callback;
   s.AddCallback([&] {
-    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (!launched.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    seen_by_callback = dy.Download<float>();
   });
   {
     ScopedStream on(s);
@@ -441,9 +489,9 @@ TEST_P(SimCompiler, LaunchReturnsBeforeTheWorkRuns) {
     const LaunchArg args[] = {LaunchArg::Buffer(dy.get(), dy.bytes()), LaunchArg::Float32(5.0f)};
     Launch(SaxpyModule(dev())->Function("scale"), config, args);
   }
-  EXPECT_FALSE(s.Query()) << "the launch ran synchronously";
-  release = true;
+  launched = true;
   s.Synchronize();
+  EXPECT_EQ(seen_by_callback, (std::vector<float>{1, 1, 1, 1})) << "the launch ran before the work queued ahead of it";
   EXPECT_EQ(dy.Download<float>(), (std::vector<float>{5, 5, 5, 5}));
 }
 
