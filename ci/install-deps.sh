@@ -16,7 +16,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config binutils coreutils
   libboost-dev libboost-context-dev libfmt-dev nlohmann-json3-dev libcli11-dev libdlpack-dev
-  libdnnl-dev ocl-icd-opencl-dev opencl-headers libssl-dev
+  libdnnl-dev ocl-icd-opencl-dev opencl-headers libssl-dev libffi-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   llvm-15-tools python3
   openmpi-bin libopenmpi-dev

@@ -120,7 +120,7 @@ TEST(Runner, RefusedPluginFailsL0WithTheReason) {
       std::string("--plugin ") + OAR_FIXTURE_DIR + "/liboar_plugin_fixture_wrong_major.so --level L0", "refused");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.summary["verdict"], "FAIL");
-  EXPECT_NE(r.summary["plugin"]["load_error"].get<std::string>().find("plugin ABI 2.0 is incompatible"),
+  EXPECT_NE(r.summary["plugin"]["load_error"].get<std::string>().find("plugin ABI 2.1 is incompatible"),
             std::string::npos)
       << r.summary;
 }

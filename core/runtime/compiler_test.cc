@@ -4,6 +4,7 @@
 // (simulators: asynchronously, with jitter, device buffers checked and translated); CUDA-dialect kernels
 // compiled for the host and run by gpu_emu.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,13 +14,16 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <span>
 #include <sstream>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/base/digest.h"
 #include "core/runtime/compiler.h"
+#include "core/runtime/profiler.h"
 #include "core/runtime/runtime.h"
 #include "core/runtime/status.h"
 #include "core/runtime/stream.h"
@@ -47,7 +51,8 @@ const bool kConfigured = [] {
   setenv("OAR_SIM_JITTER", "7", 1);  // shuffles stream workers: a missing order shows as a wrong value
   unsetenv("OAR_SIM_FAULTS");
   unsetenv("OAR_CC");
-  setenv("OAR_CACHE_DIR", (TestDir() / "cache").c_str(), 1);
+  // A child of ConcurrentProcessesShareOneCache uses the cache its parent names.
+  if (std::getenv("OAR_COMPILER_TEST_NONCE") == nullptr) setenv("OAR_CACHE_DIR", (TestDir() / "cache").c_str(), 1);
   Runtime::Options o;
   o.plugin_files = {OAR_CPU_PLUGIN, OAR_KUNLUN_PLUGIN, OAR_ASCEND_PLUGIN};
 #ifdef OAR_GPU_EMU_PLUGIN
@@ -345,15 +350,63 @@ TEST(CCompilerCache, GarbageEntryThatIsNotASharedObjectIsRebuilt) {
   const CompileRequest request{SourceLanguage::kC, kSaxpy, {"-DOAR_CACHE_TEST=3"}, "garbage"};
   { auto m = CompiledModule::Compile(cpu, request); }
   ASSERT_EQ(Lines(count), 1);
+  // Garbage behind a trailer that matches it (the checksum passes): dlopen refuses it, which is corruption too.
+  std::vector<fs::path> entries;
   for (const auto& e : fs::recursive_directory_iterator(cache)) {
-    if (e.path().extension() != ".so") continue;
-    const fs::path tmp = e.path().string() + ".garbage";
-    std::ofstream(tmp, std::ios::binary) << std::string(4096, 'x');
-    fs::rename(tmp, e.path());
+    if (e.path().extension() == ".so") entries.push_back(e.path());
   }
+  ASSERT_EQ(entries.size(), 1u);
+  const std::string garbage(4096, 'x');
+  const std::string digest = Sha256Hex(std::as_bytes(std::span(garbage.data(), garbage.size())));
+  const fs::path tmp = entries[0].string() + ".garbage";
+  std::ofstream(tmp, std::ios::binary) << garbage << "OARJITC1" << digest;
+  fs::rename(tmp, entries[0]);
   auto m = CompiledModule::Compile(cpu, request);
-  EXPECT_EQ(Lines(count), 2);
+  EXPECT_EQ(Lines(count), 2) << "an entry dlopen refuses was not rebuilt";
   ExpectScaleWorks(cpu, m);
+  EXPECT_EQ(fs::file_size(entries[0]) > garbage.size() + 72, true) << "the entry was not replaced";
+}
+
+/// Run by ConcurrentProcessesShareOneCache in child processes (disabled in normal runs).
+TEST(CCompilerCache, DISABLED_ChildCompilesAndRuns) {
+  const char* nonce = std::getenv("OAR_COMPILER_TEST_NONCE");
+  ASSERT_NE(nonce, nullptr) << "run by CCompilerCache.ConcurrentProcessesShareOneCache";
+  const Device cpu("cpu");
+  const std::string source = std::string(kSaxpy) + "/* " + nonce + " */\n";
+  ExpectScaleWorks(cpu, CompiledModule::Compile(cpu, {SourceLanguage::kC, source, {}, "concurrent"}));
+}
+
+TEST(CCompilerCache, ConcurrentProcessesShareOneCache) {
+  // Four processes compile the same new source into one empty cache at once: each must get a working
+  // module (never a half-written entry), and the cache ends with one intact entry.
+  ASSERT_TRUE(kConfigured);
+  const fs::path cache = TestDir() / "cache-concurrent";
+  ScopedEnv dir("OAR_CACHE_DIR", cache.string());
+  ScopedEnv nonce("OAR_COMPILER_TEST_NONCE", std::to_string(getpid()) + "-" + std::to_string(std::rand()));
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  std::vector<pid_t> children;
+  for (int i = 0; i < 4; ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      execl(self.c_str(), self.c_str(), "--gtest_also_run_disabled_tests",
+            "--gtest_filter=CCompilerCache.DISABLED_ChildCompilesAndRuns", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child " << pid << " failed (status " << status << ")";
+  }
+  int objects = 0, leftovers = 0;
+  for (const auto& e : fs::recursive_directory_iterator(cache)) {
+    if (e.path().extension() == ".so") ++objects;
+    if (e.path().string().find(".tmp.") != std::string::npos) ++leftovers;
+  }
+  EXPECT_EQ(objects, 1);
+  EXPECT_EQ(leftovers, 0) << "temporary files were left in the cache";
 }
 
 // ---- simulators: device memory, asynchrony ------------------------------------------------------------
@@ -416,14 +469,18 @@ TEST_P(SimCompiler, LaunchesAreOrderedOnTheirStreamAndAcrossEvents) {
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want) << "element " << i;
 }
 
-TEST_P(SimCompiler, LaunchReturnsBeforeTheWorkRuns) {
-  // A host callback that blocks the stream until released: the launch behind it must be queued, not run.
+TEST_P(SimCompiler, LaunchIsQueuedOnTheCurrentStreamNotRunAtOnce) {
+  // A host callback holds stream s until the launch behind it has returned to the host, then reads the
+  // buffer (a synchronous copy from the stream's own worker does not wait for that stream): it must still
+  // hold the old values. A launch run at once, or sent to another stream than ScopedStream's, scales first.
   Stream s(dev());
   DeviceBuffer dy(dev(), 16);
   dy.Upload(std::vector<float>{1, 1, 1, 1});
-  std::atomic<bool> release{false};
+  std::atomic<bool> launched{false};
+  std::vector<float> seen_by_callback;
   s.AddCallback([&] {
-    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (!launched.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    seen_by_callback = dy.Download<float>();
   });
   {
     ScopedStream on(s);
@@ -432,10 +489,38 @@ TEST_P(SimCompiler, LaunchReturnsBeforeTheWorkRuns) {
     const LaunchArg args[] = {LaunchArg::Buffer(dy.get(), dy.bytes()), LaunchArg::Float32(5.0f)};
     Launch(SaxpyModule(dev())->Function("scale"), config, args);
   }
-  EXPECT_FALSE(s.Query()) << "the launch ran synchronously";
-  release = true;
+  launched = true;
   s.Synchronize();
+  EXPECT_EQ(seen_by_callback, (std::vector<float>{1, 1, 1, 1})) << "the launch ran before the work queued ahead of it";
   EXPECT_EQ(dy.Download<float>(), (std::vector<float>{5, 5, 5, 5}));
+}
+
+TEST_P(SimCompiler, SimulatedTimeFollowsTheRooflineOfTheEstimates) {
+  // Three launches on one stream: no estimate (launch overhead only), F flops, 2F flops (compute bound).
+  const int64_t n = 256;
+  DeviceBuffer dx(dev(), n * 4), dy(dev(), n * 4);
+  dx.Upload(std::vector<float>(n, 1.0f));
+  dy.Upload(std::vector<float>(n, 0.0f));
+  const CompiledFunction saxpy = SaxpyModule(dev())->Function("saxpy");
+  Profiler::Get().Start();
+  for (double flops : {0.0, 1e12, 2e12}) {
+    LaunchConfig config;
+    config.flops = flops;
+    Launch(saxpy, config, SaxpyArgs(dx, dy, n, 1));
+  }
+  Runtime::Get().Context(dev()).Synchronize();
+  Profiler::Get().Stop();
+  std::vector<double> ns;
+  for (const Profiler::Activity& a : Profiler::Get().activities()) {
+    if (a.device == dev().str() && a.name == "saxpy_test.saxpy" && a.kind == OAR_ACTIVITY_KERNEL) {
+      EXPECT_TRUE(a.simulated);
+      ns.push_back(static_cast<double>(a.end_ns - a.start_ns));
+    }
+  }
+  ASSERT_EQ(ns.size(), 3u) << "the profiler did not see the three launches";
+  EXPECT_GT(ns[0], 0);
+  EXPECT_GT(ns[1], ns[0] * 10) << "a teraflop took no longer than the launch overhead";
+  EXPECT_NEAR(ns[2] - ns[0], 2 * (ns[1] - ns[0]), 0.01 * (ns[2] - ns[0]));
 }
 
 INSTANTIATE_TEST_SUITE_P(Simulators, SimCompiler, ::testing::Values("kunlun_sim:0", "ascend_sim:0"),
@@ -445,6 +530,151 @@ INSTANTIATE_TEST_SUITE_P(Simulators, SimCompiler, ::testing::Values("kunlun_sim:
                              if (ch == ':') ch = '_';
                            return s;
                          });
+
+// ---- gpu_emu: CUDA-dialect kernels on the host --------------------------------------------------------
+
+constexpr const char* kCudaKernels = R"(
+// Row sums: a strided loop per thread, then a tree reduction in shared memory.
+extern "C" __global__ void row_sum(const float* x, float* out, int64_t cols) {
+  __shared__ float partial[256];
+  const int64_t row = blockIdx.x;
+  float acc = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) acc += x[row * cols + c];
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[row] = partial[0];
+}
+// A warp reduction with shuffles: out[w] = the sum of warp w's 32 values.
+extern "C" __global__ void warp_sum(const float* x, float* out, int32_t n) {
+  float v = threadIdx.x < n ? x[threadIdx.x] : 0.0f;
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  if (threadIdx.x % warpSize == 0) out[threadIdx.x / warpSize] = v;
+}
+// Dynamic shared memory: each block reverses its slice of y (scaled by s, a double) through it.
+extern "C" __global__ void reverse_scaled(float* y, double s) {
+  extern __shared__ float tile[];
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  tile[threadIdx.x] = static_cast<float>(y[i] * s);
+  __syncthreads();
+  y[i] = tile[blockDim.x - 1 - threadIdx.x];
+}
+)";
+
+class GpuEmuCompiler : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(kConfigured);
+#ifndef OAR_GPU_EMU_PLUGIN
+    GTEST_SKIP() << "gpu_emu is not built (OAR_WITH_GPU_EMU=OFF: needs Boost.Context and libffi)";
+#else
+    if (Runtime::Get().FindType("gpu_emu") == nullptr || Runtime::Get().FindType("gpu_emu")->device_count() == 0) {
+      GTEST_SKIP() << "gpu_emu has no device (OAR_GPU_EMU_DEVICES=0)";
+    }
+#endif
+  }
+  static std::shared_ptr<CompiledModule> Module() {
+    static std::shared_ptr<CompiledModule> m =
+        CompiledModule::Compile(Device("gpu_emu:0"), {SourceLanguage::kCuda, kCudaKernels, {}, "cuda_test"});
+    return m;
+  }
+};
+
+TEST_F(GpuEmuCompiler, ReportsCudaAsItsLanguage) {
+  EXPECT_EQ(CompilerLanguages(Device("gpu_emu:0")), std::vector<SourceLanguage>{SourceLanguage::kCuda});
+}
+
+TEST_F(GpuEmuCompiler, RowSumWithSharedMemoryAndBarriers) {
+  const int64_t rows = 5, cols = 300;  // more columns than threads, not a multiple of the block
+  std::vector<float> x(rows * cols);
+  std::vector<float> want(rows, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      x[r * cols + c] = static_cast<float>((r + 1) * (c % 7));
+      want[r] += x[r * cols + c];  // small integers: every order of summation is exact
+    }
+  }
+  const Device emu("gpu_emu:0");
+  DeviceBuffer dx(emu, x.size() * 4), dout(emu, rows * 4);
+  dx.Upload(x);
+  LaunchConfig config;
+  config.grid = {static_cast<uint32_t>(rows), 1, 1};
+  config.block = {128, 1, 1};
+  const LaunchArg args[] = {LaunchArg::Buffer(dx.get(), dx.bytes()), LaunchArg::Buffer(dout.get(), dout.bytes()),
+                            LaunchArg::Int64(cols)};
+  Launch(Module()->Function("row_sum"), config, args);
+  EXPECT_EQ(dout.Download<float>(), want);
+}
+
+TEST_F(GpuEmuCompiler, WarpShuffleReduction) {
+  const int32_t n = 64;
+  std::vector<float> x(n);
+  std::iota(x.begin(), x.end(), 1.0f);
+  const Device emu("gpu_emu:0");
+  DeviceBuffer dx(emu, n * 4), dout(emu, 2 * 4);
+  dx.Upload(x);
+  LaunchConfig config;
+  config.block = {64, 1, 1};
+  const LaunchArg args[] = {LaunchArg::Buffer(dx.get(), dx.bytes()), LaunchArg::Buffer(dout.get(), dout.bytes()),
+                            LaunchArg::Int32(n)};
+  Launch(Module()->Function("warp_sum"), config, args);
+  EXPECT_EQ(dout.Download<float>(), (std::vector<float>{32 * 33 / 2, (64 * 65 - 32 * 33) / 2}));
+}
+
+TEST_F(GpuEmuCompiler, DynamicSharedMemoryAndADoubleArgument) {
+  const Device emu("gpu_emu:0");
+  std::vector<float> y(64);
+  std::iota(y.begin(), y.end(), 0.0f);
+  DeviceBuffer dy(emu, y.size() * 4);
+  dy.Upload(y);
+  LaunchConfig config;
+  config.grid = {2, 1, 1};
+  config.block = {32, 1, 1};
+  config.shared_bytes = 32 * sizeof(float);
+  const LaunchArg args[] = {LaunchArg::Buffer(dy.get(), dy.bytes()), LaunchArg::Float64(0.5)};
+  Launch(Module()->Function("reverse_scaled"), config, args);
+  const std::vector<float> got = dy.Download<float>();
+  for (int b = 0; b < 2; ++b) {
+    for (int t = 0; t < 32; ++t) ASSERT_EQ(got[b * 32 + t], 0.5f * static_cast<float>(b * 32 + 31 - t)) << b << " " << t;
+  }
+}
+
+TEST_F(GpuEmuCompiler, BufferOutsideDeviceMemoryAndBadBlocksAreRejectedAtLaunch) {
+  const Device emu("gpu_emu:0");
+  DeviceBuffer dy(emu, 64 * 4);
+  const CompiledFunction f = Module()->Function("reverse_scaled");
+  LaunchConfig config;
+  config.block = {64, 1, 1};
+  config.shared_bytes = 64 * sizeof(float);
+  const LaunchArg past_the_end[] = {LaunchArg::Buffer(dy.get(), dy.bytes() + 4), LaunchArg::Float64(1.0)};
+  EXPECT_THROW(Launch(f, config, past_the_end), Error);
+  std::vector<float> host(64);
+  const LaunchArg host_ptr[] = {LaunchArg::Buffer(host.data(), 256), LaunchArg::Float64(1.0)};
+  EXPECT_THROW(Launch(f, config, host_ptr), Error);
+  config.block = {4096, 1, 1};  // more threads than a block may have
+  const LaunchArg ok[] = {LaunchArg::Buffer(dy.get(), dy.bytes()), LaunchArg::Float64(1.0)};
+  try {
+    Launch(f, config, ok);
+    ADD_FAILURE() << "a 4096-thread block was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("reverse_scaled"), std::string::npos) << e.what();
+  }
+  Runtime::Get().Context(emu).Synchronize();  // nothing was left failing on the device
+}
+
+TEST_F(GpuEmuCompiler, CompileErrorCarriesTheLogWithTheSourcesLineNumbers) {
+  try {
+    CompiledModule::Compile(Device("gpu_emu:0"),
+                            {SourceLanguage::kCuda, "\n\nextern \"C\" __global__ void k(float* x) { x[0] = y; }\n", {}, "bad_cuda"});
+    FAIL() << "invalid CUDA compiled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bad_cuda.cu:3"), std::string::npos) << e.what();
+  }
+}
 
 }  // namespace
 }  // namespace oar::runtime

@@ -235,6 +235,21 @@ fs::path CacheDir() {
   return fs::temp_directory_path() / ("oar-cache-" + std::to_string(getuid())) / "jit";
 }
 
+/// What -march=native compiles for: the CPU's model and feature flags (a cache in a home folder shared by
+/// machines with different CPUs must not hand one machine's objects to the other).
+const std::string& HostCpu() {
+  static const std::string cpu = [] {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line, model, flags;
+    while (std::getline(in, line) && (model.empty() || flags.empty())) {
+      if (model.empty() && line.rfind("model name", 0) == 0) model = line;
+      if (flags.empty() && (line.rfind("flags", 0) == 0 || line.rfind("Features", 0) == 0)) flags = line;
+    }
+    return model + "\n" + flags;
+  }();
+  return cpu;
+}
+
 // A cache entry is the shared object followed by this trailer.
 constexpr char kTrailerMagic[] = "OARJITC1";  // 8 bytes
 constexpr size_t kTrailerSize = 8 + 64;        // magic + hex SHA-256 of the object
@@ -315,6 +330,7 @@ std::shared_ptr<Library> Build(const std::string& source, const std::vector<std:
   std::string key_material = std::string("oar ") + LanguageName() + " module\n";
   key_material += "abi " + std::to_string(OAR_PLUGIN_ABI_MAJOR) + "." + std::to_string(OAR_PLUGIN_ABI_MINOR) + "\n";
   key_material += "compiler " + tc.path + "\n" + tc.identity + "\n";
+  key_material += "cpu " + HostCpu() + "\n";
   for (const std::string& f : BaseFlags()) key_material += "flag " + f + "\n";
   for (const std::string& f : flags) key_material += "flag " + f + "\n";
   key_material += "source\n" + source;

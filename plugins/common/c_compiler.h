@@ -6,7 +6,7 @@
 // PATH. Its identity is the output of `$CC --version`. Every module is compiled with
 //   -std=c11 -O3 -march=native -fPIC -shared -fopenmp-simd -ffp-contract=off <request flags> -lm
 // Cache: $OAR_CACHE_DIR (default $XDG_CACHE_HOME/oar, else ~/.cache/oar), folder jit/. The key is the
-// SHA-256 of (ABI version, compiler identity, flags, source). An entry is <key>.so with a trailer (magic +
+// SHA-256 of (ABI version, compiler identity, host CPU model and flags, compile flags, source). An entry is <key>.so with a trailer (magic +
 // SHA-256 of the object) appended; it is written to a temporary name and renamed, so concurrent processes
 // see either no entry or a whole one. An entry whose trailer does not match (truncated, edited) or that
 // dlopen refuses is removed and rebuilt. <key>.c keeps the source (compile errors name it).

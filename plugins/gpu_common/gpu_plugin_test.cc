@@ -42,7 +42,7 @@ const oar::sdk::testing::LoadedPlugin& P() {
 const oar_plugin_api_t* Api() { return P().api; }
 
 /// The emulator has no runtime compiler (it runs kernels compiled into the plugin only).
-constexpr bool kHasCompiler = std::string_view(OAR_GPU_PLUGIN_NAME) != "gpu_emu";
+constexpr bool kHasCompiler = true;  // NVRTC (cuda), hiprtc (hip), the host compiler (gpu_emu: CUDA dialect)
 const oar_device_api_t* Dev() { return Api()->device; }
 
 /// Device count and, when zero, the plugin's reason.
@@ -195,7 +195,7 @@ TEST(GpuPlugin, SupportsAnswersHonestly) {
   EXPECT_NE(r.message.find("PLAIN"), std::string::npos) << r.message;
 }
 
-int32_t OwnLanguage() { return std::string_view(OAR_GPU_PLUGIN_NAME) == "cuda" ? OAR_LANGUAGE_CUDA : OAR_LANGUAGE_HIP; }
+int32_t OwnLanguage() { return std::string_view(OAR_GPU_PLUGIN_NAME) == "hip" ? OAR_LANGUAGE_HIP : OAR_LANGUAGE_CUDA; }
 
 Result CompileKernel(const std::string& source, oar_module_t* module) {
   oar_compile_options_t o{};

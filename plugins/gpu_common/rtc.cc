@@ -1,6 +1,6 @@
 #include "plugins/gpu_common/rtc.h"
 
-#if !defined(OAR_GPU_EMU)  // the emulator has no runtime compiler: no compiler table
+#if !defined(OAR_GPU_EMU)  // the emulator's compiler table is plugins/gpu_emu/emu_compiler.cc
 
 #include <memory>
 #include <mutex>
@@ -249,6 +249,60 @@ oar_status_t* Launch(int32_t device, oar_stream_t stream, oar_function_t functio
   });
 }
 
+/// size of a scalar kind's value; 0 for BUFFER or an unknown kind.
+size_t ScalarSize(int32_t kind) {
+  switch (kind) {
+    case OAR_KERNEL_ARG_INT32:
+    case OAR_KERNEL_ARG_FLOAT32: return 4;
+    case OAR_KERNEL_ARG_INT64:
+    case OAR_KERNEL_ARG_FLOAT64: return 8;
+    default: return 0;
+  }
+}
+
+// ABI 1.1: typed arguments. The vendor launch reads each parameter through a pointer to its value: for
+// a BUFFER that is a pointer to the device pointer, for a scalar the caller's value itself. Device
+// pointers are the vendor's own, so there is nothing to translate; ranges are the driver's business.
+oar_status_t* LaunchKernel(int32_t device, oar_stream_t stream, const oar_launch_info_t* info) {
+  return Guard([&]() -> oar_status_t* {
+    if (info == nullptr || info->struct_size < OAR_LAUNCH_INFO_MIN_SIZE) {
+      Fail(OAR_STATUS_INVALID_ARGUMENT, "launch_kernel: NULL launch info or struct_size below ABI 1.1's " +
+                                            std::to_string(OAR_LAUNCH_INFO_MIN_SIZE));
+    }
+    for (int d = 0; d < 3; ++d) {
+      if (info->grid[d] == 0 || info->block[d] == 0) {
+        Fail(OAR_STATUS_INVALID_ARGUMENT, "launch_kernel: grid and block extents must be >= 1");
+      }
+    }
+    if (info->num_args < 0 || (info->num_args > 0 && info->args == nullptr)) {
+      Fail(OAR_STATUS_INVALID_ARGUMENT, "launch_kernel: num_args " + std::to_string(info->num_args) +
+                                            (info->args ? "" : " with NULL args"));
+    }
+    const size_t n = static_cast<size_t>(info->num_args);
+    std::vector<const void*> buffers(n, nullptr);
+    std::vector<void*> params(n, nullptr);
+    for (size_t i = 0; i < n; ++i) {
+      const oar_kernel_arg_t& a = info->args[i];
+      const std::string arg = "launch_kernel: argument " + std::to_string(i);
+      if (a.reserved != 0) Fail(OAR_STATUS_INVALID_ARGUMENT, arg + ": reserved must be 0");
+      if (a.kind == OAR_KERNEL_ARG_BUFFER) {
+        buffers[i] = a.value;
+        params[i] = &buffers[i];
+        continue;
+      }
+      const size_t size = ScalarSize(a.kind);
+      if (size == 0) Fail(OAR_STATUS_INVALID_ARGUMENT, arg + " has unknown kind " + std::to_string(a.kind));
+      if (a.size != size || a.value == nullptr) {
+        Fail(OAR_STATUS_INVALID_ARGUMENT, arg + " needs a value of " + std::to_string(size) + " bytes, got " +
+                                              std::to_string(a.size));
+      }
+      params[i] = const_cast<void*>(a.value);
+    }
+    return Launch(device, stream, info->function, info->grid, info->block, info->shared_bytes, params.data(),
+                  info->num_args);
+  });
+}
+
 const oar_compiler_api_t kCompilerApi = [] {
   oar_compiler_api_t c{};
   c.struct_size = OAR_COMPILER_API_STRUCT_SIZE;
@@ -257,6 +311,7 @@ const oar_compiler_api_t kCompilerApi = [] {
   c.module_destroy = ModuleDestroy;
   c.get_function = GetFunction;
   c.launch = Launch;
+  c.launch_kernel = LaunchKernel;
   return c;
 }();
 
@@ -264,12 +319,6 @@ const oar_compiler_api_t kCompilerApi = [] {
 
 const oar_compiler_api_t* CompilerApi() { return &kCompilerApi; }
 
-}  // namespace oar::gpu
-
-#else
-
-namespace oar::gpu {
-const oar_compiler_api_t* CompilerApi() { return nullptr; }
 }  // namespace oar::gpu
 
 #endif

@@ -420,6 +420,17 @@ void LaunchKernel(const char* name, dim3 grid, dim3 block, emuStream_t stream, s
   });
 }
 
+bool InsideAllocation(int device, const void* ptr, size_t size) {
+  if (device < 0 || static_cast<size_t>(device) >= Devices().size()) return false;
+  Device& d = *Devices()[static_cast<size_t>(device)];
+  const auto a = reinterpret_cast<uintptr_t>(ptr);
+  std::lock_guard<std::mutex> lock(d.mutex);
+  auto it = d.allocations.upper_bound(a);
+  if (it == d.allocations.begin()) return false;
+  --it;
+  return a >= it->first && a - it->first <= it->second && size <= it->second - (a - it->first);
+}
+
 }  // namespace oar::gpu::emu
 
 // =====================================================================================================

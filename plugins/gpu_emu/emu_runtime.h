@@ -41,6 +41,9 @@ enum emuError_t : int {
 namespace oar::gpu::emu {
 struct EmuStream;
 struct EmuEvent;
+/// True when [ptr, ptr + size) lies inside one live allocation of `device` (kernel arguments: a buffer
+/// must be device memory).
+bool InsideAllocation(int device, const void* ptr, size_t size);
 }  // namespace oar::gpu::emu
 using emuStream_t = oar::gpu::emu::EmuStream*;
 using emuEvent_t = oar::gpu::emu::EmuEvent*;

@@ -90,7 +90,7 @@ TEST(AbiLayout, StructSizeMacroCountsUpToTheLastField) {
   EXPECT_EQ(OAR_STRUCT_SIZE(oar_plugin_api_t, profiler), sizeof(oar_plugin_api_t));
 }
 
-TEST(AbiLayout, VersionIsOnePointZero) {
+TEST(AbiLayout, VersionIsOnePointOne) {
   EXPECT_EQ(OAR_PLUGIN_ABI_MAJOR, 1);
-  EXPECT_EQ(OAR_PLUGIN_ABI_MINOR, 0);
+  EXPECT_EQ(OAR_PLUGIN_ABI_MINOR, 1);  // 1.1: the compiler table's launch_kernel (sdk/CHANGELOG.md)
 }
