@@ -31,7 +31,7 @@ asan_programs=(
   oar_ascend_sim_precision_test oar_sim_core_test oar_sim_core_fault_test
   oar_reference_test
   oar_ir_test oar_passes_test oar_jit_test oar_inference_test oar_op_semantics_test
-  oar_runtime_compiler_test
+  oar_runtime_compiler_test oar_compiler_test
 )
 tsan_programs=(
   oar_runtime_test
