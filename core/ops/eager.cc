@@ -4,6 +4,8 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <new>
+#include <optional>
 #include <utility>
 
 #include "core/ops/ops.h"
@@ -18,15 +20,17 @@ namespace oar {
 namespace ops {
 
 namespace {
-thread_local OutputAllocator current_allocator;  // empty: runtime::Empty
+// The innermost ScopedOutputAllocator's function (null or empty: runtime::Empty). A plain pointer: a
+// thread_local std::function needs an initialisation check and a TLS call on every op.
+thread_local const OutputAllocator* current_allocator = nullptr;
 }  // namespace
 
 ScopedOutputAllocator::ScopedOutputAllocator(OutputAllocator allocator)
-    : previous_(std::exchange(current_allocator, std::move(allocator))) {}
-ScopedOutputAllocator::~ScopedOutputAllocator() { current_allocator = std::move(previous_); }
+    : allocator_(std::move(allocator)), previous_(std::exchange(current_allocator, &allocator_)) {}
+ScopedOutputAllocator::~ScopedOutputAllocator() { current_allocator = previous_; }
 
 Tensor AllocateOutput(const Dims& shape, DType dtype, Device device) {
-  if (current_allocator) return current_allocator(shape, dtype, device);
+  if (const OutputAllocator* a = current_allocator; a != nullptr && *a) return (*a)(shape, dtype, device);
   return runtime::Empty(shape, dtype, device);
 }
 
@@ -36,10 +40,34 @@ constexpr int kMaxInputs = 16;
 
 // The kernel's view of one call's attributes (runtime::Launch turns them into the ABI's oar_attr_t); list
 // payloads point into `values`.
+// Up to N elements in place, constructed only as they are added: a std::array of N would construct (and,
+// for TensorMeta's inline Dims, zero) all N on every op, which was most of Run's own time.
+template <typename T, size_t N>
+class InlineArray {
+ public:
+  InlineArray() = default;
+  InlineArray(const InlineArray&) = delete;
+  InlineArray& operator=(const InlineArray&) = delete;
+  ~InlineArray() {
+    for (size_t i = 0; i < n_; ++i) data()[i].~T();
+  }
+  T& emplace_back(T&& v) {
+    OAR_CHECK(n_ < N, kInternal, "InlineArray: more than {} elements", N);
+    return *new (buf_ + n_++ * sizeof(T)) T(std::move(v));
+  }
+  T* data() { return std::launder(reinterpret_cast<T*>(buf_)); }
+  const T* data() const { return std::launder(reinterpret_cast<const T*>(buf_)); }
+  size_t size() const { return n_; }
+  T& operator[](size_t i) { return data()[i]; }
+
+ private:
+  alignas(T) unsigned char buf_[sizeof(T) * N];
+  size_t n_ = 0;
+};
+
 struct KernelAttrs {
-  std::array<runtime::KernelAttr, 8> attrs;
-  int n = 0;
-  std::span<const runtime::KernelAttr> span() const { return {attrs.data(), static_cast<size_t>(n)}; }
+  InlineArray<runtime::KernelAttr, 8> attrs;
+  std::span<const runtime::KernelAttr> span() const { return {attrs.data(), attrs.size()}; }
 };
 
 // A FLOAT value headed for an integer or bool tensor, converted with the cast rules (docs/ops.md):
@@ -61,11 +89,10 @@ int64_t IntegralValue(double v, DType dtype) {
   return std::clamp(static_cast<int64_t>(v), lo, hi);
 }
 
-KernelAttrs ToKernelAttrs(const OpSchema& s, const AttrValues& values, DType value_dtype) {
+void ToKernelAttrs(const OpSchema& s, const AttrValues& values, DType value_dtype, KernelAttrs& out) {
   const bool integral_value = !IsFloating(value_dtype);
-  KernelAttrs out;
   for (size_t i = 0; i < s.attrs.size(); ++i) {
-    runtime::KernelAttr& a = out.attrs[out.n++];
+    runtime::KernelAttr& a = out.attrs.emplace_back({});
     a.name = s.attrs[i].name.data();  // schema names are string literals: NUL-terminated
     const AttrValue& v = values[i];
     switch (s.attrs[i].type) {
@@ -82,7 +109,6 @@ KernelAttrs ToKernelAttrs(const OpSchema& s, const AttrValues& values, DType val
       default: Throw(ErrorCode::kInternal, "{}: unsupported attribute type {}", s.name, s.attrs[i].type);
     }
   }
-  return out;
 }
 
 // Check each value's alternative against the spec and fill defaults for missing trailing attributes.
@@ -107,15 +133,16 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
   const OpSchema& s = Schema(op);
   // Under capture the op is reported once, as called; the views it makes of its operands are its own.
   Tracer* const tracer = ActiveTracer();
-  const TraceSuspend inside;
+  std::optional<TraceSuspend> inside;  // nothing to suspend (two thread-local writes saved) when not tracing
+  if (tracer != nullptr) inside.emplace();
   OAR_CHECK_ARG((s.variadic ? !inputs.empty() : inputs.size() == s.inputs.size()) && inputs.size() <= kMaxInputs,
                 "{}: expected {} inputs, got {}", s.name, s.variadic ? "1 to 15" : std::to_string(s.inputs.size()),
                 inputs.size());
   CompleteAttrs(s, attrs);
-  std::array<TensorMeta, kMaxInputs> metas;
+  InlineArray<TensorMeta, kMaxInputs> metas;
   for (size_t i = 0; i < inputs.size(); ++i) {
     OAR_CHECK_ARG(inputs[i].defined(), "{}: argument '{}' is an undefined tensor", s.name, s.InputName(i));
-    metas[i] = {inputs[i].dtype(), inputs[i].shape()};
+    metas.emplace_back(TensorMeta{inputs[i].dtype(), inputs[i].shape()});
   }
   if (!device) {
     OAR_CHECK_ARG(!inputs.empty(), "{}: no inputs, so a device must be given", s.name);
@@ -125,29 +152,43 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
     OAR_CHECK_ARG(inputs[i].device() == *device, "{}: argument '{}' is on {} but the op runs on {}; move it with .to()",
                   s.name, s.InputName(i), inputs[i].device().str(), device->str());
   }
-  std::vector<TensorMeta> out_meta = s.Infer({metas.data(), inputs.size()}, attrs);
+  std::vector<TensorMeta> out_meta = s.Infer({metas.data(), metas.size()}, attrs);
 
-  std::array<Tensor, kMaxInputs> kin;
+  // The kernel's inputs: `inputs` themselves unless some must be brought into kernel form (broadcast
+  // operands expanded, matmul's vectors as matrices), then `kin`. No copies otherwise: each Tensor copy is
+  // an atomic reference count taken and dropped.
+  std::span<const Tensor> kernel_in = inputs;
+  std::array<Tensor, 3> kin;
   std::vector<Tensor> results;
-  Tensor kernel_out;  // the output in kernel form (may differ in shape from the user-visible result)
+  results.reserve(s.kind == OpKind::kDirect ? out_meta.size() : 1);
+  Tensor kernel_store;  // the output in kernel form when it differs in shape from the user-visible result
+  const auto result_is_kernel_output = [&](const Dims& shape, DType dtype) {
+    results.push_back(AllocateOutput(shape, dtype, *device));
+  };
+  const auto result_is_view = [&](const Dims& kernel_shape) {
+    kernel_store = AllocateOutput(kernel_shape, out_meta[0].dtype, *device);
+    results.push_back(kernel_store.view(out_meta[0].shape));
+  };
   switch (s.kind) {
     case OpKind::kUnary:
     case OpKind::kPredicate:
     case OpKind::kCast:
-      kin[0] = inputs[0];
-      kernel_out = AllocateOutput(out_meta[0].shape, out_meta[0].dtype, *device);
-      results.push_back(kernel_out);
+    case OpKind::kFill:
+      result_is_kernel_output(out_meta[0].shape, out_meta[0].dtype);
       break;
     case OpKind::kWhere:
-      kin[2] = ExpandTo(inputs[2], out_meta[0].shape);
-      [[fallthrough]];
     case OpKind::kBinary:
-    case OpKind::kCompare:
-      kin[0] = ExpandTo(inputs[0], out_meta[0].shape);
-      kin[1] = ExpandTo(inputs[1], out_meta[0].shape);
-      kernel_out = AllocateOutput(out_meta[0].shape, out_meta[0].dtype, *device);
-      results.push_back(kernel_out);
+    case OpKind::kCompare: {
+      const Dims& shape = out_meta[0].shape;
+      bool expand = false;
+      for (const Tensor& t : inputs) expand = expand || t.shape() != shape;
+      if (expand) {
+        for (size_t i = 0; i < inputs.size(); ++i) kin[i] = ExpandTo(inputs[i], shape);
+        kernel_in = {kin.data(), inputs.size()};
+      }
+      result_is_kernel_output(shape, out_meta[0].dtype);
       break;
+    }
     case OpKind::kMatmul: {
       Tensor a = inputs[0].rank() == 1 ? inputs[0].unsqueeze(0) : inputs[0];
       Tensor b = inputs[1].rank() == 1 ? inputs[1].unsqueeze(-1) : inputs[1];
@@ -162,8 +203,8 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
       oshape.push_back(b.dim(-1));
       kin[0] = ExpandTo(a, ashape);
       kin[1] = ExpandTo(b, bshape);
-      kernel_out = AllocateOutput(oshape, out_meta[0].dtype, *device);
-      results.push_back(kernel_out.view(out_meta[0].shape));
+      kernel_in = {kin.data(), 2};
+      result_is_view(oshape);
       break;
     }
     case OpKind::kReduce: {
@@ -172,9 +213,7 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
       axes = NormalizeAxes(axes, inputs[0].rank(), s.name);
       Dims keep = inputs[0].shape();
       for (int64_t a : axes) keep[static_cast<int>(a)] = 1;
-      kin[0] = inputs[0];
-      kernel_out = AllocateOutput(keep, out_meta[0].dtype, *device);
-      results.push_back(kernel_out.view(out_meta[0].shape));
+      result_is_view(keep);
       break;
     }
     case OpKind::kArgReduce: {
@@ -182,26 +221,17 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
       axis = NormalizeAxis(axis, inputs[0].rank(), std::string(s.name).c_str());
       Dims keep = inputs[0].shape();
       keep[static_cast<int>(axis)] = 1;
-      kin[0] = inputs[0];
-      kernel_out = AllocateOutput(keep, out_meta[0].dtype, *device);
-      results.push_back(kernel_out.view(out_meta[0].shape));
+      result_is_view(keep);
       break;
     }
     case OpKind::kAxiswise: {
       auto& axis = std::get<int64_t>(attrs[s.AttrIndex("axis")]);
       axis = NormalizeAxis(axis, inputs[0].rank(), std::string(s.name).c_str());
-      kin[0] = inputs[0];
-      kernel_out = AllocateOutput(out_meta[0].shape, out_meta[0].dtype, *device);
-      results.push_back(kernel_out);
+      result_is_kernel_output(out_meta[0].shape, out_meta[0].dtype);
       break;
     }
-    case OpKind::kFill:
-      kernel_out = AllocateOutput(out_meta[0].shape, out_meta[0].dtype, *device);
-      results.push_back(kernel_out);
-      break;
     case OpKind::kDirect:
-      for (size_t i = 0; i < inputs.size(); ++i) kin[i] = inputs[i];
-      for (const TensorMeta& m : out_meta) results.push_back(AllocateOutput(m.shape, m.dtype, *device));
+      for (const TensorMeta& m : out_meta) result_is_kernel_output(m.shape, m.dtype);
       break;
     case OpKind::kCopy:
     case OpKind::kView:
@@ -210,12 +240,11 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
   }
   // A FLOAT "value" attribute (fill, pad) reaches integer and bool kernels as INT (docs/ops.md).
   const DType value_dtype = s.kind == OpKind::kFill || inputs.empty() ? out_meta[0].dtype : inputs[0].dtype();
-  const KernelAttrs kattrs = ToKernelAttrs(s, attrs, value_dtype);
-  if (s.kind == OpKind::kDirect) {
-    runtime::Launch(*device, s.kernel_id, {kin.data(), inputs.size()}, results, kattrs.span());
-  } else {
-    runtime::Launch(*device, s.kernel_id, {kin.data(), inputs.size()}, {&kernel_out, 1}, kattrs.span());
-  }
+  KernelAttrs kattrs;
+  ToKernelAttrs(s, attrs, value_dtype, kattrs);
+  const std::span<const Tensor> kernel_out =
+      kernel_store.defined() ? std::span<const Tensor>(&kernel_store, 1) : std::span<const Tensor>(results);
+  runtime::Launch(*device, s.kernel_id, kernel_in, kernel_out, kattrs.span());
   if (tracer != nullptr) tracer->OnOp(op, inputs, results, attrs);
   Record(op, inputs, results, attrs);
   return results;

@@ -14,7 +14,7 @@ namespace oar::ops {
 using OutputAllocator = std::function<Tensor(const Dims& shape, DType dtype, Device device)>;
 
 /// Installs `allocator` for the ops::Run calls of the current thread until destruction, then restores
-/// the previous one. Nestable; not shared between threads.
+/// the previous one. Nestable (strictly: the innermost is destroyed first); not shared between threads.
 class ScopedOutputAllocator {
  public:
   explicit ScopedOutputAllocator(OutputAllocator allocator);
@@ -23,7 +23,8 @@ class ScopedOutputAllocator {
   ScopedOutputAllocator& operator=(const ScopedOutputAllocator&) = delete;
 
  private:
-  OutputAllocator previous_;
+  OutputAllocator allocator_;
+  const OutputAllocator* previous_;
 };
 
 /// An output through the current thread's allocator (runtime::Empty when none is installed).

@@ -22,6 +22,7 @@ struct CachingAllocator::Block {
   Block* prev = nullptr;     // neighbours within the same segment
   Block* next = nullptr;
   CachingAllocator* owner = nullptr;
+  size_t segment = 0;        // for the first block of a segment: its index in segments_
   // Allocated: the stream it was handed out for, and other streams that use it (RecordStream).
   void* stream = nullptr;
   std::vector<void*> recorded;
@@ -66,6 +67,9 @@ void DeleteBlockStorage(void* context, void*, size_t) {
 bool CachingAllocator::BySize::operator()(const Block* a, const Block* b) const {
   return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
 }
+// A key sorts before every block of its size: lower_bound finds the lowest address among the smallest fits.
+bool CachingAllocator::BySize::operator()(const Block* a, SizeKey k) const { return a->size < k.size; }
+bool CachingAllocator::BySize::operator()(SizeKey k, const Block* b) const { return k.size <= b->size; }
 
 CachingAllocator::CachingAllocator(std::string device, RawMemory raw)
     : device_(std::move(device)), raw_(std::move(raw)) {}
@@ -99,6 +103,7 @@ CachingAllocator::Block* CachingAllocator::NewBlock() {
   b->allocated = b->small = false;
   b->prev = b->next = nullptr;
   b->owner = nullptr;
+  b->segment = 0;
   b->stream = nullptr;
   b->recorded.clear();
   b->events.clear();
@@ -121,17 +126,73 @@ void CachingAllocator::PoolInsert(Pool& pool, Block* block) {
 
 void CachingAllocator::PoolErase(Pool& pool, Pool::iterator it) { spare_nodes_.push_back(pool.extract(it)); }
 
+namespace {
+/// The block at `it` had its size or address changed in place: if it still sorts between its neighbours
+/// the tree is valid as it is (the common case: a split segment's tail is the largest block of its
+/// pool), otherwise it is moved to its new place, reusing its node. extract() by iterator compares nothing,
+/// so the tree's momentarily wrong order does not matter.
+template <typename Pool>
+void Rekeyed(Pool& pool, typename Pool::iterator it) {
+  const auto& less = pool.key_comp();
+  const bool after_prev = it == pool.begin() || less(*std::prev(it), *it);
+  const bool before_next = std::next(it) == pool.end() || less(*it, *std::next(it));
+  if (after_prev && before_next) return;
+  pool.insert(pool.extract(it));
+}
+
+/// `head` is now the first block of its segment (`head->segment`).
+void SetSegmentHead(std::vector<CachingAllocator::Block*>& segments, CachingAllocator::Block* head) {
+  head->prev = nullptr;
+  segments[head->segment] = head;
+}
+}  // namespace
+
 void* CachingAllocator::BlockData(const Block* block) { return block ? block->ptr : nullptr; }
 
 CachingAllocator::Block* CachingAllocator::TryMalloc(size_t rounded, bool small, bool exact, void* stream) {
   Pool& pool = small ? small_pool_ : large_pool_;
-  static thread_local Block key;  // reused: a Block on the stack costs its zeroing on every call
-  key.size = rounded;
-  key.ptr = nullptr;
-  auto it = pool.lower_bound(&key);
+  // The block, out of the pools, becomes allocated for `stream`.
+  const auto finish = [this, stream](Block* block) {
+    block->allocated = true;
+    block->owner = this;
+    try {
+      OrderForStream(block, stream);
+    } catch (...) {
+      FreeLocked(block);
+      throw;
+    }
+    return block;
+  };
+  auto it = pool.lower_bound(SizeKey{rounded});
   Block* block = nullptr;
   if (it != pool.end()) {
-    block = *it;
+    Block* found = *it;
+    const size_t remaining = found->size - rounded;
+    if ((small && remaining >= kRound) || (!small && remaining > kSmallRequest)) {
+      // Split without touching the tree: `found` keeps its node and becomes the free tail (smaller, at a
+      // higher address; usually still in order), a new record is the allocated head. Same blocks, same
+      // addresses and stream tags as erasing `found` and inserting the tail.
+      block = NewBlock();
+      block->ptr = found->ptr;
+      block->size = rounded;
+      block->small = small;
+      block->tags = found->tags;
+      block->num_tags = found->num_tags;
+      block->prev = found->prev;
+      block->next = found;
+      if (found->prev != nullptr) {
+        found->prev->next = block;
+      } else {
+        block->segment = found->segment;
+        SetSegmentHead(segments_, block);
+      }
+      found->prev = block;
+      found->ptr += rounded;
+      found->size = remaining;
+      Rekeyed(pool, it);
+      return finish(block);
+    }
+    block = found;
     PoolErase(pool, it);
   } else {
     const size_t segment = exact || exact_segments_ ? rounded
@@ -150,6 +211,7 @@ CachingAllocator::Block* CachingAllocator::TryMalloc(size_t rounded, bool small,
     block->ptr = static_cast<char*>(ptr);
     block->size = segment;
     block->small = small;
+    block->segment = segments_.size();
     segments_.push_back(block);
     ++stats_.num_device_mallocs;
     stats_.reserved_bytes += segment;
@@ -172,15 +234,7 @@ CachingAllocator::Block* CachingAllocator::TryMalloc(size_t rounded, bool small,
     block->size = rounded;
     PoolInsert(pool, rest);
   }
-  block->allocated = true;
-  block->owner = this;
-  try {
-    OrderForStream(block, stream);
-  } catch (...) {
-    FreeLocked(block);
-    throw;
-  }
-  return block;
+  return finish(block);
 }
 
 void CachingAllocator::OrderForStream(Block* block, void* stream) {
@@ -210,8 +264,8 @@ CachingAllocator::Block* CachingAllocator::Malloc(size_t nbytes) {
   const size_t rounded = (nbytes + kRound - 1) / kRound * kRound;
   const bool small = rounded <= kSmallRequest;
   void* stream = CurrentStream();
-  std::lock_guard<std::mutex> lock(mutex_);
-  ProcessPending();
+  std::lock_guard<Lock> lock(mutex_);
+  if (!pending_.empty()) ProcessPending();
   Block* block = nullptr;
   try {
     block = TryMalloc(rounded, small, /*exact=*/false, stream);
@@ -240,7 +294,7 @@ CachingAllocator::Block* CachingAllocator::Malloc(size_t nbytes) {
 
 void CachingAllocator::Free(Block* block) {
   if (block == nullptr) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   if (!block->recorded.empty()) {
     // Other streams use the block: it waits until the work they have queued by now has completed.
     try {
@@ -282,23 +336,42 @@ void CachingAllocator::FreeLocked(Block* block) {
   stats_.allocated_bytes -= block->size;
   block->allocated = false;
   block->SetTag(block->stream);
-  // Coalesce with free neighbours (when the streams that may still touch both fit in one record).
+  // Coalesce with free neighbours (when the streams that may still touch both fit in one record). The
+  // same blocks as erasing the neighbours and inserting the union, but the union takes over a neighbour's
+  // tree node and record, so the common case (the freed block rejoins the tail it was split from) changes
+  // a key in place instead of rebalancing the tree twice.
+  Pool::iterator kept = pool.end();  // the node of the free block that absorbs the others
   if (Block* next = block->next; next != nullptr && !next->allocated && block->MergeTags(*next)) {
-    PoolErase(pool, pool.find(next));
-    block->size += next->size;
-    block->next = next->next;
-    if (next->next) next->next->prev = block;
-    DeleteBlock(next);
+    // `next` absorbs `block`: it starts where `block` did.
+    kept = pool.find(next);
+    next->tags = block->tags;
+    next->num_tags = block->num_tags;
+    next->ptr = block->ptr;
+    next->size += block->size;
+    next->prev = block->prev;
+    if (block->prev != nullptr) {
+      block->prev->next = next;
+    } else {
+      next->segment = block->segment;
+      SetSegmentHead(segments_, next);
+    }
+    DeleteBlock(block);
+    block = next;
   }
   if (Block* prev = block->prev; prev != nullptr && !prev->allocated && prev->MergeTags(*block)) {
-    PoolErase(pool, pool.find(prev));
+    if (kept != pool.end()) PoolErase(pool, kept);
+    kept = pool.find(prev);
     prev->size += block->size;
     prev->next = block->next;
     if (block->next) block->next->prev = prev;
     DeleteBlock(block);
     block = prev;
   }
-  PoolInsert(pool, block);
+  if (kept != pool.end()) {
+    Rekeyed(pool, kept);
+  } else {
+    PoolInsert(pool, block);
+  }
 }
 
 void CachingAllocator::ReleaseFreeSegments() {
@@ -320,28 +393,29 @@ void CachingAllocator::ReleaseFreeSegments() {
     DeleteBlock(head);
   }
   segments_ = std::move(kept);
+  for (size_t i = 0; i < segments_.size(); ++i) segments_[i]->segment = i;
 }
 
 void CachingAllocator::EmptyCache() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   ProcessPending();
   ReleaseFreeSegments();
 }
 
 AllocatorStats CachingAllocator::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   return stats_;
 }
 
 void CachingAllocator::ResetPeakStats() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   stats_.peak_allocated_bytes = stats_.allocated_bytes;
   stats_.peak_reserved_bytes = stats_.reserved_bytes;
 }
 
 void CachingAllocator::RecordStream(Block* block, void* stream) {
   if (block == nullptr || stream == nullptr) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   OAR_CHECK(block->allocated, kInternal, "{}: RecordStream on a block that is not allocated", device_);
   if (block->stream == stream) return;
   if (std::find(block->recorded.begin(), block->recorded.end(), stream) != block->recorded.end()) return;
@@ -358,7 +432,7 @@ bool CachingAllocator::RecordStream(const Storage& storage, void* stream) {
 
 void CachingAllocator::ForgetStream(void* stream) {
   if (stream == nullptr) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   ProcessPending();
   for (Block* head : segments_) {
     for (Block* b = head; b != nullptr; b = b->next) {

@@ -22,6 +22,7 @@
 #ifndef OAR_CORE_RUNTIME_ALLOCATOR_H_
 #define OAR_CORE_RUNTIME_ALLOCATOR_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -104,8 +105,15 @@ class CachingAllocator {
   void ResetPeakStats();
 
  private:
+  /// A pool lookup key: the smallest block of at least `size` bytes (then the lowest address).
+  struct SizeKey {
+    size_t size;
+  };
   struct BySize {
+    using is_transparent = void;  // lower_bound by SizeKey: no Block to build per lookup
     bool operator()(const Block* a, const Block* b) const;
+    bool operator()(const Block* a, SizeKey k) const;
+    bool operator()(SizeKey k, const Block* b) const;
   };
   using Pool = std::set<Block*, BySize>;
 
@@ -122,9 +130,28 @@ class CachingAllocator {
   Block* NewBlock();
   void DeleteBlock(Block* b);
 
+  /// A mutex whose uncontended lock and unlock are one atomic operation each (std::mutex goes through
+  /// pthread_mutex_lock / unlock, about a third of a Malloc + Free pair); contended waiters sleep on the
+  /// atomic (a futex) rather than spin, since a holder may be inside the device's malloc.
+  class Lock {
+   public:
+    void lock() {
+      int expected = 0;
+      if (state_.compare_exchange_strong(expected, 1, std::memory_order_acquire)) return;
+      // 2: locked, and someone may be waiting (unlock must wake).
+      while (state_.exchange(2, std::memory_order_acquire) != 0) state_.wait(2, std::memory_order_relaxed);
+    }
+    void unlock() {
+      if (state_.exchange(0, std::memory_order_release) == 2) state_.notify_one();
+    }
+
+   private:
+    std::atomic<int> state_{0};
+  };
+
   std::string device_;
   RawMemory raw_;
-  mutable std::mutex mutex_;
+  mutable Lock mutex_;
   Pool small_pool_, large_pool_;
   void PoolInsert(Pool& pool, Block* block);
   void PoolErase(Pool& pool, Pool::iterator it);

@@ -86,6 +86,33 @@ TEST(CachingAllocator, BestFitPicksTheSmallestAdequateBlock) {
   a.Free(again);
 }
 
+// A split done in place can leave the free tail smaller than a free block sorted before it; the pool must
+// then move it, or best fit would pick the wrong block (or miss it).
+TEST(CachingAllocator, BestFitStaysRightWhenASplitTailMovesInThePool) {
+  FakeDevice dev{64 << 20};
+  CachingAllocator a("fake:0", dev.Raw());
+  Block* p = a.Malloc(300 << 10);
+  Block* sep = a.Malloc(512);
+  Block* f = a.Malloc(512 << 10);
+  Block* sep2 = a.Malloc(512);
+  char* p_ptr = Ptr(p);
+  char* f_ptr = Ptr(f);
+  a.Free(p);  // free: 300 KiB, then 512 KiB, then the segment's tail
+  a.Free(f);
+  Block* g = a.Malloc(400 << 10);  // from the 512 KiB block: 112 KiB stay free, now smaller than 300 KiB
+  EXPECT_EQ(Ptr(g), f_ptr);
+  Block* h = a.Malloc(100 << 10);  // the 112 KiB remainder is the best fit
+  EXPECT_EQ(Ptr(h), f_ptr + (400 << 10));
+  Block* k = a.Malloc(200 << 10);  // then the 300 KiB block
+  EXPECT_EQ(Ptr(k), p_ptr);
+  EXPECT_EQ(dev.mallocs, 1);
+  for (Block* b : {sep, sep2, g, h, k}) a.Free(b);
+  EXPECT_EQ(a.stats().allocated_bytes, 0u);
+  Block* whole = a.Malloc(CachingAllocator::kSmallRequest);  // everything coalesced back: from the start
+  EXPECT_EQ(Ptr(whole), p_ptr);
+  a.Free(whole);
+}
+
 TEST(CachingAllocator, OnExhaustionFreesCacheRetriesThenReportsNumbers) {
   FakeDevice dev{10 << 20};
   CachingAllocator a("fake:0", dev.Raw());

@@ -45,11 +45,6 @@ const std::string& OpName(int op_id) {
   return in.names.at(static_cast<size_t>(op_id));
 }
 
-bool KernelEntry::Matches(std::span<const int32_t> key, int32_t fmt) const {
-  return format == fmt && static_cast<size_t>(num_dtypes) == key.size() &&
-         std::equal(key.begin(), key.end(), dtypes.begin());
-}
-
 std::string KernelEntry::KeyString() const {
   std::string s;
   for (int i = 0; i < num_dtypes; ++i) s += (i ? ", " : "") + std::string(sdk::DTypeName(dtypes[i]));

@@ -29,7 +29,15 @@ struct KernelEntry {
   void* kernel_data = nullptr;
   const char* op_name = nullptr;  // interned, stable: filled into oar_kernel_call_t.op without a lookup
 
-  bool Matches(std::span<const int32_t> key, int32_t fmt) const;
+  /// Inline, compared element by element: keys are a few ints, and std::equal became a memcmp call per
+  /// variant on the dispatch path.
+  bool Matches(std::span<const int32_t> key, int32_t fmt) const {
+    if (format != fmt || static_cast<size_t>(num_dtypes) != key.size()) return false;
+    for (size_t i = 0; i < key.size(); ++i) {
+      if (dtypes[i] != key[i]) return false;
+    }
+    return true;
+  }
   /// "float32, float32 -> float32"-style rendering of the dtype key.
   std::string KeyString() const;
 };

@@ -155,6 +155,10 @@ namespace {
 constexpr int kMaxCurrentStreams = 16;
 thread_local std::pair<const DeviceContext*, oar_stream_t> t_current_streams[kMaxCurrentStreams];
 thread_local int t_num_current_streams = 0;
+// Entries in every thread's list together. While it is zero (no ScopedStream anywhere: plain eager code)
+// stream() skips the thread-local lookup, which in a shared library costs a __tls_get_addr call per access.
+// A thread only ever reads its own entries, which it counted itself, so relaxed ordering suffices.
+std::atomic<int> g_num_current_streams{0};
 }  // namespace
 
 oar_stream_t SetCurrentStream(DeviceContext& ctx, oar_stream_t stream) {
@@ -164,6 +168,7 @@ oar_stream_t SetCurrentStream(DeviceContext& ctx, oar_stream_t stream) {
     if (stream == nullptr) {
       for (int j = i; j + 1 < t_num_current_streams; ++j) t_current_streams[j] = t_current_streams[j + 1];
       --t_num_current_streams;
+      g_num_current_streams.fetch_sub(1, std::memory_order_relaxed);
     } else {
       t_current_streams[i].second = stream;
     }
@@ -174,6 +179,7 @@ oar_stream_t SetCurrentStream(DeviceContext& ctx, oar_stream_t stream) {
               "{}: more than {} devices have a ScopedStream on this thread at once", ctx.device().str(),
               kMaxCurrentStreams);
     t_current_streams[t_num_current_streams++] = {&ctx, stream};
+    g_num_current_streams.fetch_add(1, std::memory_order_relaxed);
   }
   return nullptr;
 }
@@ -190,6 +196,7 @@ oar_stream_t DeviceContext::default_stream() {
 }
 
 oar_stream_t DeviceContext::stream() {
+  if (g_num_current_streams.load(std::memory_order_relaxed) == 0) return default_stream();
   for (int i = 0; i < t_num_current_streams; ++i) {
     if (t_current_streams[i].first == this) return t_current_streams[i].second;
   }

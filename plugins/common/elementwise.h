@@ -102,6 +102,18 @@ void MapUnary(const KernelCall& call) {
   const TensorRef x = call.input(0);
   const TensorRef out = call.output(0);
   CheckSameShape(call, x, out, "input 0");
+  if (const int64_t n = out.numel(); n < kParallelThreshold && out.is_contiguous() && x.is_contiguous()) {
+    // Small and dense (most eager calls): the loop ForEach would reach, without collapsing the layout.
+    Out* o = out.data<Out>();
+    const In* v = x.data<const In>();
+    if constexpr (std::is_same_v<In, Out> && requires { Op::ApplyN(v, o, n); }) {
+      Op::ApplyN(v, o, n);
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) o[i] = Out(Op::Apply(C(v[i])));
+    }
+    return;
+  }
   const auto layout = Collapse<2>(out.shape(), {out.strides(), x.strides()}, {kOut, kIn});
   ForEach<2>(layout, {out.data<char>(), x.data<char>()},
              [](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
@@ -133,6 +145,16 @@ void MapBinary(const KernelCall& call) {
   const TensorRef out = call.output(0);
   CheckSameShape(call, a, out, "input 0");
   CheckSameShape(call, b, out, "input 1");
+  if (const int64_t n = out.numel();
+      n < kParallelThreshold && out.is_contiguous() && a.is_contiguous() && b.is_contiguous()) {
+    // Small and dense (most eager calls): the loop ForEach would reach, without collapsing the layout.
+    Out* o = out.data<Out>();
+    const In* x = a.data<const In>();
+    const In* y = b.data<const In>();
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) o[i] = Out(Op::Apply(C(x[i]), C(y[i])));
+    return;
+  }
   const auto layout = Collapse<3>(out.shape(), {out.strides(), a.strides(), b.strides()}, {kOut, kIn, kIn});
   const bool stream = StreamOutput(out.numel(), kOut);
   ForEach<3>(layout, {out.data<char>(), a.data<char>(), b.data<char>()},

@@ -3,8 +3,8 @@
 //
 // Every op is a functor over the compute type (float for the 16-bit floats, rounded once per result)
 // run by the shared loops of elementwise.h. Results are the C library's (IEEE special values
-// included), except that dense float32 sigmoid takes its exponentials from ExpN (vec_exp.h, within 2 ulp);
-// sigmoid is written so that no intermediate overflows.
+// included), except that dense float32 sigmoid takes its exponentials from ExpN (vec_exp.h, within 2 ulp)
+// and dense float32 tanh is TanhN (vec_exp.h, within 4 ulp); sigmoid is written so that no intermediate overflows.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -109,6 +109,12 @@ struct TanhOp {
   template <typename C>
   static C Apply(C x) {
     return std::tanh(x);
+  }
+  // float32 at the CPU's vector width (glibc's tanhf is a scalar call, 8x libtorch's vectorised tanh).
+  template <typename T>
+    requires std::is_same_v<T, float>
+  static void ApplyN(const T* x, T* y, int64_t n) {
+    TanhN(x, y, n);
   }
 };
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "plugins/common/host_kernels_testing.h"
+#include "plugins/common/vec_exp.h"
 
 namespace {
 
@@ -183,6 +185,61 @@ TEST(Math, Float32ExpWithin2UlpOverItsWholeRange) {
       EXPECT_LE(std::fabs(got - std::exp(static_cast<double>(in))) / ulp, 2.0) << "exp(" << in << ")";
     }
   }
+}
+
+// TanhN (the dense float32 tanh kernel) against tanh in double on every 1021st float32 bit pattern (both
+// signs, subnormals, infinities and NaNs included): within 4 ulp, exact at the specials, and the same bits
+// at every vector width the CPU has. Through the kernel too, so that the dense path is the one tested.
+TEST(Math, Float32TanhWithin4UlpOverItsWholeRangeAndTheSameAtEveryWidth) {
+  constexpr float kFloatInf = std::numeric_limits<float>::infinity();
+  std::vector<float> x;
+  for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 1021) x.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits)));
+  for (float v : {0.0f, -0.0f, kFloatInf, -kFloatInf, 0.625f, -0.625f, std::nextafter(0.625f, 0.0f), 9.0f, 1e-40f,
+                  -1e-40f, std::numeric_limits<float>::denorm_min()}) {
+    x.push_back(v);
+  }
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> y(x.size()), wide(x.size());
+  oar::host::internal::TanhAtWidth(4, x.data(), y.data(), n);
+  double worst = 0;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float in = x[i], got = y[i];
+    if (std::isnan(in)) {
+      if (!std::isnan(got)) ++bad;
+      continue;
+    }
+    const double ref = std::tanh(static_cast<double>(in));
+    const float want = static_cast<float>(ref);
+    if (want == 0 || std::isinf(in)) {  // exact there, tanh(+-0) keeping the sign
+      if (got != want || std::signbit(got) != std::signbit(want)) ++bad;
+      continue;
+    }
+    const float aw = std::fabs(want);
+    const double ulp = aw < std::numeric_limits<float>::min() ? std::numeric_limits<float>::denorm_min()
+                                                                : std::nextafter(aw, kFloatInf) - aw;
+    const double err = std::fabs(got - ref) / ulp;
+    worst = std::max(worst, err);
+    if (err > 4.0) ++bad;
+  }
+  EXPECT_EQ(bad, 0) << "worst error " << worst << " ulp";
+  EXPECT_LE(worst, 4.0);
+  for (int lanes : {8, 16}) {
+    oar::host::internal::TanhAtWidth(lanes, x.data(), wide.data(), n);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isnan(y[i]) && std::bit_cast<uint32_t>(wide[i]) != std::bit_cast<uint32_t>(y[i])) ++differ;
+    }
+    EXPECT_EQ(differ, 0) << lanes << " lanes";
+  }
+  // The kernel's dense path is TanhN.
+  Tensor t = Contiguous(F32, {4096}), out = Contiguous(F32, {4096});
+  for (int64_t i = 0; i < 4096; ++i) Set(t, {i}, -12.0 + 24.0 * static_cast<double>(i) / 4095);
+  EXPECT_OK(RunKernel("tanh", {&t}, {&out}));
+  std::vector<float> in(4096), expect(4096);
+  for (int64_t i = 0; i < 4096; ++i) in[i] = static_cast<float>(Get(t, {i}));
+  oar::host::TanhN(in.data(), expect.data(), 4096);
+  for (int64_t i = 0; i < 4096; ++i) EXPECT_EQ(static_cast<float>(Get(out, {i})), expect[i]) << i;
 }
 
 TEST(Math, IntegerAbsOfMinimumWraps) {
