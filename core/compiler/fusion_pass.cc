@@ -207,19 +207,25 @@ class Fuser {
     ir::IrContext& ctx = program_.context();
     GroupView g = View(m);
     ir::Operation* last = *m.rbegin();
-    // Outside ops between the group's first and last op that use its results move after the group.
-    std::set<const ir::Operation*> moved_or_in(g.ops.begin(), g.ops.end());
+    // Outside ops between the group's first and last op that use its results (directly, inside their
+    // regions, or through another such op) move after the group. The block is walked as it is now: groups
+    // materialised before this one replaced some ops.
+    const std::unordered_set<const ir::Operation*> members(m.begin(), m.end());
+    std::unordered_set<const ir::Operation*> moved;
     std::vector<ir::Operation*> move;
-    for (int p = pos_[*m.begin()] + 1; p < pos_[last]; ++p) {
-      ir::Operation* op = order_[static_cast<size_t>(p)];
-      if (moved_or_in.count(op)) continue;
+    for (ir::Operation* op = (*m.begin())->next(); op != nullptr && op != last; op = op->next()) {
+      if (members.count(op)) continue;
       bool depends = false;
-      for (uint32_t i = 0; i < op->num_operands() && !depends; ++i) {
-        const ir::Operation* d = op->operand(i).defining_op();
-        depends = d != nullptr && (m.count(const_cast<ir::Operation*>(d)) ||
-                                   std::find(move.begin(), move.end(), d) != move.end());
+      op->Walk([&](ir::Operation* inner) {
+        for (uint32_t i = 0; i < inner->num_operands() && !depends; ++i) {
+          const ir::Operation* d = inner->operand(i).defining_op();
+          depends = d != nullptr && (members.count(d) || moved.count(d));
+        }
+      });
+      if (depends) {
+        move.push_back(op);
+        moved.insert(op);
       }
-      if (depends) move.push_back(op);
     }
     std::vector<ir::Type> types;
     for (ir::Value v : g.outputs) types.push_back(v.type());

@@ -193,7 +193,11 @@ class Analyzer {
       if (m <= last) return Fail("a value's dimensions are not in the domain's order (transposed or repeated)");
       last = m;
     }
-    info.inner = std::find(info.map.begin(), info.map.end(), k() - 1) != info.map.end();
+    // Along the last extent: mapped there with a real extent (an extent-1 dimension mapped onto an extent-1
+    // domain dimension carries no index, and views may drop it).
+    const Dims& d = v.type().dims();
+    info.inner = false;
+    for (size_t j = 0; j < info.map.size(); ++j) info.inner |= info.map[j] == k() - 1 && d[static_cast<int>(j)] != 1;
     a_.values[v] = std::move(info);
     return true;
   }
