@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "core/compiler/compiler.h"
 #include "core/inference/predictor.h"
 #include "core/ir/text.h"
 #include "core/jit/model.h"
@@ -68,6 +69,15 @@ TEST_P(ExportTest, PredictorMatchesEagerOnEveryDevice) {
       }
       EXPECT_LE(worst, 1e-6) << kind << " on " << device << " at batch " << batch;
       EXPECT_EQ(got, want) << kind << " on " << device << ": the same kernels in the same order";
+      // With CINN: decomposed, fused and compiled for the device; eager's results within float rounding.
+      compiler::RegisterCinn();
+      inference::Predictor fused({.model_dir = dir, .device = device, .cinn = true});
+      EXPECT_NE(fused.Describe().find("\"enabled\": true"), std::string::npos);
+      const std::vector<float> cinn = fused.Run(std::vector<Tensor>{x})[0].to(Device("cpu")).ToVector<float>();
+      ASSERT_EQ(cinn.size(), want.size());
+      for (size_t i = 0; i < cinn.size(); ++i) {
+        ASSERT_NEAR(cinn[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << kind << " with CINN on " << device;
+      }
     }
   }
   fs::remove_all(dir);
@@ -120,6 +130,22 @@ TEST_P(StaticTrainTest, LossesEqualEagerBitwise) {
   // The trained weights agree too.
   const auto a = eager->module().StateDict(), b = captured->module().StateDict();
   for (const auto& [name, t] : a) EXPECT_EQ(t.ToVector<float>(), b.at(name).ToVector<float>()) << name;
+}
+
+// `oar train --static --cinn`: every captured step decomposed and fused (forward, backward and the update),
+// the fused kernels compiled for the device; losses agree with eager's within float rounding.
+TEST_P(StaticTrainTest, WithCinnLossesAgreeWithEager) {
+  const auto& [kind, device] = GetParam();
+  compiler::RegisterCinn();
+  constexpr int64_t kSteps = 4;
+  auto eager = MakeExample(kind, Device(device), 5);
+  auto fused = MakeExample(kind, Device(device), 5);
+  const std::vector<double> want = Train(*eager, kSteps);
+  const uint64_t compiled = compiler::Stats().kernels_compiled + compiler::Stats().kernels_reused;
+  const std::vector<double> got = TrainStatic(*fused, kSteps, 0, {}, {}, nullptr, nullptr, inference::kCinnPasses);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << "step " << i;
+  EXPECT_GT(compiler::Stats().kernels_compiled + compiler::Stats().kernels_reused, compiled) << "nothing was fused";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, StaticTrainTest,

@@ -959,7 +959,7 @@ std::vector<double> Train(Example& example, int64_t steps, int64_t log_every,
 std::vector<double> TrainStatic(Example& example, int64_t steps, int64_t log_every,
                                 const std::function<void(int64_t, double)>& log,
                                 const std::function<void(int64_t, int64_t)>& progress, jit::StaticFunction::Stats* stats,
-                                scheduler::RunProfile* profile) {
+                                scheduler::RunProfile* profile, const std::string& fusion_passes) {
   if (steps < 0) steps = example.default_steps();
   std::vector<jit::StateSlot> state = StateOf(example.module());
   for (auto& [name, t] : example.optimizer().NamedState()) state.push_back({name, t});
@@ -976,6 +976,7 @@ std::vector<double> TrainStatic(Example& example, int64_t steps, int64_t log_eve
       },
       state, example.device());
   step_fn.set_profile(profile);
+  step_fn.set_fusion_passes(fusion_passes);
   std::vector<double> losses = TrainLoop(steps, log_every, log, progress, [&](int64_t i) {
     std::vector<Tensor> inputs = example.Batch(i, steps);
     num_batch = inputs.size();

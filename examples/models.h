@@ -104,12 +104,14 @@ std::vector<double> Train(Example& example, int64_t steps, int64_t log_every = 0
 /// again when a guard fails, e.g. once Adam's moments exist). The same batches, schedule and update, so the
 /// losses equal Train's. The replays run on scheduler::Executor. `stats` (optional) receives the capture
 /// cache's hits, misses and their reasons; `profile` (optional) the executor's profile of the last step that
-/// replayed a program (per-instruction times, overlap, peak memory; empty when none did).
+/// replayed a program (per-instruction times, overlap, peak memory; empty when none did). `fusion_passes`:
+/// StaticFunction::set_fusion_passes ("decompose,cinn,dce" for `--cinn`: losses then agree with Train's
+/// within float rounding instead of bitwise).
 std::vector<double> TrainStatic(Example& example, int64_t steps, int64_t log_every = 0,
                                 const std::function<void(int64_t, double)>& log = {},
                                 const std::function<void(int64_t, int64_t)>& progress = {},
                                 jit::StaticFunction::Stats* stats = nullptr,
-                                scheduler::RunProfile* profile = nullptr);
+                                scheduler::RunProfile* profile = nullptr, const std::string& fusion_passes = {});
 
 /// The points SaveCheckpoint passes, in order: "weights" (model.safetensors written and flushed in the
 /// temporary folder), "config" (config.json too), "verified" (both read back and checked), "replaced"

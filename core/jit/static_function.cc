@@ -134,7 +134,9 @@ std::vector<Tensor> StaticFunction::operator()(std::span<const Tensor> inputs) {
     // As the Predictor prepares its programs: bound to the device's kernels (explicit fallback transfers),
     // results written over dying operands where a kernel allows it. The values are the eager ones, bit for bit.
     passes::PassManager pm;
-    pm.AddPipeline(fmt::format("canonicalize,cse,dce,kernel-select{{device={}}},inplace", device_.str()));
+    pm.AddPipeline("canonicalize,cse,dce");
+    pm.AddPipeline(fusion_passes_);
+    pm.AddPipeline(fmt::format("kernel-select{{device={}}},inplace", device_.str()));
     pm.Run(*e->program);
   }
   e->executor = std::make_unique<scheduler::Executor>(*e->program, device_);

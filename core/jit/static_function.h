@@ -42,6 +42,9 @@ class StaticFunction {
   /// Fill `profile` (null: none) on every later call that runs a cached program (the last one wins; a
   /// capturing call runs eagerly and leaves it as it was).
   void set_profile(scheduler::RunProfile* profile) { profile_ = profile; }
+  /// Passes run on every program captured from now on, before kernel selection (a pipeline string, e.g.
+  /// "decompose,cinn,dce" for CINN fusion, whose pass the caller registers). Empty: none.
+  void set_fusion_passes(std::string pipeline) { fusion_passes_ = std::move(pipeline); }
   size_t cached() const { return cache_.size(); }
   /// The most recently used program (null before the first call).
   const ir::Program* program() const;
@@ -58,6 +61,7 @@ class StaticFunction {
   std::unique_ptr<ir::IrContext> ctx_;
   std::list<std::unique_ptr<Entry>> cache_;  // most recently used first
   Stats stats_;
+  std::string fusion_passes_;
   scheduler::RunProfile* profile_ = nullptr;
 };
 

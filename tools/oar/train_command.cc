@@ -11,6 +11,7 @@
 #include "core/distributed/mesh.h"
 #include "core/distributed/pipeline.h"
 #include "core/distributed/process_group.h"
+#include "core/inference/predictor.h"
 #include "core/ops/ops.h"
 #include "core/jit/static_function.h"
 #include "core/runtime/profiler.h"
@@ -41,7 +42,7 @@ void AddTrainCommands(CLI::App& app) {
       int64_t steps = -1, log_every = 0;
       examples::ParallelOptions parallel;
       uint64_t seed = 0;
-      bool profile = false, static_graph = false;
+      bool profile = false, static_graph = false, cinn = false;
     };
     auto a = std::make_shared<Args>();
     CLI::App* cmd = app.add_subcommand("train", "Train an example model (mlp, cnn, llama) on a device");
@@ -56,6 +57,10 @@ void AddTrainCommands(CLI::App& app) {
     cmd->add_flag("--static", a->static_graph,
                   "Capture the training step (forward, loss, backward, update) into a program on the first step "
                   "and run the program afterwards; the losses equal eager training's");
+    cmd->add_flag("--cinn", a->cinn,
+                  "With --static: fuse each captured step with CINN (composites decomposed, elementwise chains and "
+                  "row reductions compiled into kernels for the device); losses then agree with eager's within "
+                  "float rounding rather than bitwise");
     cmd->add_option("--mesh", a->mesh,
                     "Train over a mesh of devices of --device's type in this process, e.g. dp=2,tp=2 (data "
                     "parallel on dp, tensor parallel on tp, pipeline stages on pp, e.g. pp=2,dp=2; llama only); the "
@@ -81,6 +86,8 @@ void AddTrainCommands(CLI::App& app) {
       OAR_CHECK_ARG(a->trace.empty() || a->static_graph,
                     "--trace needs --static: an eager run has no instruction list to trace (--profile gives its "
                     "per-op table); got --trace {} without --static", a->trace);
+      OAR_CHECK_ARG(!a->cinn || a->static_graph,
+                    "--cinn needs --static: CINN compiles captured programs, and an eager run has none");
       OAR_CHECK_ARG(a->log_every >= 0, "--log-every must be a positive integer (or 0: steps / 10), got {}",
                     a->log_every);
       std::unique_ptr<examples::Example> e;
@@ -135,7 +142,7 @@ void AddTrainCommands(CLI::App& app) {
       auto train = [&](auto&& log, auto&& progress) {
         if (a->static_graph) {
           return examples::TrainStatic(*e, steps, a->log_every, log, progress, &stats,
-                                       step_profile ? &profile : nullptr);
+                                       step_profile ? &profile : nullptr, a->cinn ? inference::kCinnPasses : "");
         }
         return examples::Train(*e, steps, a->log_every, log, progress);
       };
