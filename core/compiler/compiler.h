@@ -4,8 +4,9 @@
 //   Executor / jit::Interpret compile each cinn.group once per device: group -> loop IR (lower.h) ->
 //   source (codegen.h: C for cpu and the simulators, CUDA/HIP for GPUs) -> the plugin's compiler table
 //   (runtime/compiler.h, cached in memory and on disk by the plugin) -> a kernel launched on the run's
-//   stream. A device without a usable compiler, or a compile error, runs the loop-IR interpreter
-//   instead (logged once per device and reason, counted in CinnStats) — never an abort.
+//   stream. A compile error runs the group unfused (its ops one kernel each); a device without a usable
+//   compiler runs the loop-IR interpreter (both logged once per device and reason, counted in CinnStats)
+//   — never an abort.
 //
 // Controls: `cinn` in a pass pipeline; jit Predictor's Config::cinn; OAR_CINN=0|1 for the default.
 #ifndef OAR_CORE_COMPILER_COMPILER_H_
@@ -39,6 +40,7 @@ struct CinnStats {
   uint64_t kernels_compiled = 0;   ///< distinct (device, source) modules built in this process
   uint64_t kernels_reused = 0;     ///< group compilations served by an already built module
   uint64_t interpreted = 0;        ///< groups that run on the loop-IR interpreter (no usable compiler)
+  uint64_t unfused = 0;            ///< groups whose kernel did not compile: their ops run one kernel each
   double compile_seconds = 0;      ///< wall time spent in the plugins' compile calls
 };
 CinnStats Stats();

@@ -5,7 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+
+#include <unistd.h>
 
 #include "core/autograd/autograd.h"
 #include "core/compiler/codegen.h"
@@ -275,6 +280,41 @@ TEST_F(CinnTest, CudaKernelsRunOnGpuEmu) {
     ExpectClose(jit::Interpret(*program, in, d)[0], c.body(x, w), 2e-5, std::string(c.name) + " on gpu_emu");
     EXPECT_EQ(Stats().interpreted, interpreted) << c.name << " fell back to the interpreter";
   }
+}
+
+// A compiler that identifies itself but fails every compile (OAR_CC, a fresh cache): the group runs unfused,
+// with eager's results, and nothing aborts.
+TEST_F(CinnTest, ACompileErrorRunsTheGroupUnfused) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("oar_cinn_failing_cc_{}", ::getpid());
+  fs::create_directories(dir);
+  const fs::path cc = dir / "cc";
+  {
+    std::ofstream f(cc);
+    f << "#!/bin/sh\nif [ \"$1\" = --version ]; then echo failing-cc 1.0; exit 0; fi\n"
+         "echo 'failing-cc: error: injected failure' >&2\nexit 1\n";
+  }
+  fs::permissions(cc, fs::perms::owner_all);
+  const char* old_cache = std::getenv("OAR_CACHE_DIR");
+  const std::string saved_cache = old_cache ? old_cache : "";
+  ::setenv("OAR_CC", cc.c_str(), 1);
+  ::setenv("OAR_CACHE_DIR", (dir / "cache").c_str(), 1);
+  const uint64_t unfused = Stats().unfused;
+  ir::IrContext ctx;
+  Generator g(13);
+  Tensor w = randn({9}, g);
+  const Body body = [](const Tensor& x, const Tensor& wt) { return x * 0.3125 + sigmoid(x) * wt; };  // a new source
+  auto program = CaptureBody(ctx, body, 9, &w);
+  Fuse(*program);
+  const Tensor x = randn({2, 3, 9}, g);
+  const std::vector<Tensor> in = {x};
+  const Tensor got = jit::Interpret(*program, in, kCpu)[0];
+  ::unsetenv("OAR_CC");
+  if (old_cache) ::setenv("OAR_CACHE_DIR", saved_cache.c_str(), 1); else ::unsetenv("OAR_CACHE_DIR");
+  fs::remove_all(dir);
+  if (runtime::CompilerLanguages(kCpu).empty()) GTEST_SKIP() << "cpu has no C compiler table";
+  EXPECT_EQ(Stats().unfused, unfused + 1);
+  ExpectClose(got, body(x, w), 1e-6, "unfused after a compile error");
 }
 
 TEST_F(CinnTest, CodegenSpellsTheCallingConventions) {

@@ -11,6 +11,7 @@
 #include "core/base/logging.h"
 #include "core/compiler/codegen.h"
 #include "core/compiler/compiler.h"
+#include "core/compiler/unfused.h"
 #include "core/compiler/loop_interpreter.h"
 #include "core/ir/dialect.h"
 #include "core/ir/op_dialect.h"
@@ -26,7 +27,7 @@ namespace oar::compiler {
 namespace {
 
 struct Counters {
-  std::atomic<uint64_t> compiled{0}, reused{0}, interpreted{0};
+  std::atomic<uint64_t> compiled{0}, reused{0}, interpreted{0}, unfused{0};
   std::atomic<int64_t> compile_ns{0};
 };
 Counters& GetCounters() {
@@ -95,16 +96,6 @@ Choice ChooseTarget(Device device) {
   return c;
 }
 
-// Shape inference over the body, for the run's input shapes.
-struct BodyStep {
-  const ops::OpSchema* schema = nullptr;  // null: a constant (static shape) or a view with a known result
-  ops::AttrValues attrs;
-  std::vector<int> in;
-  int out = -1;
-  DType dtype = DType::kInvalid;
-  Dims static_shape;
-};
-
 class GroupKernel : public scheduler::CompiledOp {
  public:
   GroupKernel(const ir::Operation& group, Device device) : device_(device), where_(ir::DescribeOp(group)) {
@@ -131,9 +122,10 @@ class GroupKernel : public scheduler::CompiledOp {
           module_ = runtime::CompiledModule::Compile(device, req);
           GetCounters().compiled++;
         } catch (const Error& e) {
+          unfused_ = true;
           LogOnce(device.str() + "/compile/" + e.what(),
-                  fmt::format("cinn: {} on {}: the generated {} kernel did not compile; it runs on the loop-IR "
-                              "interpreter instead: {}", where_, device.str(), plan.language, e.what()));
+                  fmt::format("cinn: {} on {}: the generated {} kernel did not compile; the group runs unfused (its "
+                              "ops one kernel each) instead: {}", where_, device.str(), plan.language, e.what()));
         }
         GetCounters().compile_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         std::chrono::steady_clock::now() - t0).count();
@@ -145,7 +137,11 @@ class GroupKernel : public scheduler::CompiledOp {
       LogOnce(device.str() + "/none", fmt::format("cinn: {} has no compiler table for C, CUDA or HIP; fused groups "
                                                   "run on the loop-IR interpreter (slow)", device.str()));
     }
-    if (!module_) GetCounters().interpreted++;
+    if (unfused_) {
+      GetCounters().unfused++;
+    } else if (!module_) {
+      GetCounters().interpreted++;
+    }
   }
 
   std::vector<Tensor> Run(std::span<const Tensor> inputs) const override {
@@ -199,6 +195,8 @@ class GroupKernel : public scheduler::CompiledOp {
     (void)k;
     if (function_) {
       Launch(buffers, params, tasks, domain.Product());
+    } else if (unfused_) {
+      RunUnfused(inputs, outputs);
     } else {
       Interpret(buffers, params);
     }
@@ -225,12 +223,17 @@ class GroupKernel : public scheduler::CompiledOp {
         for (uint32_t i = 0; i < op->num_operands(); ++i) s.in.push_back(index.at(op->operand(i)));
       } else {
         s.static_shape = Dims(t.dims());
+        const ir::Attribute a = op->attr("value").AsArray()[0];
+        s.constant = a.kind() == ir::AttrKind::kFloat ? a.AsFloat()
+                     : a.kind() == ir::AttrKind::kInt ? static_cast<double>(a.AsInt())
+                                                      : (a.AsBool() ? 1.0 : 0.0);
       }
       steps_.push_back(std::move(s));
     }
     num_values_ = static_cast<size_t>(next);
     anchor_ = lowered_.analysis.anchor ? index.at(lowered_.analysis.anchor) : -1;
     for (ir::Value v : lowered_.buffer_values) buffer_value_.push_back(index.at(v));
+    for (ir::Value v : body.back()->OperandValues()) yield_value_.push_back(index.at(v));
     // Output buffers index the yield's values; the runner returns them in the group's result order.
     const ir::Operation* yield = body.back();
     for (size_t b = lowered_.num_inputs; b < lowered_.buffer_values.size(); ++b) {
@@ -257,6 +260,20 @@ class GroupKernel : public scheduler::CompiledOp {
     runtime::Launch(*function_, config, args);
   }
 
+  // After a compile error: the body's ops one kernel each, on the device, results copied into the outputs
+  // the caller's allocator gave (its memory plan counts exactly the group's results).
+  void RunUnfused(std::span<const Tensor> inputs, std::vector<Tensor>& outputs) const {
+    std::vector<Tensor> values(num_values_);
+    {
+      ops::ScopedOutputAllocator plain([](const Dims& shape, DType dtype, Device device) {
+        return runtime::Empty(shape, dtype, device);
+      });
+      for (size_t i = 0; i < inputs.size(); ++i) values[i] = inputs[i];
+      RunSteps(steps_, values, device_);
+    }
+    for (size_t k = 0; k < outputs.size(); ++k) outputs[k].copy_(values[static_cast<size_t>(yield_value_[k])]);
+  }
+
   // The fallback: host copies through the loop-IR interpreter, results copied back.
   void Interpret(std::vector<Tensor>& buffers, const std::vector<int64_t>& params) const {
     const Device cpu("cpu");
@@ -280,7 +297,8 @@ class GroupKernel : public scheduler::CompiledOp {
   std::vector<BodyStep> steps_;
   size_t num_args_ = 0, num_values_ = 0;
   int anchor_ = -1;
-  std::vector<int> buffer_value_;
+  std::vector<int> buffer_value_, yield_value_;
+  bool unfused_ = false;
   std::shared_ptr<runtime::CompiledModule> module_;
   std::optional<runtime::CompiledFunction> function_;
 };
@@ -309,7 +327,8 @@ std::shared_ptr<const scheduler::CompiledOp> CompileGroupOp(const ir::Operation&
 
 CinnStats Stats() {
   Counters& c = GetCounters();
-  return {c.compiled.load(), c.reused.load(), c.interpreted.load(), static_cast<double>(c.compile_ns.load()) * 1e-9};
+  return {c.compiled.load(), c.reused.load(), c.interpreted.load(), c.unfused.load(),
+          static_cast<double>(c.compile_ns.load()) * 1e-9};
 }
 
 std::string DescribeKernels(const ir::Program& program, Device device) {

@@ -1,8 +1,8 @@
 // A cinn.group made runnable on one device: analysed, lowered for the device's compiler language,
 // generated, compiled through the plugin's compiler table (modules shared by every group with the same
-// source on that device) and launched on the caller's stream; or, where the device has no usable
-// compiler or the compile failed, run by the loop-IR interpreter on host copies (logged once per device
-// and reason).
+// source on that device) and launched on the caller's stream. A compile error runs the group unfused (its
+// ops one kernel each, on the device); a device with no usable compiler runs it on the loop-IR
+// interpreter on host copies. Both are logged once per device and reason and counted in CinnStats.
 #ifndef OAR_CORE_COMPILER_KERNEL_H_
 #define OAR_CORE_COMPILER_KERNEL_H_
 
