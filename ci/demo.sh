@@ -54,7 +54,10 @@ import sys
 def losses(p): return [float(l.split()[3]) for l in open(p) if l.startswith("step ")]
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
 worst = max(abs(x - y) / (1 + abs(x)) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
-print(f"loss lines within {worst:.1e} of eager's" if worst < 1e-3 else f"LOSSES DIFFER (worst {worst:.1e})")
+if worst == 0:
+    print("loss lines equal to eager's in every printed digit")
+else:
+    print(f"loss lines within {worst:.1e} of eager's" if worst < 1e-3 else f"LOSSES DIFFER (worst {worst:.1e})")
 PY
 )
 echo "== eager vs --static --cinn: $cinn_verdict"

@@ -25,6 +25,13 @@ run 0 "$oar" train mlp --steps 6 --log-every 1 --static
 expect "static: 4 steps ran captured programs, 2 captured"
 grep '^step' "$out" | diff "$work/eager.txt" - || { echo "FAIL: --static step lines differ from eager"; exit 1; }
 
+# --static --cinn: the captured steps fused and compiled; --cinn alone is refused.
+run 0 "$oar" train mlp --steps 6 --log-every 1 --static --cinn --device kunlun_sim:0
+expect "cinn: "
+expect " 0 unfused, 0 interpreted"
+run 1 "$oar" train mlp --steps 2 --cinn
+expect "--cinn needs --static"
+
 # --profile / --trace with --static: the scheduler's profile and Chrome trace of the last step.
 run 0 "$oar" train mlp --steps 4 --static --profile --trace "$work/train_trace.json" --device kunlun_sim:0
 expect "profile of the last step (scheduler):"
@@ -55,6 +62,20 @@ for device in cpu:0 kunlun_sim:0 ascend_sim:1; do
     --output "$work/out_${device%%:*}.safetensors" --repeat 5
   expect "latency over 5 runs on $device: p50"
   expect "wrote 1 outputs"
+  # With CINN the same outputs within float rounding.
+  run 0 "$oar" predict --model "$work/model" --device "$device" --input "$work/in.safetensors" \
+    --output "$work/cinn_${device%%:*}.safetensors" --cinn
+  python3 - "$work/out_${device%%:*}.safetensors" "$work/cinn_${device%%:*}.safetensors" <<'PY' || {
+import json, struct, sys
+def read(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    return {k: struct.unpack(f"<{(v['data_offsets'][1] - v['data_offsets'][0]) // 4}f",
+                             b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in h.items() if k != "__metadata__"}
+a, c = read(sys.argv[1]), read(sys.argv[2])
+assert a.keys() == c.keys() and all(abs(x - y) <= 1e-5 * (1 + abs(x)) for k in a for x, y in zip(a[k], c[k])), (a, c)
+PY
+    echo "FAIL: oar predict --cinn on $device differs from oar predict"; exit 1; }
 done
 run 0 "$oar" predict --model "$work/model" --device kunlun_sim:0 --input "$work/in.safetensors" --profile \
   --trace "$work/predict_trace.json"

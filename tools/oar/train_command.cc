@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/base/error.h"
+#include "core/compiler/compiler.h"
 #include "core/distributed/mesh.h"
 #include "core/distributed/pipeline.h"
 #include "core/distributed/process_group.h"
@@ -172,6 +173,13 @@ void AddTrainCommands(CLI::App& app) {
           std::printf("%s%s", i ? "; " : "", stats.miss_reasons[i].c_str());
         }
         std::printf(")\n");
+        if (a->cinn) {
+          const compiler::CinnStats c = compiler::Stats();
+          std::printf("cinn: %llu fused kernels compiled (%.2f s), %llu reused, %llu unfused, %llu interpreted\n",
+                      static_cast<unsigned long long>(c.kernels_compiled), c.compile_seconds,
+                      static_cast<unsigned long long>(c.kernels_reused), static_cast<unsigned long long>(c.unfused),
+                      static_cast<unsigned long long>(c.interpreted));
+        }
       }
       if (a->profile && !a->static_graph) {
         std::printf("\nprofile of the training steps:\n%s\n",
