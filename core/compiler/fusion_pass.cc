@@ -166,8 +166,6 @@ class Fuser {
     return false;
   }
 
-  bool InGroup(const std::set<const ir::Operation*>& ops, const ir::Operation* op) const { return ops.count(op) > 0; }
-
   // The group's ops (one-element constants they use pulled in) and its boundary.
   GroupView View(const Members& m) {
     std::set<const ir::Operation*> in(m.begin(), m.end());

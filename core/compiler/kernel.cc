@@ -159,7 +159,6 @@ class GroupKernel : public scheduler::CompiledOp {
       meta[static_cast<size_t>(s.out)] = s.schema->Infer(in, s.attrs).at(0);
     }
     const LoweredGroup& lg = lowered_;
-    const int k = lg.analysis.rank();
     Dims domain = anchor_ >= 0 ? meta[static_cast<size_t>(anchor_)].shape : Dims{1};
     if (domain.empty()) domain = Dims{1};
     // Buffers: inputs contiguous on the device, outputs allocated.
@@ -192,7 +191,6 @@ class GroupKernel : public scheduler::CompiledOp {
     std::vector<Tensor> outputs(buffers.begin() + static_cast<std::ptrdiff_t>(lg.num_inputs), buffers.end());
     const int64_t tasks = domain.Product() == 0 ? 0 : EvaluateIndex(lg.kernel, lg.kernel.num_tasks, params);
     if (tasks == 0) return outputs;
-    (void)k;
     if (function_) {
       Launch(buffers, params, tasks, domain.Product());
     } else if (unfused_) {
