@@ -330,6 +330,7 @@ CinnStats Stats() {
 }
 
 std::string DescribeKernels(const ir::Program& program, Device device) {
+  runtime::Runtime::Get().Context(device);  // an unknown device is an error, not "no compiler"
   std::string out;
   program.module()->Walk([&](ir::Operation* op) {
     if (op->name() != "cinn.group") return;
