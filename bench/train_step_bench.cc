@@ -3,6 +3,8 @@
 // against the same buffers with no reuse). Issue 20's aims: static >= 1.3x faster than eager on cpu; the
 // planned step's memory <= 60 % of eager's.
 //   build/bin/oar_train_step_bench [--steps N] [--models mlp,cnn,llama] [--devices cpu:0,kunlun_sim:0]
+//   --cinn: also the static step with CINN's fusion groups (compiled kernels; issue 19 aims at >= 1.2x over
+//   the static step without them), in two more columns.
 // Each figure is the median over the steps after the captures (steps 0 and 1 capture, as Adam's moments
 // appear); eager and static run the same steps of the same model (same seed) in one process.
 #include <algorithm>
@@ -13,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "core/compiler/compiler.h"
+#include "core/inference/predictor.h"
 #include "core/runtime/allocator.h"
 #include "core/runtime/profiler.h"
 #include "core/runtime/runtime.h"
@@ -50,7 +54,7 @@ constexpr int64_t kSkip = 3;  // steps 0 and 1 capture under --static; step 2 is
 // `static_graph`: TrainStatic, else Train, for `steps` steps. Steps kSkip .. steps - 2 are timed on the wall
 // clock; the last one measures memory (the allocator's cache emptied first, so its peak is what the step held)
 // and, on a simulator, simulated time (the span of the device's activities).
-Timing Measure(const std::string& kind, Device device, int64_t steps, bool static_graph) {
+Timing Measure(const std::string& kind, Device device, int64_t steps, bool static_graph, const std::string& fusion) {
   auto e = examples::MakeExample(kind, device, 1);
   runtime::DeviceContext& ctx = runtime::Runtime::Get().Context(device);
   runtime::Profiler& prof = runtime::Profiler::Get();
@@ -65,7 +69,7 @@ Timing Measure(const std::string& kind, Device device, int64_t steps, bool stati
     if (sim) prof.Start();
   };
   if (static_graph) {
-    examples::TrainStatic(*e, steps, 0, {}, progress);
+    examples::TrainStatic(*e, steps, 0, {}, progress, nullptr, nullptr, fusion);
   } else {
     examples::Train(*e, steps, 0, {}, progress);
   }
@@ -97,12 +101,22 @@ int main(int argc, char** argv) {
   using namespace oar;
   int64_t steps = 12;
   std::string models = "mlp,cnn,llama", devices = "cpu:0,kunlun_sim:0";
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool cinn = false;
+  for (int i = 1; i < argc; i += 2) {
+    if (std::strcmp(argv[i], "--cinn") == 0) {
+      cinn = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n", argv[i]);
+      return 2;
+    }
     if (std::strcmp(argv[i], "--steps") == 0) steps = std::stoll(argv[i + 1]);
     else if (std::strcmp(argv[i], "--models") == 0) models = argv[i + 1];
     else if (std::strcmp(argv[i], "--devices") == 0) devices = argv[i + 1];
     else {
-      std::fprintf(stderr, "unknown option %s (known: --steps N, --models a,b, --devices a,b)\n", argv[i]);
+      std::fprintf(stderr, "unknown option %s (known: --steps N, --models a,b, --devices a,b, --cinn)\n", argv[i]);
       return 2;
     }
   }
@@ -110,19 +124,27 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--steps must be at least %lld\n", static_cast<long long>(bench::kSkip + 2));
     return 2;
   }
-  std::printf("%-6s %-13s %10s %10s %7s %10s %10s %7s %12s %12s %6s\n", "model", "device", "eager ms", "static ms",
-              "wall", "eager sim", "static sim", "sim", "eager peak", "static peak", "peak");
+  compiler::RegisterCinn();
+  std::printf("%-6s %-13s %10s %10s %7s %10s %10s %7s %12s %12s %6s%s\n", "model", "device", "eager ms", "static ms",
+              "wall", "eager sim", "static sim", "sim", "eager peak", "static peak", "peak",
+              cinn ? "    cinn ms  vs static   cinn sim  vs static" : "");
   for (const std::string& kind : bench::Split(models)) {
     for (const std::string& d : bench::Split(devices)) {
       const Device device(d);
-      const bench::Timing eager = bench::Measure(kind, device, steps, false);
-      const bench::Timing stat = bench::Measure(kind, device, steps, true);
+      const bench::Timing eager = bench::Measure(kind, device, steps, false, {});
+      const bench::Timing stat = bench::Measure(kind, device, steps, true, {});
       auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
-      std::printf("%-6s %-13s %10.3f %10.3f %6.2fx %10.3f %10.3f %6.2fx %12llu %12llu %5.0f%%\n", kind.c_str(), d.c_str(),
+      std::printf("%-6s %-13s %10.3f %10.3f %6.2fx %10.3f %10.3f %6.2fx %12llu %12llu %5.0f%%", kind.c_str(), d.c_str(),
                   eager.wall_ms, stat.wall_ms, ratio(eager.wall_ms, stat.wall_ms), eager.sim_ms, stat.sim_ms,
                   ratio(eager.sim_ms, stat.sim_ms), static_cast<unsigned long long>(eager.peak_bytes),
                   static_cast<unsigned long long>(stat.peak_bytes),
                   100.0 * ratio(static_cast<double>(stat.peak_bytes), static_cast<double>(eager.peak_bytes)));
+      if (cinn) {
+        const bench::Timing fused = bench::Measure(kind, device, steps, true, inference::kCinnPasses);
+        std::printf(" %10.3f %8.2fx %10.3f %8.2fx", fused.wall_ms, ratio(stat.wall_ms, fused.wall_ms), fused.sim_ms,
+                    ratio(stat.sim_ms, fused.sim_ms));
+      }
+      std::printf("\n");
       std::fflush(stdout);
     }
   }

@@ -31,6 +31,7 @@ struct FusionReport {
   size_t fused_ops = 0;    ///< ops moved into them
   size_t elementwise = 0;  ///< groups per template
   size_t row_reduce = 0;
+  size_t column_reduce = 0;
 };
 
 /// Form fusion groups in the top-level block of `program` (what the `cinn` pass does).

@@ -50,6 +50,16 @@ Tensor Silu(const Tensor& x, const Tensor& w) { return x * sigmoid(x) * w + 0.5;
 // Two independent reductions sharing a prologue, a row output (the mean) and a full one.
 Tensor MeanAndCentered(const Tensor& x, const Tensor&) { return (x - mean(x, {-1}, true)) * amin(x, {-1}, true); }
 
+// Column reductions (over dimensions other than the last): a weight gradient's sum over batch and
+// sequence, a max over the batch alone (the kept [S, H] tiles), and batch statistics in two passes with a
+// full-domain output (a batch-norm over the rows of [B * S, H]).
+Tensor ColumnSum(const Tensor& x, const Tensor& w) { return sum(x * w, {0, 1}); }
+Tensor ColumnMax(const Tensor& x, const Tensor& w) { return amax(x, {0}, false) * w; }
+Tensor ColumnNorm(const Tensor& x, const Tensor& w) {
+  const Tensor d = x - mean(x, {0, 1}, true);
+  return d * rsqrt(mean(d * d, {0, 1}, true) + 1e-5) * w;
+}
+
 struct Case {
   const char* name;
   Body body;
@@ -66,6 +76,9 @@ const Case kCases[] = {
     {"softmax_op", [](const Tensor& x, const Tensor&) { return softmax(x, -1); }, GroupTemplate::kRowReduce, 2},
     {"layer_norm_op", [](const Tensor& x, const Tensor& w) { return layer_norm(x, 1, w, w, 1e-5); },
      GroupTemplate::kRowReduce, 2},
+    {"column_sum", ColumnSum, GroupTemplate::kColumnReduce, 1},
+    {"column_max", ColumnMax, GroupTemplate::kColumnReduce, 1},
+    {"column_norm", ColumnNorm, GroupTemplate::kColumnReduce, 2},
 };
 
 class CinnTest : public ::testing::Test {
@@ -239,6 +252,34 @@ TEST_F(CinnTest, OpaqueOpsSplitGroupsWithoutCycles) {
   const Tensor x = randn({4, 3, 8}, g);
   const std::vector<Tensor> in = {x};
   ExpectClose(jit::Interpret(*program, in, kCpu)[0], body(x, w), 2e-5, "opaque split");
+}
+
+// Horizontal fusion: two row reductions of the same input that do not depend on each other (a row's
+// max-shifted values and its weighted sum of squares) become one kernel with two outputs; a column sum of
+// the same input reduces other dimensions, so it stays a kernel of its own. Eager's results.
+TEST_F(CinnTest, SiblingGroupsReadingOneInputBecomeOneKernel) {
+  ir::IrContext ctx;
+  Generator g(9);
+  Tensor w = randn({24}, g);
+  const auto body = [&](const Tensor& x) {
+    return std::vector<Tensor>{x - amax(x, {-1}, true), sum(x * x * w, {-1}, true), sum(x * w, {0, 1})};
+  };
+  const std::vector<jit::InputSpec> specs = {
+      {"x", DType::kFloat32, {jit::DimSpec::Symbol("B"), jit::DimSpec::Static(3), jit::DimSpec::Static(24)}}};
+  jit::CaptureOptions o;
+  o.state = {{"w", &w}};
+  jit::Captured c = jit::Capture(ctx, [&](std::span<const Tensor> in) { return body(in[0]); }, specs, {}, kCpu, o);
+  const FusionReport r = Fuse(*c.program);
+  ir::Verify(*c.program->module());
+  EXPECT_EQ(r.groups, 2u) << ir::Print(*c.program);
+  EXPECT_EQ(r.row_reduce, 1u) << ir::Print(*c.program);
+  EXPECT_EQ(r.column_reduce, 1u) << ir::Print(*c.program);
+  for (int64_t b : {1, 4}) {
+    const Tensor x = randn({b, 3, 24}, g);
+    const std::vector<Tensor> in = {x};
+    const std::vector<Tensor> got = jit::Interpret(*c.program, in, kCpu), want = body(x);
+    for (size_t i = 0; i < want.size(); ++i) ExpectClose(got[i], want[i], 2e-5, fmt::format("output {} b={}", i, b));
+  }
 }
 
 // The Predictor's path: cinn before kernel selection, then the scheduler's Executor on each device.

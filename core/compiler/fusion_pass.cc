@@ -2,7 +2,8 @@
 //
 // Ops are visited in program order; each fusible op (group.h's classes) starts a group and tries to join
 // the group of each operand's producer. A merge is kept when it creates no cycle (no path between the two
-// groups through an op outside them) and when the merged ops still analyse as one kernel. Groups with at
+// groups through an op outside them) and when the merged ops still analyse as one kernel. Then sibling
+// groups that read a common value merge under the same two conditions (horizontal fusion). Groups with at
 // least two computing ops become `cinn.group` ops: operands are the group's inputs, results its outputs,
 // the body a copy of the ops (one-element constants copied in) ending in `cinn.yield`.
 #include <algorithm>
@@ -91,6 +92,7 @@ class Fuser {
         if (Analyze(View(merged), &why)) Union(a, b);
       }
     }
+    FuseSiblings();
     FusionReport report;
     std::vector<int> roots;
     for (const auto& [op, g] : group_) {
@@ -107,7 +109,9 @@ class Fuser {
       Materialise(m, a->kind);
       ++report.groups;
       report.fused_ops += m.size();
-      ++(a->kind == GroupTemplate::kElementwise ? report.elementwise : report.row_reduce);
+      ++(a->kind == GroupTemplate::kElementwise ? report.elementwise
+         : a->kind == GroupTemplate::kRowReduce ? report.row_reduce
+                                                : report.column_reduce);
     }
     return report;
   }
@@ -118,6 +122,37 @@ class Fuser {
     bool operator()(const ir::Operation* a, const ir::Operation* b) const { return pos->at(a) < pos->at(b); }
   };
   using Members = std::set<ir::Operation*, ByPos>;
+
+  // Horizontal fusion: groups that read a common value and do not depend on each other through an op
+  // outside them become one kernel when their ops still analyse as one (the same domain; for reductions
+  // the same reduced dimensions), so the shared value is read once and one launch serves both.
+  void FuseSiblings() {
+    for (ir::Operation* producer : order_) {
+      for (uint32_t r = 0; r < producer->num_results(); ++r) {
+        std::vector<int> readers;
+        for (ir::OpOperand* u = producer->result(r).first_use(); u != nullptr; u = u->next_use()) {
+          auto it = group_.find(u->owner());
+          if (it == group_.end()) continue;
+          const int g = Find(it->second);
+          if (std::find(readers.begin(), readers.end(), g) == readers.end()) readers.push_back(g);
+        }
+        // Each reader joins the first earlier one it can merge with.
+        for (size_t i = 1; i < readers.size(); ++i) {
+          for (size_t j = 0; j < i; ++j) {
+            const int a = Find(readers[j]), b = Find(readers[i]);
+            if (a == b) break;
+            if (CreatesCycle(a, b)) continue;
+            Members merged = members_[static_cast<size_t>(a)];
+            merged.insert(members_[static_cast<size_t>(b)].begin(), members_[static_cast<size_t>(b)].end());
+            if (Analyze(View(merged), nullptr)) {
+              Union(a, b);
+              break;
+            }
+          }
+        }
+      }
+    }
+  }
 
   int NewGroup(ir::Operation* op) {
     parent_.push_back(static_cast<int>(parent_.size()));

@@ -107,7 +107,12 @@ const char* OpClassName(OpClass c) {
 }
 
 const char* GroupTemplateName(GroupTemplate t) {
-  return t == GroupTemplate::kElementwise ? "elementwise" : "row_reduce";
+  switch (t) {
+    case GroupTemplate::kElementwise: return "elementwise";
+    case GroupTemplate::kRowReduce: return "row_reduce";
+    case GroupTemplate::kColumnReduce: return "column_reduce";
+  }
+  return "?";
 }
 
 namespace {
@@ -163,8 +168,27 @@ class Analyzer {
       a_.domain = {1};
       a_.anchor = ir::Value();
     }
+    a_.reduced = {k() - 1};
+    if (first_reduce != nullptr) {  // the anchor is its operand: its axes are domain dimensions
+      const std::vector<int64_t> axes = ReduceAxes(*first_reduce);
+      if (std::find(axes.begin(), axes.end(), k() - 1) == axes.end()) {
+        a_.kind = GroupTemplate::kColumnReduce;
+        a_.reduced.clear();
+        for (int64_t ax : axes) a_.reduced.push_back(static_cast<int>(ax));
+        std::sort(a_.reduced.begin(), a_.reduced.end());
+      }
+    }
     return true;
   }
+
+  static std::vector<int64_t> ReduceAxes(const ir::Operation& op) {
+    const ops::OpSchema& s = *op.info().schema;
+    const ops::AttrValues attrs = ir::SchemaAttrValues(s, op.attributes());
+    return ops::NormalizeAxes(std::get<std::vector<int64_t>>(attrs[s.AttrIndex("axes")]), op.operand(0).type().rank(),
+                              s.name);
+  }
+
+  bool Reduced(int m) const { return std::find(a_.reduced.begin(), a_.reduced.end(), m) != a_.reduced.end(); }
 
   int k() const { return a_.rank(); }
 
@@ -197,7 +221,7 @@ class Analyzer {
     // domain dimension carries no index, and views may drop it).
     const Dims& d = v.type().dims();
     info.inner = false;
-    for (size_t j = 0; j < info.map.size(); ++j) info.inner |= info.map[j] == k() - 1 && d[static_cast<int>(j)] != 1;
+    for (size_t j = 0; j < info.map.size(); ++j) info.inner |= Reduced(info.map[j]) && d[static_cast<int>(j)] != 1;
     a_.values[v] = std::move(info);
     return true;
   }
@@ -249,23 +273,30 @@ class Analyzer {
         if (!MapView(op, *in[0], &info)) return false;
         break;
       case OpClass::kReduce: {
-        if (a_.kind != GroupTemplate::kRowReduce) return Fail("internal: reduce in an elementwise group");
+        if (a_.kind == GroupTemplate::kElementwise) return Fail("internal: reduce in an elementwise group");
         const ops::OpSchema& s = *op.info().schema;
         const ops::AttrValues attrs = ir::SchemaAttrValues(s, op.attributes());
         const int r = op.operand(0).type().rank();
-        const std::vector<int64_t> axes =
-            ops::NormalizeAxes(std::get<std::vector<int64_t>>(attrs[s.AttrIndex("axes")]), r, s.name);
+        const std::vector<int64_t> axes = ReduceAxes(op);
         const bool keepdim = std::get<bool>(attrs[s.AttrIndex("keepdim")]);
-        bool inner = false;
+        // Every reduction of the group runs over the same domain dimensions, the first one's.
+        std::set<int> over;
         for (int64_t ax : axes) {
           const int m = in[0]->map[static_cast<size_t>(ax)];
-          if (m == k() - 1) {
-            inner = true;
-          } else if (m >= 0) {
-            return Fail("a reduction over a dimension other than the domain's last (only row reductions fuse)");
+          if (m >= 0 && !Reduced(m)) {
+            return Fail(a_.kind == GroupTemplate::kRowReduce
+                            ? "a reduction over a dimension other than the domain's last, in a row reduction"
+                            : "a reduction over other dimensions than the group's first reduction");
+          }
+          if (m >= 0) over.insert(m);
+        }
+        for (int m : a_.reduced) {
+          if (!over.count(m) && a_.domain[static_cast<size_t>(m)] != 1) {
+            return Fail(a_.kind == GroupTemplate::kRowReduce
+                            ? "a reduction that does not run along the domain's last dimension"
+                            : "a reduction that does not run over all of the group's reduced dimensions");
           }
         }
-        if (!inner) return Fail("a reduction that does not run along the domain's last dimension");
         for (int j = 0; j < r; ++j) {
           const bool reduced = std::find(axes.begin(), axes.end(), j) != axes.end();
           if (!reduced) {
@@ -341,8 +372,8 @@ class Analyzer {
       const ValueInfo* info = Info(v);
       if (info == nullptr) return Fail("an output is not computed by the group");
       std::set<int> dims(info->map.begin(), info->map.end());
-      const int need = a_.kind == GroupTemplate::kElementwise ? k() : k() - 1;
-      for (int d = 0; d < need; ++d) {
+      for (int d = 0; d < k(); ++d) {
+        if (a_.kind != GroupTemplate::kElementwise && Reduced(d) && !info->inner) continue;
         if (!dims.count(d) && a_.domain[static_cast<size_t>(d)] != 1) {
           return Fail("an output does not cover the domain (it would be written more than once)");
         }

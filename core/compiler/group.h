@@ -8,6 +8,9 @@
 //   row reduce  — reductions over D's last dimension, each with its prologue; reductions that need an
 //                 earlier one's result (softmax's sum after its max) run as later passes over the row;
 //                 epilogue values (RMSNorm's x * rsqrt(mean) * w) are computed in a final pass.
+//   column reduce — reductions over dimensions other than D's last, which every value keeps (a bias
+//                 gradient's sum over the batch, statistics over the rows of a [rows, features] tensor):
+//                 the same passes, run down each column instead of along each row.
 #ifndef OAR_CORE_COMPILER_GROUP_H_
 #define OAR_CORE_COMPILER_GROUP_H_
 
@@ -37,7 +40,7 @@ struct GroupView {
   std::vector<ir::Value> outputs;  ///< defined inside, used outside: the kernel's result buffers
 };
 
-enum class GroupTemplate { kElementwise, kRowReduce };
+enum class GroupTemplate { kElementwise, kRowReduce, kColumnReduce };
 const char* GroupTemplateName(GroupTemplate t);
 
 struct ValueInfo {
@@ -45,7 +48,8 @@ struct ValueInfo {
   std::vector<int> map;
   /// Reduction passes needed before the value is known (0: inputs and values computed from them).
   int level = 0;
-  /// Whether the value runs along the domain's last dimension (the reduced one in a row reduce).
+  /// Whether the value runs along a reduced dimension of the domain (the last one in a row reduce, or in
+  /// an elementwise group; the reduced ones in a column reduce): it is computed inside the reduction loops.
   bool inner = false;
 };
 
@@ -56,7 +60,10 @@ struct GroupAnalysis {
   /// A value whose shape at run time is the domain (null for a synthetic [1]), and the reduction's
   /// input of the first pass in a row reduce.
   ir::Value anchor;
-  int passes = 0;  ///< number of reduction passes (row reduce)
+  int passes = 0;  ///< number of reduction passes (row and column reduce)
+  /// The domain dimensions the reductions run over: {rank - 1} for row reduce and elementwise groups (the
+  /// loop dimension), the reduced ones (never the last) for column reduce.
+  std::vector<int> reduced;
   std::unordered_map<ir::Value, ValueInfo, ir::ValueHash> values;
   int rank() const { return static_cast<int>(domain.size()); }
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "core/base/error.h"
@@ -97,6 +98,12 @@ class Lowerer {
       }
     }
     out_.kernel.threads_per_task = t_.threads;
+    double flops = 0;
+    for (const ir::Operation* op : g_.ops) {
+      if (Classify(*op) == OpClass::kElementwise || Classify(*op) == OpClass::kReduce) flops += 1;
+    }
+    out_.kernel.flops_per_element = flops;
+    if (a_.kind == GroupTemplate::kColumnReduce) return RunColumns();
 
     std::vector<Stmt> row;
     row_ = &row;
@@ -134,13 +141,9 @@ class Lowerer {
       row.push_back(Local(BaseName(static_cast<int>(b)), DType::kInt64, base));
     }
 
-    double flops = 0;
-    for (const ir::Operation* op : g_.ops) {
-      if (Classify(*op) == OpClass::kElementwise || Classify(*op) == OpClass::kReduce) flops += 1;
-    }
-    out_.kernel.flops_per_element = flops;
-
-    for (int pass = 1; pass <= a_.passes; ++pass) LowerPass(pass, extent);
+    Stmt last_loop;
+    for (int pass = 1; pass <= a_.passes; ++pass) last_loop = LowerPass(pass, extent);
+    if (last_loop) Stash(*last_loop);
     // The final pass: every output that runs along the last extent.
     std::vector<Stmt> body;
     loop_ = &body;
@@ -166,6 +169,96 @@ class Lowerer {
   }
 
  private:
+  // The column schedule: a task is a tile of columns (the last extent) at one index of the other kept
+  // dimensions; a kThreads loop runs over the tile's columns, and inside it each reduction pass and the
+  // final pass are serial loops over the reduced dimensions (r, decomposed into one index per reduced
+  // dimension). A column's accumulators are scalars of its thread (its simd lane in C), the loads of
+  // neighbouring columns are contiguous, and no block reduction is needed.
+  LoweredGroup RunColumns() {
+    const int k = a_.rank();
+    const auto ext = [](int d) { return Var("d" + std::to_string(d)); };
+    const Expr last = ext(k - 1);
+    const int64_t tile_width = t_.threads > 1 ? t_.threads : t_.column_tile;
+    const Expr tile = IntImm(tile_width);
+    const Expr tiles = Binary(ExprOp::kDiv, Binary(ExprOp::kAdd, last, IntImm(tile_width - 1)), tile);
+    std::vector<int> kept;  // the kept dimensions but the last, outermost first
+    for (int d = 0; d < k - 1; ++d) {
+      if (!std::count(a_.reduced.begin(), a_.reduced.end(), d)) kept.push_back(d);
+    }
+    std::vector<Stmt> task;
+    task.push_back(Local("tile", DType::kInt64, Binary(ExprOp::kMod, Var("t"), tiles)));
+    Expr rem = Binary(ExprOp::kDiv, Var("t"), tiles), outer = IntImm(1);
+    for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+      const std::string o = "o" + std::to_string(*it);
+      task.push_back(Local(o, DType::kInt64, std::next(it) == kept.rend() ? rem : Binary(ExprOp::kMod, rem, ext(*it))));
+      if (std::next(it) != kept.rend()) {
+        task.push_back(Local("q" + std::to_string(*it), DType::kInt64, Binary(ExprOp::kDiv, rem, ext(*it))));
+        rem = Var("q" + std::to_string(*it));
+      }
+      outer = IndexMul(outer, ext(*it));
+    }
+    const Expr tile_start = Binary(ExprOp::kMul, Var("tile"), tile);
+    for (size_t b = 0; b < out_.buffer_maps.size(); ++b) {
+      Expr base = MapsDim(static_cast<int>(b), k - 1) ? tile_start : IntImm(0);
+      for (int d : kept) {
+        if (MapsDim(static_cast<int>(b), d)) {
+          base = IndexAdd(base, IndexMul(Var("o" + std::to_string(d)), Var(StrideName(static_cast<int>(b), d))));
+        }
+      }
+      task.push_back(Local(BaseName(static_cast<int>(b)), DType::kInt64, base));
+    }
+    reduced_extent_ = IntImm(1);
+    for (int d : a_.reduced) reduced_extent_ = IndexMul(reduced_extent_, ext(d));
+
+    std::vector<Stmt> column;  // one column: its passes down the reduced dimensions, then its stores
+    row_ = &column;
+    for (int pass = 1; pass <= a_.passes; ++pass) LowerPass(pass, reduced_extent_);
+    std::vector<Stmt> final_body;
+    loop_ = &final_body;
+    loop_done_.clear();
+    for (size_t b = out_.num_inputs; b < out_.buffer_values.size(); ++b) {
+      if (!Inner(static_cast<int>(b))) continue;
+      final_body.push_back(Store(static_cast<int>(b), Offset(static_cast<int>(b), true), Get(out_.buffer_values[b])));
+    }
+    loop_ = nullptr;
+    if (!final_body.empty()) column.push_back(ReductionLoop(reduced_extent_, std::move(final_body)));
+    for (size_t b = out_.num_inputs; b < out_.buffer_values.size(); ++b) {
+      if (Inner(static_cast<int>(b))) continue;
+      column.push_back(Store(static_cast<int>(b), Offset(static_cast<int>(b), false), Get(out_.buffer_values[b])));
+    }
+    const Expr width = Binary(ExprOp::kMin, tile, Binary(ExprOp::kSub, last, tile_start));
+    task.push_back(For("j", width, LoopKind::kThreads, std::move(column)));
+    out_.kernel.num_tasks = IndexMul(outer, tiles);
+    out_.kernel.body = For("t", out_.kernel.num_tasks, LoopKind::kTask, std::move(task));
+    return std::move(out_);
+  }
+
+  bool Columns() const { return a_.kind == GroupTemplate::kColumnReduce; }
+
+  bool MapsDim(int b, int d) const {
+    const auto& m = out_.buffer_maps[static_cast<size_t>(b)];
+    return std::find(m.begin(), m.end(), d) != m.end();
+  }
+
+  // A loop over the reduced space: along the row (kThreads over the last extent), or down the columns
+  // (serial over the reduced dimensions, with one index per dimension, the innermost last).
+  Stmt ReductionLoop(const Expr& extent, std::vector<Stmt> body) const {
+    if (!Columns()) return For("j", extent, LoopKind::kThreads, std::move(body));
+    std::vector<Stmt> head;
+    Expr rem = Var("r");
+    for (size_t i = a_.reduced.size(); i-- > 0;) {
+      const int d = a_.reduced[i];
+      const Expr e = Var("d" + std::to_string(d));
+      head.push_back(Local("r" + std::to_string(d), DType::kInt64, i == 0 ? rem : Binary(ExprOp::kMod, rem, e)));
+      if (i > 0) {
+        head.push_back(Local("rq" + std::to_string(d), DType::kInt64, Binary(ExprOp::kDiv, rem, e)));
+        rem = Var("rq" + std::to_string(d));
+      }
+    }
+    for (Stmt& st : body) head.push_back(std::move(st));
+    return For("r", extent, LoopKind::kSerial, std::move(head));
+  }
+
   static std::string StrideName(int b, int d) { return "s" + std::to_string(b) + "_" + std::to_string(d); }
   static std::string BaseName(int b) { return "base" + std::to_string(b); }
 
@@ -186,17 +279,88 @@ class Lowerer {
     return it != def_.end() && Classify(*it->second) == OpClass::kConstant;
   }
 
+  // Whether buffer `b` runs along a reduced dimension (the last one but in column reductions).
   bool Inner(int b) const {
-    const auto& m = out_.buffer_maps[static_cast<size_t>(b)];
-    return std::find(m.begin(), m.end(), a_.rank() - 1) != m.end();
+    for (int d : a_.reduced) {
+      if (MapsDim(b, d)) return true;
+    }
+    return false;
   }
 
   Expr Offset(int b, bool in_loop) const {
-    const Expr base = Var(BaseName(b));
-    return in_loop && Inner(b) ? IndexAdd(base, Var("j")) : base;
+    Expr off = Var(BaseName(b));
+    if (!Columns()) return in_loop && Inner(b) ? IndexAdd(off, Var("j")) : off;
+    if (MapsDim(b, a_.rank() - 1)) off = IndexAdd(off, Var("j"));
+    if (in_loop) {
+      for (int d : a_.reduced) {
+        if (MapsDim(b, d)) off = IndexAdd(off, IndexMul(Var("r" + std::to_string(d)), Var(StrideName(b, d))));
+      }
+    }
+    return off;
   }
 
-  void LowerPass(int pass, const Expr& extent) {
+  // An op whose recomputation costs more than storing its value and loading it back from a row in cache.
+  static bool Expensive(const ir::Operation& op) {
+    if (Classify(op) != OpClass::kElementwise) return false;
+    switch (op.info().schema->op) {
+      case ops::Op::kExp:
+      case ops::Op::kLog:
+      case ops::Op::kLog1p:
+      case ops::Op::kTanh:
+      case ops::Op::kSigmoid:
+      case ops::Op::kErf:
+      case ops::Op::kSin:
+      case ops::Op::kCos:
+      case ops::Op::kPow: return true;
+      default: return false;
+    }
+  }
+
+  // Whether computing `v` along the last extent runs an expensive op (stopping at row values and inputs).
+  bool CostsToRecompute(ir::Value v) const {
+    if (!a_.values.at(v).inner || input_buffer_.count(v)) return false;
+    auto it = def_.find(v);
+    if (it == def_.end() || Classify(*it->second) == OpClass::kReduce) return false;
+    if (Expensive(*it->second)) return true;
+    for (uint32_t i = 0; i < it->second->num_operands(); ++i) {
+      if (CostsToRecompute(it->second->operand(i))) return true;
+    }
+    return false;
+  }
+
+  // The largest value under `v` that the last reduction pass computed and that is expensive to recompute.
+  std::optional<ir::Value> StashCandidate(ir::Value v) const {
+    if (!a_.values.at(v).inner || input_buffer_.count(v)) return std::nullopt;
+    if (loop_done_.count(v)) return CostsToRecompute(v) ? std::optional(v) : std::nullopt;
+    auto it = def_.find(v);
+    if (it == def_.end() || Classify(*it->second) == OpClass::kReduce) return std::nullopt;
+    for (uint32_t i = 0; i < it->second->num_operands(); ++i) {
+      if (auto c = StashCandidate(it->second->operand(i))) return c;
+    }
+    return std::nullopt;
+  }
+
+  // Softmax-like groups: a value the last reduction pass computed (exp(x - max)) would be computed again
+  // in the final pass. Where an output covers the whole domain with that value's dtype, the last pass
+  // stores the value there and the final pass loads it back and overwrites it in place: each element is
+  // written and re-read by the same thread (the threads loops share one mapping), and a group's outputs
+  // never alias its inputs (cinn.group is not marked in-place).
+  void Stash(StmtNode& last_loop) {
+    const int k = a_.rank();
+    for (size_t b = out_.num_inputs; b < out_.buffer_values.size(); ++b) {
+      const auto& map = out_.buffer_maps[b];
+      bool full = static_cast<int>(map.size()) == k;
+      for (int d = 0; full && d < k; ++d) full = map[static_cast<size_t>(d)] == d;
+      if (!full) continue;
+      const std::optional<ir::Value> v = StashCandidate(out_.buffer_values[b]);
+      if (!v || stash_.count(*v) || v->type().dtype() != out_.kernel.buffers[b].dtype) continue;
+      last_loop.body.push_back(Store(static_cast<int>(b), Offset(static_cast<int>(b), true),
+                                     Var(loop_done_.at(*v), v->type().dtype())));
+      stash_[*v] = static_cast<int>(b);
+    }
+  }
+
+  Stmt LowerPass(int pass, const Expr& extent) {
     std::vector<Stmt> body;
     loop_ = &body;
     loop_done_.clear();
@@ -205,7 +369,7 @@ class Lowerer {
       if (Classify(*op) == OpClass::kReduce && a_.values.at(op->result(0)).level == pass) reduces.push_back(op);
     }
     std::vector<Stmt> after;
-    Stmt loop = For("j", extent, LoopKind::kThreads);
+    Stmt loop = ReductionLoop(extent, {});
     for (const ir::Operation* op : reduces) {
       const ops::Op kind = op->info().schema->op;
       const ReduceOp r = ReduceOf(kind);
@@ -227,30 +391,35 @@ class Lowerer {
         case ReduceOp::kOr: break;
       }
       body.push_back(Assign(acc, next));
-      loop->reductions.push_back({acc, r});
-      after.push_back(BlockReduce(acc, dt, r));
+      if (!Columns()) {  // along a row, the threads of the task share the accumulator
+        loop->reductions.push_back({acc, r});
+        after.push_back(BlockReduce(acc, dt, r));
+      }
       Expr result = a;
       if (r == ReduceOp::kMax || r == ReduceOp::kMin) {  // NaN propagates, as in the host kernels
         const std::string nan = "nan" + std::to_string(counter_++);
         row_->push_back(Local(nan, DType::kInt32, Cast(IntImm(0), DType::kInt32)));
         body.push_back(Assign(nan, Binary(ExprOp::kAdd, Var(nan, DType::kInt32),
                                           Cast(Unary(ExprOp::kIsNan, x), DType::kInt32))));
-        loop->reductions.push_back({nan, ReduceOp::kSum});
-        after.push_back(BlockReduce(nan, DType::kInt32, ReduceOp::kSum));
+        if (!Columns()) {
+          loop->reductions.push_back({nan, ReduceOp::kSum});
+          after.push_back(BlockReduce(nan, DType::kInt32, ReduceOp::kSum));
+        }
         result = Select(Binary(ExprOp::kGt, Var(nan, DType::kInt32), Cast(IntImm(0), DType::kInt32)),
                         FloatImm(std::numeric_limits<double>::quiet_NaN(), dt), a);
       }
       if (kind == ops::Op::kMean) {
-        result = Binary(ExprOp::kDiv, result, Cast(Var("d" + std::to_string(a_.rank() - 1)), dt));
+        result = Binary(ExprOp::kDiv, result, Cast(Columns() ? reduced_extent_ : Var("d" + std::to_string(a_.rank() - 1)), dt));
       }
       const std::string name = "red" + std::to_string(counter_++);
       after.push_back(Local(name, dt, result));
       reduce_result_[op] = name;
     }
-    loop->body = std::move(body);
+    for (Stmt& st : body) loop->body.push_back(std::move(st));
     loop_ = nullptr;
     row_->push_back(loop);
     for (Stmt& s : after) row_->push_back(std::move(s));
+    return loop;
   }
 
   // The value of `v` at the current point: a local emitted once per row (row values) or once per
@@ -271,6 +440,9 @@ class Lowerer {
   Expr Compute(ir::Value v, bool in_loop) {
     if (auto it = input_buffer_.find(v); it != input_buffer_.end()) {
       return Load(it->second, v.type().dtype(), Offset(it->second, in_loop));
+    }
+    if (auto it = stash_.find(v); it != stash_.end() && in_loop && loop_ != nullptr) {
+      return Load(it->second, v.type().dtype(), Offset(it->second, true));
     }
     auto it = def_.find(v);
     OAR_CHECK(it != def_.end(), kInternal, "cinn: a group value with no definition");
@@ -314,8 +486,10 @@ class Lowerer {
   LoweredGroup out_;
   std::unordered_map<ir::Value, const ir::Operation*, ir::ValueHash> def_;
   std::unordered_map<ir::Value, int, ir::ValueHash> input_buffer_;
+  std::unordered_map<ir::Value, int, ir::ValueHash> stash_;  ///< value -> the output buffer holding it
   std::unordered_map<ir::Value, std::string, ir::ValueHash> row_done_, loop_done_;
   std::unordered_map<const ir::Operation*, std::string> reduce_result_;
+  Expr reduced_extent_;  ///< column reduce: the product of the reduced extents
   std::vector<Stmt>* row_ = nullptr;
   std::vector<Stmt>* loop_ = nullptr;
   int counter_ = 0;

@@ -8,6 +8,9 @@
 // result, a broadcast input) are computed once per row, outside the loops. Targets differ only in the
 // knobs: threads per task (1 for C, where the kThreads loop is a vectorised serial loop; 256 on GPUs).
 //
+// Column reductions (over dimensions other than the last) transpose that schedule: a task is a tile of
+// columns, its kThreads loop runs over them, and each pass is a serial loop down the reduced dimensions.
+//
 // Every extent and stride is a run-time int64 parameter, so one kernel serves every shape with the same
 // broadcasting pattern (the symbolic signature): batch or sequence changes never recompile.
 #ifndef OAR_CORE_COMPILER_LOWER_H_
@@ -23,6 +26,8 @@ namespace oar::compiler {
 struct Target {
   /// Threads per task (kThreads loops); 1 for C (serial, vectorised), a power of two for GPUs.
   int threads = 1;
+  /// Columns per task of a column reduction where threads == 1 (on GPUs a task has one per thread).
+  int column_tile = 64;
 };
 
 /// How a run-time int64 parameter is computed from the run's shapes.
