@@ -18,7 +18,7 @@ mkdir -p "$build"
 sanitize="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 echo "== fuzz: configure and build the targets with clang ($sanitize)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g $sanitize" -DCMAKE_C_FLAGS_RELEASE="-O1 -g $sanitize" \
+  -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1 $sanitize" -DCMAKE_C_FLAGS_RELEASE="-O1 -g1 $sanitize" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DOAR_BUILD_FUZZERS=ON -DOAR_BUILD_TESTS=OFF -DOAR_BUILD_BENCHMARKS=OFF \
   -DOAR_WITH_CUDA=OFF -DOAR_WITH_HIP=OFF -DOAR_WITH_LEVEL_ZERO=OFF -DOAR_WITH_GPU_EMU=OFF > "$build/configure.log" ||

@@ -6,6 +6,7 @@
 #   ci/gpu-check.sh                    everything, logs under $OUT (default ./gpu-check-out)
 #   BUILD=dir JOBS=n CUDA_ARCHS=90     build folder (default build-gpu), parallel jobs (16), SASS targets
 #   STEPS_MLP / STEPS_CNN / STEPS_LLAMA training steps per model (defaults keep the run short)
+#   LEVEL=L2                           the conformance level to certify
 #   METRIC_TOLERANCE=0.05              largest relative difference of a final metric, cuda vs cpu
 #   SKIP_BUILD=1                       reuse an existing build, or a bundle made by ci/gpu-bundle.sh
 #                                      (BUILD=gpu-bundle): its lib/deps goes on LD_LIBRARY_PATH
@@ -29,6 +30,7 @@ CUDA_ARCHS=${CUDA_ARCHS:-90}
 STEPS_MLP=${STEPS_MLP:-300}
 STEPS_CNN=${STEPS_CNN:-60}
 STEPS_LLAMA=${STEPS_LLAMA:-60}
+LEVEL=${LEVEL:-L2}
 METRIC_TOLERANCE=${METRIC_TOLERANCE:-0.05}
 VENDOR=${VENDOR:-cuda}
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
@@ -100,7 +102,7 @@ step gpu_kernels_host_test 120 "$BUILD/tests/oar_gpu_kernels_host_test"
 if [[ "$VENDOR" == cuda ]]; then
   step check_device_code 60 plugins/gpu_common/check_device_code.sh cuda "$BUILD/lib/oar/plugins/liboar_plugin_cuda.so" "${CUDA_ARCHS//;/,}"
 fi
-step conformance 1800 "$BUILD/bin/oar" conformance --device "$DEVICE" --level L2 --jobs "$JOBS" --report-dir "$OUT/conformance"
+step conformance 1800 "$BUILD/bin/oar" conformance --device "$DEVICE" --level "$LEVEL" --jobs "$JOBS" --report-dir "$OUT/conformance"
 
 # Train each example on both devices with the same seed; the final metrics must agree.
 for model in mlp cnn llama; do
