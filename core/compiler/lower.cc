@@ -467,6 +467,12 @@ class Lowerer {
       case OpClass::kOpaque: Throw(ErrorCode::kInternal, "cinn: opaque op {} in a group", op.name());
     }
     const ops::OpSchema& s = *op.info().schema;
+    if (s.op == ops::Op::kDiv && in_loop && !a_.values.at(op.operand(1)).inner && IsFloat(dt)) {
+      // Division by a row value (softmax's sum, a norm): one reciprocal per row, a multiply per element, as
+      // Oar's and PyTorch's softmax kernels do (within 1 ulp of dividing).
+      const Expr num = Get(op.operand(0));
+      return Binary(ExprOp::kMul, num, Reciprocal(op.operand(1)));
+    }
     std::vector<Expr> in;
     for (uint32_t i = 0; i < op.num_operands(); ++i) in.push_back(Get(op.operand(i)));
     switch (s.kind) {
@@ -480,6 +486,19 @@ class Lowerer {
     }
   }
 
+  // 1 / v for a row value v, computed once per row (per column in a column reduction).
+  Expr Reciprocal(ir::Value v) {
+    if (auto it = reciprocal_.find(v); it != reciprocal_.end()) return Var(it->second, v.type().dtype());
+    const DType dt = v.type().dtype();
+    const Expr x = Get(v);
+    const std::string name = "rcp" + std::to_string(counter_++);
+    row_->push_back(Local(name, dt, Binary(ExprOp::kDiv, FloatImm(1.0, dt), x)));
+    reciprocal_[v] = name;
+    return Var(name, dt);
+  }
+
+  static bool IsFloat(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
+
   const GroupView& g_;
   const GroupAnalysis& a_;
   Target t_;
@@ -489,6 +508,7 @@ class Lowerer {
   std::unordered_map<ir::Value, int, ir::ValueHash> stash_;  ///< value -> the output buffer holding it
   std::unordered_map<ir::Value, std::string, ir::ValueHash> row_done_, loop_done_;
   std::unordered_map<const ir::Operation*, std::string> reduce_result_;
+  std::unordered_map<ir::Value, std::string, ir::ValueHash> reciprocal_;
   Expr reduced_extent_;  ///< column reduce: the product of the reduced extents
   std::vector<Stmt>* row_ = nullptr;
   std::vector<Stmt>* loop_ = nullptr;
