@@ -127,9 +127,24 @@ void CompleteAttrs(const OpSchema& s, AttrValues& values) {
 
 Tensor ExpandTo(const Tensor& t, const Dims& shape) { return t.shape() == shape ? t : t.expand(shape); }
 
-}  // namespace
+// One call's results: the single output of every kind but kDirect in place (no vector to allocate),
+// kDirect's outputs in `many`.
+struct Results {
+  explicit Results(bool direct) : direct(direct) {}
+  void push_back(Tensor t) {
+    if (direct) many.push_back(std::move(t));
+    else one = std::move(t);
+  }
+  std::span<Tensor> span() { return direct ? std::span<Tensor>(many) : std::span<Tensor>(&one, 1); }
 
-std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs, std::optional<Device> device) {
+  const bool direct;
+  Tensor one;
+  std::vector<Tensor> many;
+};
+
+// Infer, allocate, launch and record `op`; the results go to `results`.
+void RunInto(Op op, std::span<const Tensor> inputs, AttrValues& attrs, std::optional<Device> device,
+             Results& results) {
   const OpSchema& s = Schema(op);
   // Under capture the op is reported once, as called; the views it makes of its operands are its own.
   Tracer* const tracer = ActiveTracer();
@@ -152,15 +167,24 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
     OAR_CHECK_ARG(inputs[i].device() == *device, "{}: argument '{}' is on {} but the op runs on {}; move it with .to()",
                   s.name, s.InputName(i), inputs[i].device().str(), device->str());
   }
-  std::vector<TensorMeta> out_meta = s.Infer({metas.data(), metas.size()}, attrs);
+  // kDirect rules may give several outputs (a vector); every other kind gives one, inferred in place.
+  std::vector<TensorMeta> direct_meta;
+  TensorMeta one_meta;
+  std::span<const TensorMeta> out_meta;
+  if (s.kind == OpKind::kDirect) {
+    direct_meta = s.Infer({metas.data(), metas.size()}, attrs);
+    out_meta = direct_meta;
+  } else {
+    one_meta = s.InferOne({metas.data(), metas.size()}, attrs);
+    out_meta = {&one_meta, 1};
+  }
 
   // The kernel's inputs: `inputs` themselves unless some must be brought into kernel form (broadcast
   // operands expanded, matmul's vectors as matrices), then `kin`. No copies otherwise: each Tensor copy is
   // an atomic reference count taken and dropped.
   std::span<const Tensor> kernel_in = inputs;
   std::array<Tensor, 3> kin;
-  std::vector<Tensor> results;
-  results.reserve(s.kind == OpKind::kDirect ? out_meta.size() : 1);
+  if (results.direct) results.many.reserve(out_meta.size());
   Tensor kernel_store;  // the output in kernel form when it differs in shape from the user-visible result
   const auto result_is_kernel_output = [&](const Dims& shape, DType dtype) {
     results.push_back(AllocateOutput(shape, dtype, *device));
@@ -242,19 +266,38 @@ std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs,
   const DType value_dtype = s.kind == OpKind::kFill || inputs.empty() ? out_meta[0].dtype : inputs[0].dtype();
   KernelAttrs kattrs;
   ToKernelAttrs(s, attrs, value_dtype, kattrs);
+  const std::span<Tensor> out = results.span();
   const std::span<const Tensor> kernel_out =
-      kernel_store.defined() ? std::span<const Tensor>(&kernel_store, 1) : std::span<const Tensor>(results);
+      kernel_store.defined() ? std::span<const Tensor>(&kernel_store, 1) : std::span<const Tensor>(out);
   runtime::Launch(*device, s.kernel_id, kernel_in, kernel_out, kattrs.span());
-  if (tracer != nullptr) tracer->OnOp(op, inputs, results, attrs);
-  Record(op, inputs, results, attrs);
-  return results;
+  if (tracer != nullptr) tracer->OnOp(op, inputs, out, attrs);
+  Record(op, inputs, out, attrs);
+}
+
+}  // namespace
+
+std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs, std::optional<Device> device) {
+  Results results(Schema(op).kind == OpKind::kDirect);
+  RunInto(op, inputs, attrs, device, results);
+  if (results.direct) return std::move(results.many);
+  std::vector<Tensor> out;
+  out.push_back(std::move(results.one));
+  return out;
+}
+
+Tensor RunOne(Op op, std::span<const Tensor> inputs, AttrValues attrs, std::optional<Device> device) {
+  Results results(Schema(op).kind == OpKind::kDirect);
+  RunInto(op, inputs, attrs, device, results);
+  if (!results.direct) return std::move(results.one);
+  OAR_CHECK(!results.many.empty(), kInternal, "{}: RunOne on an op without outputs", Schema(op).name);
+  return std::move(results.many[0]);
 }
 
 }  // namespace ops
 
 namespace {
 Tensor Run1(ops::Op op, std::initializer_list<Tensor> inputs, ops::AttrValues attrs = {}) {
-  return ops::Run(op, std::span<const Tensor>(inputs.begin(), inputs.size()), std::move(attrs))[0];
+  return ops::RunOne(op, std::span<const Tensor>(inputs.begin(), inputs.size()), std::move(attrs));
 }
 Tensor Scalar(const Tensor& like, double value) {
   return full({}, value, like.dtype(), like.device());

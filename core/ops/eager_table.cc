@@ -7,9 +7,9 @@ namespace {
 
 Tensor RunBinary(ops::Op op, const Tensor& a, const Tensor& b) {
   const Tensor in[] = {a, b};
-  return ops::Run(op, in)[0];
+  return ops::RunOne(op, in);
 }
-Tensor RunUnary(ops::Op op, const Tensor& x) { return ops::Run(op, {&x, 1})[0]; }
+Tensor RunUnary(ops::Op op, const Tensor& x) { return ops::RunOne(op, {&x, 1}); }
 
 }  // namespace
 

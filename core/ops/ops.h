@@ -144,6 +144,9 @@ namespace ops {
 /// `device` (default: the inputs' device). The generic path behind every eager function.
 std::vector<Tensor> Run(Op op, std::span<const Tensor> inputs, AttrValues attrs = {},
                         std::optional<Device> device = std::nullopt);
+/// Run for the first (for most ops the only) output, without the result vector: what the eager
+/// functions call.
+Tensor RunOne(Op op, std::span<const Tensor> inputs, AttrValues attrs = {}, std::optional<Device> device = std::nullopt);
 }  // namespace ops
 
 }  // namespace oar

@@ -34,40 +34,50 @@ void CheckDType(const OpSchema& s, int i, DType t) {
                 DTypeMaskString(s.dtypes));
 }
 
-std::vector<TensorMeta> InferUnary(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
+// The checks every rule relies on: the input count, and one attribute value per spec (Run completes them).
+void CheckInferArgs(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
+  OAR_CHECK_ARG(s.variadic ? !in.empty() : in.size() == s.inputs.size(), "{}: expected {} inputs, got {}", s.name,
+                s.variadic ? std::string("at least 1") : std::to_string(s.inputs.size()), in.size());
+  OAR_CHECK(attrs.size() == s.attrs.size(), kInternal, "{}: expected {} attributes, got {}", s.name, s.attrs.size(),
+            attrs.size());
+}
+
+TensorMeta InferUnary(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
   CheckDType(s, 0, in[0].dtype);
   return {in[0]};
 }
 
-std::vector<TensorMeta> InferBinary(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
+TensorMeta InferBinary(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
   CheckDType(s, 0, in[0].dtype);
   OAR_CHECK_ARG(in[0].dtype == in[1].dtype,
                 "{}: arguments '{}' ({}) and '{}' ({}) have different dtypes; cast one with .to(dtype) first",
                 s.name, s.inputs[0], MetaString(in[0]), s.inputs[1], MetaString(in[1]));
-  return {{in[0].dtype, BroadcastShapes(in[0].shape, in[1].shape, std::string(s.name).c_str())}};
+  // Equal shapes (most calls) broadcast to themselves: no op-name string for BroadcastShapes' message.
+  if (in[0].shape == in[1].shape) return {in[0].dtype, in[0].shape};
+  return {in[0].dtype, BroadcastShapes(in[0].shape, in[1].shape, std::string(s.name).c_str())};
 }
 
-std::vector<TensorMeta> InferPredicate(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
+TensorMeta InferPredicate(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
   CheckDType(s, 0, in[0].dtype);
-  return {{DType::kBool, in[0].shape}};
+  return {DType::kBool, in[0].shape};
 }
 
-std::vector<TensorMeta> InferCompare(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
-  std::vector<TensorMeta> out = InferBinary(s, in, attrs);
-  out[0].dtype = DType::kBool;
+TensorMeta InferCompare(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
+  TensorMeta out = InferBinary(s, in, attrs);
+  out.dtype = DType::kBool;
   return out;
 }
 
-std::vector<TensorMeta> InferWhere(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
+TensorMeta InferWhere(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
   OAR_CHECK_ARG(in[0].dtype == DType::kBool, "where: argument 'cond' must be bool, got {}", DTypeName(in[0].dtype));
   OAR_CHECK_ARG(in[1].dtype == in[2].dtype, "where: arguments 'a' ({}) and 'b' ({}) have different dtypes",
                 MetaString(in[1]), MetaString(in[2]));
   CheckDType(s, 1, in[1].dtype);
   const Dims shape = BroadcastShapes(BroadcastShapes(in[0].shape, in[1].shape, "where"), in[2].shape, "where");
-  return {{in[1].dtype, shape}};
+  return {in[1].dtype, shape};
 }
 
-std::vector<TensorMeta> InferArgReduce(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
+TensorMeta InferArgReduce(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
   CheckDType(s, 0, in[0].dtype);
   const int rank = in[0].shape.size();
   OAR_CHECK_ARG(rank > 0, "{}: the input must have at least one dimension", s.name);
@@ -77,16 +87,16 @@ std::vector<TensorMeta> InferArgReduce(const OpSchema& s, std::span<const Tensor
   Dims out = in[0].shape;
   if (std::get<bool>(attrs[s.AttrIndex("keepdim")])) out[axis] = 1;
   else out.erase(axis);
-  return {{DType::kInt64, out}};
+  return {DType::kInt64, out};
 }
 
-std::vector<TensorMeta> InferAxiswise(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
+TensorMeta InferAxiswise(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
   CheckDType(s, 0, in[0].dtype);
   NormalizeAxis(std::get<int64_t>(attrs[s.AttrIndex("axis")]), in[0].shape.size(), std::string(s.name).c_str());
   return {in[0]};
 }
 
-std::vector<TensorMeta> InferMatmul(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
+TensorMeta InferMatmul(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
   const TensorMeta& a = in[0];
   const TensorMeta& b = in[1];
   CheckDType(s, 0, a.dtype);
@@ -107,10 +117,10 @@ std::vector<TensorMeta> InferMatmul(const OpSchema& s, std::span<const TensorMet
   Dims out = BroadcastShapes(abatch, bbatch, "matmul (batch dimensions)");
   if (a.shape.size() > 1) out.push_back(as[as.size() - 2]);
   if (b.shape.size() > 1) out.push_back(bs[bs.size() - 1]);
-  return {{a.dtype, out}};
+  return {a.dtype, out};
 }
 
-std::vector<TensorMeta> InferReduce(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
+TensorMeta InferReduce(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
   CheckDType(s, 0, in[0].dtype);
   if (s.op == Op::kMax || s.op == Op::kMin) {
     OAR_CHECK_ARG(in[0].shape.Product() > 0, "{}: cannot reduce an empty tensor of shape {} (no identity)", s.name,
@@ -125,33 +135,33 @@ std::vector<TensorMeta> InferReduce(const OpSchema& s, std::span<const TensorMet
     if (!reduced) out.push_back(in[0].shape[d]);
     else if (keepdim) out.push_back(1);
   }
-  return {{in[0].dtype, out}};
+  return {in[0].dtype, out};
 }
 
-std::vector<TensorMeta> InferCast(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
+TensorMeta InferCast(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
   CheckDType(s, 0, in[0].dtype);
   const int64_t to = std::get<int64_t>(attrs[s.AttrIndex("dtype")]);
   OAR_CHECK_ARG(DTypeSize(static_cast<DType>(to)) != 0, "cast: target dtype {} is not a valid dtype", to);
-  return {{static_cast<DType>(to), in[0].shape}};
+  return {static_cast<DType>(to), in[0].shape};
 }
 
-std::vector<TensorMeta> InferFill(const OpSchema& s, std::span<const TensorMeta>, const AttrValues& attrs) {
+TensorMeta InferFill(const OpSchema& s, std::span<const TensorMeta>, const AttrValues& attrs) {
   const auto& shape = std::get<std::vector<int64_t>>(attrs[s.AttrIndex("shape")]);
   const int64_t dtype = std::get<int64_t>(attrs[s.AttrIndex("dtype")]);
   OAR_CHECK_ARG(DTypeSize(static_cast<DType>(dtype)) != 0, "fill: dtype {} is not a valid dtype", dtype);
   Dims dims(shape);
   for (int64_t d : dims) OAR_CHECK_ARG(d >= 0, "fill: shape {} has a negative extent", dims.ToString());
-  return {{static_cast<DType>(dtype), dims}};
+  return {static_cast<DType>(dtype), dims};
 }
 
-std::vector<TensorMeta> InferCopy(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
+TensorMeta InferCopy(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
   CheckDType(s, 0, in[0].dtype);
   return {in[0]};
 }
 
 // Views. Extents may be symbolic (negative, the graph IR's encoding) and pass through unchanged: these rules
 // move extents around but never do arithmetic on an extent they did not check is static.
-std::vector<TensorMeta> InferView(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
+TensorMeta InferView(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
   const Dims& x = in[0].shape;
   const int rank = x.size();
   Dims out;
@@ -249,7 +259,7 @@ std::vector<TensorMeta> InferView(const OpSchema& s, std::span<const TensorMeta>
     case Op::kSliceScatter: out = Dims(std::get<std::vector<int64_t>>(attrs[s.AttrIndex("shape")])); break;
     default: Throw(ErrorCode::kInternal, "{}: not a view", s.name);
   }
-  return {{in[0].dtype, out}};
+  return {in[0].dtype, out};
 }
 
 AttrSpec Axes() {
@@ -409,10 +419,16 @@ std::vector<OpSchema> BuildSchemas() {
 }  // namespace
 
 std::vector<TensorMeta> OpSchema::Infer(std::span<const TensorMeta> in, const AttrValues& attrs) const {
-  OAR_CHECK_ARG(variadic ? !in.empty() : in.size() == inputs.size(), "{}: expected {} inputs, got {}", name,
-                variadic ? std::string("at least 1") : std::to_string(inputs.size()), in.size());
-  OAR_CHECK(attrs.size() == this->attrs.size(), kInternal, "{}: expected {} attributes, got {}", name,
-            this->attrs.size(), attrs.size());
+  if (kind == OpKind::kDirect) {
+    CheckInferArgs(*this, in, attrs);
+    OAR_CHECK(infer != nullptr, kInternal, "{}: no shape inference", name);
+    return infer(*this, in, attrs);
+  }
+  return {InferOne(in, attrs)};
+}
+
+TensorMeta OpSchema::InferOne(std::span<const TensorMeta> in, const AttrValues& attrs) const {
+  CheckInferArgs(*this, in, attrs);
   switch (kind) {
     case OpKind::kUnary: return InferUnary(*this, in, attrs);
     case OpKind::kBinary: return InferBinary(*this, in, attrs);
@@ -426,9 +442,11 @@ std::vector<TensorMeta> OpSchema::Infer(std::span<const TensorMeta> in, const At
     case OpKind::kWhere: return InferWhere(*this, in, attrs);
     case OpKind::kArgReduce: return InferArgReduce(*this, in, attrs);
     case OpKind::kAxiswise: return InferAxiswise(*this, in, attrs);
-    case OpKind::kDirect:
-      OAR_CHECK(infer != nullptr, kInternal, "{}: no shape inference", name);
-      return infer(*this, in, attrs);
+    case OpKind::kDirect: {
+      std::vector<TensorMeta> out = Infer(in, attrs);
+      OAR_CHECK(out.size() == 1, kInternal, "{}: InferOne on an op with {} outputs", name, out.size());
+      return std::move(out[0]);
+    }
     case OpKind::kView:
     case OpKind::kComposite: return InferView(*this, in, attrs);
   }

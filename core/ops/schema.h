@@ -138,6 +138,9 @@ struct OpSchema {
   /// Output metadata for these inputs and attributes; throws oar::Error naming the op, the argument and
   /// the shapes/dtypes on bad input.
   std::vector<TensorMeta> Infer(std::span<const TensorMeta> inputs, const AttrValues& attrs) const;
+  /// The same for an op with one output (every kind but kDirect has exactly one), without the vector:
+  /// eager dispatch's path. Throws kInternal for a kDirect op whose rule gives several outputs.
+  TensorMeta InferOne(std::span<const TensorMeta> inputs, const AttrValues& attrs) const;
   /// Index of attribute `name`; throws kInternal when the schema has none.
   int AttrIndex(std::string_view name) const;
 };

@@ -152,20 +152,11 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, DType dtype, Dims shape, Dims s
   impl_ = std::make_shared<TensorImpl>(std::move(storage), dtype, shape, strides, offset);
 }
 
-DType Tensor::dtype() const { return Checked(impl_).dtype; }
-Device Tensor::device() const { return Checked(impl_).storage->device(); }
-const Dims& Tensor::shape() const { return Checked(impl_).shape; }
-const Dims& Tensor::strides() const { return Checked(impl_).strides; }
-int64_t Tensor::offset() const { return Checked(impl_).offset; }
-const std::shared_ptr<Storage>& Tensor::storage() const { return Checked(impl_).storage; }
-int64_t Tensor::numel() const { return shape().Product(); }
+void Tensor::ThrowUndefined() {
+  Throw(ErrorCode::kFailedPrecondition, "the tensor is undefined (default-constructed)");
+}
 
 int64_t Tensor::dim(int64_t d) const { return shape()[NormalizeAxis(d, rank(), "dim")]; }
-
-void* Tensor::data_ptr() const {
-  const TensorImpl& t = Checked(impl_);
-  return static_cast<char*>(t.storage->data()) + t.offset * static_cast<int64_t>(DTypeSize(t.dtype));
-}
 
 bool Tensor::is_contiguous() const {
   const TensorImpl& t = Checked(impl_);

@@ -33,6 +33,8 @@ class Tensor {
   /// A view of `storage`: elements at storage + (offset + sum(index_i * strides_i)) * element size.
   Tensor(std::shared_ptr<Storage> storage, DType dtype, Dims shape, Dims strides, int64_t offset);
 
+  // The accessors are inline (they are on every op's path); each throws kFailedPrecondition on an
+  // undefined tensor.
   bool defined() const { return impl_ != nullptr; }
   DType dtype() const;
   Device device() const;
@@ -43,7 +45,7 @@ class Tensor {
   int rank() const { return shape().size(); }
   /// Extent of dimension `d` (negative counts from the end).
   int64_t dim(int64_t d) const;
-  int64_t numel() const;
+  int64_t numel() const { return shape().Product(); }
   size_t element_size() const { return DTypeSize(dtype()); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
   /// Row-major dense (size-1 dimensions may have any stride; a tensor without elements always is).
@@ -111,6 +113,13 @@ class Tensor {
   const TensorImpl* impl() const { return impl_.get(); }
 
  private:
+  /// The implementation, or a thrown kFailedPrecondition when undefined.
+  const TensorImpl& checked() const {
+    if (impl_ == nullptr) [[unlikely]] ThrowUndefined();
+    return *impl_;
+  }
+  [[noreturn]] static void ThrowUndefined();
+
   std::shared_ptr<TensorImpl> impl_;
 };
 
@@ -126,6 +135,17 @@ class TensorImpl {
   int64_t offset;
   std::unique_ptr<AutogradMeta> autograd;  // null unless the tensor takes part in autograd
 };
+
+inline DType Tensor::dtype() const { return checked().dtype; }
+inline Device Tensor::device() const { return checked().storage->device(); }
+inline const Dims& Tensor::shape() const { return checked().shape; }
+inline const Dims& Tensor::strides() const { return checked().strides; }
+inline int64_t Tensor::offset() const { return checked().offset; }
+inline const std::shared_ptr<Storage>& Tensor::storage() const { return checked().storage; }
+inline void* Tensor::data_ptr() const {
+  const TensorImpl& t = checked();
+  return static_cast<char*>(t.storage->data()) + t.offset * static_cast<int64_t>(DTypeSize(t.dtype));
+}
 
 /// Reverses `x` along `dim` into a new tensor (differentiably): what a negative-step slice needs on top
 /// of a view. core/ops installs it; without it such a slice throws kUnimplemented.

@@ -423,6 +423,7 @@ const std::vector<PoolCase> kPoolCases = {
     {2, 3, 6, 7, 2, 2, 2, 2, 0, 0, 1, 1}, {1, 2, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1},
     {2, 2, 9, 8, 3, 2, 1, 2, 1, 1, 2, 1},  // dilation (max only; avg uses dh = dw = 1 below)
     {1, 1, 5, 5, 5, 5, 1, 1, 2, 2, 1, 1}, {2, 8, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1},  // above the threading threshold
+    {1, 2, 7, 8, 3, 2, 2, 3, 0, 0, 1, 1},  // no padding or dilation, not 2x2 (max_pool2d's second fast path)
 };
 
 void CheckMaxPool(const PoolCase& k, Tensor& x) {
@@ -516,6 +517,30 @@ TEST(Pool, MaxAndAvgMatchReference) {
       CheckAvgPool(k, x, gy, true);
       CheckAvgPool(k, xp, gy, false);
     }
+  }
+}
+
+// The 2x2 window without padding has its own loop: the first of equal maxima, the first NaN, and a window
+// of -inf (its first position) come out as in the general loop.
+TEST(Pool, MaxPool2x2WithoutPaddingKeepsTheFirstTieAndTheFirstNaN) {
+  const long double inf = std::numeric_limits<long double>::infinity();
+  for (int32_t dt : kFloats) {
+    SCOPED_TRACE(DTypeName(dt));
+    const PoolCase k{1, 1, 4, 4, 2, 2, 2, 2, 0, 0, 1, 1};
+    Tensor x = Contiguous(dt, {1, 1, 4, 4});
+    const long double v[16] = {1, 1, 2, 3, kNaN, kNaN, 3, 1, -inf, -inf, 5, 5, -inf, -inf, 5, 5};
+    ForEachIndex(x.shape, [&](const Shape& i) { Set(x, i, v[i[2] * 4 + i[3]]); });
+    Shape storage;
+    Tensor y = Contiguous(dt, {1, 1, 2, 2}), idx = Contiguous(I64, {1, 1, 2, 2});
+    EXPECT_OK(RunKernel("max_pool2d", {&x}, {&y, &idx}, k.Attrs(&storage, true)));
+    EXPECT_TRUE(std::isnan(Get(y, {0, 0, 0, 0})));
+    EXPECT_EQ(idx.At<int64_t>({0, 0, 0, 0}), 4);
+    EXPECT_EQ(Get(y, {0, 0, 0, 1}), 3);
+    EXPECT_EQ(idx.At<int64_t>({0, 0, 0, 1}), 3);
+    EXPECT_EQ(Get(y, {0, 0, 1, 0}), -inf);
+    EXPECT_EQ(idx.At<int64_t>({0, 0, 1, 0}), 8);
+    EXPECT_EQ(Get(y, {0, 0, 1, 1}), 5);
+    EXPECT_EQ(idx.At<int64_t>({0, 0, 1, 1}), 10);
   }
 }
 
