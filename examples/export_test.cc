@@ -254,6 +254,40 @@ TEST(DecodeErrorTest, GenerationRefusesWhatTheProgramCannotServe) {
   }
 }
 
+// `oar export llama --symbolic-seq`: one program serves every sequence length (the symbol T, the batch
+// static), its rotary rows and causal mask computed from the positions input; bitwise the eager forward
+// (host-made rotary tables and mask) at each length, on every device.
+TEST(SymbolicSeqTest, LlamaServesEverySequenceLengthBitwiseEager) {
+  auto cpu = MakeExample("llama", Device("cpu"), 3);
+  EXPECT_THROW(cpu->ExportForward(0, -1), Error) << "a symbolic sequence needs a static batch";
+  InferenceForward f = cpu->ExportForward(2, -1);
+  jit::CaptureOptions o;
+  o.state = f.state;
+  o.output_names = f.outputs;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("oar_symbolic_seq_test_{}", ::getpid());
+  {
+    ir::IrContext ctx;
+    jit::Save(*jit::Capture(ctx, f.fn, f.inputs, {}, Device("cpu"), o).program, dir);
+  }
+  Generator g(7);
+  for (const char* device : {"cpu", "kunlun_sim:0", "ascend_sim:1"}) {
+    auto eager = MakeExample("llama", Device(device), 3);  // the same weights (drawn on the host)
+    inference::Predictor p({.model_dir = dir, .device = device});
+    EXPECT_NE(p.Describe().find("\"T\""), std::string::npos) << p.Describe();
+    for (int64_t t : {1, 7, 16}) {
+      std::vector<int64_t> ids(static_cast<size_t>(2 * t)), positions(static_cast<size_t>(t));
+      for (int64_t& id : ids) id = static_cast<int64_t>(g.NextU64() % 20);
+      for (int64_t i = 0; i < t; ++i) positions[static_cast<size_t>(i)] = i;
+      const Tensor x = FromVector<int64_t>(ids, {2, t}, Device(device));
+      const std::vector<float> want =
+          eager->ExportForward(0, t).fn(std::vector<Tensor>{x})[0].to(Device("cpu")).ToVector<float>();
+      const std::vector<Tensor> in{x, FromVector<int64_t>(positions, {t}, Device(device))};
+      EXPECT_EQ(p.Run(in)[0].to(Device("cpu")).ToVector<float>(), want) << "T = " << t << " on " << device;
+    }
+  }
+  fs::remove_all(dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, DecodeTest, ::testing::Values("cpu", "kunlun_sim:0", "ascend_sim:1"),
                          [](const auto& info) {
                            std::string d = info.param;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <numbers>
 #include <sstream>
@@ -311,18 +312,24 @@ Tensor& ParameterOf(nn::Module& m, const std::string& name) {
   Throw(ErrorCode::kInternal, "llama: no parameter '{}'", name);
 }
 
-// One query position x [B, 1, dim] through `attn` with the cache past_k / past_v; k, v receive the cache
-// with this position appended.
-Tensor DecodeAttention(nn::CausalSelfAttention& attn, int64_t heads, const Tensor& x, const Tensor& cs,
-                       const Tensor& sn, const Tensor& past_k, const Tensor& past_v, Tensor& k, Tensor& v) {
+// x [B, T, dim] through `attn` at the positions whose rotary rows are cs, sn: with a cache past_k / past_v
+// (defined) one query position that sees every key; without one, T positions masked by `mask` (additive
+// [T, T]: 0 where a query may see a key, -inf elsewhere; a causal mask gives bitwise the eager where). k, v
+// receive the keys and values (the cache with these positions appended).
+Tensor AttentionAt(nn::CausalSelfAttention& attn, int64_t heads, const Tensor& x, const Tensor& cs, const Tensor& sn,
+                   const Tensor& past_k, const Tensor& past_v, const Tensor& mask, Tensor& k, Tensor& v) {
   const int64_t b = x.dim(0), t = x.dim(1), dim = x.dim(2), hd = dim / heads;
   const Tensor qkv = linear(x, ParameterOf(attn, "qkv.weight")).reshape({b, t, 3, heads, hd}).permute({2, 0, 3, 1, 4});
   const Tensor q = RotateWith(qkv.slice(0, 0, 1).squeeze(0), cs, sn);
-  const Tensor ks[] = {past_k, RotateWith(qkv.slice(0, 1, 2).squeeze(0), cs, sn)};
-  const Tensor vs[] = {past_v, qkv.slice(0, 2, 3).squeeze(0)};
-  k = concat(ks, 2);
-  v = concat(vs, 2);
-  const Tensor y = scaled_dot_product_attention(q, k, v, /*causal=*/false);  // one query sees every key
+  k = RotateWith(qkv.slice(0, 1, 2).squeeze(0), cs, sn);
+  v = qkv.slice(0, 2, 3).squeeze(0);
+  if (past_k.defined()) {
+    const Tensor ks[] = {past_k, k};
+    const Tensor vs[] = {past_v, v};
+    k = concat(ks, 2);
+    v = concat(vs, 2);
+  }
+  const Tensor y = scaled_dot_product_attention(q, k, v, /*causal=*/false, mask);
   return linear(y.permute({0, 2, 1, 3}).reshape({b, t, dim}), ParameterOf(attn, "out.weight"));
 }
 
@@ -338,10 +345,10 @@ class Block : public nn::Module {
     const Tensor h = x + attn_->Forward(n1_->Forward(x), cache);
     return h + mlp_->Forward(n2_->Forward(h));
   }
-  /// Forward of one position with the cache as tensors (DecodeAttention).
-  Tensor Decode(const Tensor& x, int64_t heads, const Tensor& cs, const Tensor& sn, const Tensor& past_k,
-                const Tensor& past_v, Tensor& k, Tensor& v) {
-    const Tensor h = x + DecodeAttention(*attn_, heads, n1_->Forward(x), cs, sn, past_k, past_v, k, v);
+  /// Forward with the positions' rotary rows and the cache as tensors (AttentionAt).
+  Tensor ForwardAt(const Tensor& x, int64_t heads, const Tensor& cs, const Tensor& sn, const Tensor& past_k,
+                   const Tensor& past_v, const Tensor& mask, Tensor& k, Tensor& v) {
+    const Tensor h = x + AttentionAt(*attn_, heads, n1_->Forward(x), cs, sn, past_k, past_v, mask, k, v);
     return h + mlp_->Forward(n2_->Forward(h));
   }
 
@@ -378,10 +385,29 @@ class Llama : public nn::Module {
     std::vector<Tensor> out(1 + past.size());
     Tensor h = emb_->Forward(ids);
     for (size_t i = 0; i < blocks_.size(); ++i) {
-      h = blocks_[i]->Decode(h, heads, cs, sn, past[2 * i], past[2 * i + 1], out[1 + 2 * i], out[2 + 2 * i]);
+      h = blocks_[i]->ForwardAt(h, heads, cs, sn, past[2 * i], past[2 * i + 1], Tensor(), out[1 + 2 * i],
+                                out[2 + 2 * i]);
     }
     out[0] = matmul(norm_->Forward(h), emb_->weight.transpose(0, 1));
     return out;
+  }
+  /// Forward's logits with nothing made from the sequence extent on the host: ids [B, T] at `positions`
+  /// (int64 [T], normally 0 .. T-1), the rotary rows looked up in `tables` and the causal mask computed from
+  /// the positions (a key is visible to a query at the same or a later position). Bitwise Forward's.
+  Tensor ForwardAt(const Tensor& ids, const Tensor& positions, const RotaryTables& tables, int64_t heads) {
+    OAR_CHECK_ARG(positions.rank() == 1 && ids.rank() == 2 && positions.dim(0) == ids.dim(1),
+                  "llama: positions must be int64 [T] for ids [B, T], got {} for {}", positions.shape().ToString(),
+                  ids.shape().ToString());
+    const Tensor cs = index_select(tables.cos, 0, positions), sn = index_select(tables.sin, 0, positions);
+    const Tensor visible = le(positions.unsqueeze(0), positions.unsqueeze(1));  // [query, key]
+    const Tensor mask = where(visible, full({}, 0.0, DType::kFloat32, ids.device()),
+                              full({}, -std::numeric_limits<double>::infinity(), DType::kFloat32, ids.device()));
+    Tensor h = emb_->Forward(ids);
+    for (const auto& block : blocks_) {
+      Tensor k, v;
+      h = block->ForwardAt(h, heads, cs, sn, Tensor(), Tensor(), mask, k, v);
+    }
+    return matmul(norm_->Forward(h), emb_->weight.transpose(0, 1));
   }
 
  private:
@@ -494,11 +520,32 @@ class LlamaExample : public Example {
     return Loss(xs, ys, b).to(Device("cpu")).item<float>();
   }
   InferenceForward ExportForward(int64_t batch, int64_t seq) override {
-    OAR_CHECK_ARG(seq >= 0 && seq <= c_.context, "llama: the sequence length must be 1 to {} (the context), got {}",
-                  c_.context, seq);
+    if (seq < 0) return SymbolicSeqForward(batch);
+    OAR_CHECK_ARG(seq <= c_.context, "llama: the sequence length must be 1 to {} (the context), got {}", c_.context,
+                  seq);
     return {{{"ids", DType::kInt64, {BatchDim(batch), jit::DimSpec::Static(seq > 0 ? seq : c_.context)}}},
             {"logits"},
             EvalForward(*model_, [this](const Tensor& ids) { return model_->Forward(ids); }), StateOf(*model_)};
+  }
+  // ExportForward with the sequence extent the symbol T: inputs ids [batch, T] and positions [T] (Llama::ForwardAt;
+  // rotary rows for up to the context's positions). The batch must be static: the attention reshapes
+  // [B, T, 3, H, hd] carry both extents, and a view may depend on one symbol only.
+  InferenceForward SymbolicSeqForward(int64_t batch) {
+    OAR_CHECK_ARG(batch > 0, "llama: a symbolic sequence length needs a static batch (--batch N): the attention "
+                  "reshapes [B, T, 3, heads, head_dim] would depend on two symbols");
+    auto tables = std::make_shared<RotaryTables>(MakeRotaryTables(c_.context, c_.dim / c_.heads, device_));
+    InferenceForward f;
+    f.inputs = {{"ids", DType::kInt64, {jit::DimSpec::Static(batch), jit::DimSpec::Symbol("T")}},
+                {"positions", DType::kInt64, {jit::DimSpec::Symbol("T")}}};
+    f.outputs = {"logits"};
+    f.fn = [this, tables](std::span<const Tensor> in) {
+      model_->Eval();
+      NoGradGuard no_grad;
+      return std::vector<Tensor>{model_->ForwardAt(in[0], in[1], *tables, c_.heads)};
+    };
+    f.state = StateOf(*model_);
+    f.attributes = {{"tokenizer.vocab_bytes", std::vector<int64_t>(vocab_.begin(), vocab_.end())}};
+    return f;
   }
   InferenceForward DecodeForward(int64_t batch, int64_t max_positions) {
     OAR_CHECK_ARG(max_positions >= 1, "llama --decode: --max-positions must be >= 1, got {}", max_positions);

@@ -59,7 +59,9 @@ class Example {
   /// The metric on held-out data (eval mode, no gradients).
   virtual double Evaluate() = 0;
   /// The forward for export. `batch` > 0 fixes the batch extent, otherwise it is the symbol B; `seq` (llama
-  /// only) is the static sequence length, default the training context.
+  /// only) is the static sequence length, default (0) the training context; seq < 0 makes it the symbol T
+  /// (with a static batch), the inputs then ids [batch, T] and positions int64 [T] (normally 0 .. T-1, at
+  /// most the context), the rotary rows and causal mask computed from the positions.
   virtual InferenceForward ExportForward(int64_t batch, int64_t seq);
   /// Hyper-parameters as a JSON object text (written next to the weights).
   virtual std::string ConfigJson() const = 0;

@@ -138,7 +138,7 @@ void AddPredictCommands(CLI::App& app) {
   struct ExportArgs {
     std::string kind, checkpoint, out;
     int64_t batch = 0, seq = 0, max_positions = 1024;
-    bool decode = false;
+    bool decode = false, symbolic_seq = false;
   };
   auto e = std::make_shared<ExportArgs>();
   CLI::App* ex = app.add_subcommand("export", "Capture an example model's forward into a saved program");
@@ -149,6 +149,9 @@ void AddPredictCommands(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   ex->add_option("--seq", e->seq, "llama: the static sequence length (default: the training context)")
       ->check(CLI::NonNegativeNumber);
+  ex->add_flag("--symbolic-seq", e->symbolic_seq,
+               "llama: the sequence length is the symbol T (needs --batch N); inputs ids [N, T] and positions "
+               "int64 [T] (0 .. T-1, at most the training context)");
   ex->add_flag("--decode", e->decode,
                "llama: export one decoding step with the KV cache as inputs/outputs (ids [B, 1], position [1], "
                "past.i.k/v [B, H, L, hd] -> logits, present.i.k/v; L symbolic) for oar generate --model");
@@ -163,8 +166,10 @@ void AddPredictCommands(CLI::App& app) {
     OAR_CHECK_ARG(!e->decode || e->kind == "llama", "oar export {} --decode: only llama has a decoding step", e->kind);
     OAR_CHECK_ARG(!e->decode || e->seq == 0, "oar export llama --decode: --seq does not apply (a step is one token "
                   "and the cache length L is symbolic)");
+    OAR_CHECK_ARG(!e->symbolic_seq || (e->seq == 0 && !e->decode),
+                  "oar export: --symbolic-seq does not combine with --seq or --decode");
     examples::InferenceForward f = e->decode ? examples::DecodeForward(*model, e->batch, e->max_positions)
-                                             : model->ExportForward(e->batch, e->seq);
+                                             : model->ExportForward(e->batch, e->symbolic_seq ? -1 : e->seq);
     jit::CaptureOptions o;
     o.state = f.state;
     o.output_names = f.outputs;

@@ -101,6 +101,10 @@ run 1 "$oar" generate --model "$work/decode" --prompt "The " --max-new-tokens 10
 expect "--max-positions"
 run 1 "$oar" generate --model "$work/model" --prompt "The "
 expect "oar export llama --decode"
+run 0 "$oar" export llama --checkpoint "$work/llama" --out "$work/seq" --batch 1 --symbolic-seq
+expect "ids: int64[1, T], positions: int64[T]"
+run 1 "$oar" export llama --checkpoint "$work/llama" --out "$work/nope" --symbolic-seq
+expect "needs a static batch"
 run 1 "$oar" export mlp --checkpoint "$work/ckpt" --out "$work/nope" --decode
 expect "only llama has a decoding step"
 
