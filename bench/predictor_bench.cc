@@ -2,7 +2,8 @@
 // dispatch overhead removed, and the same on the simulators in their simulated time). Each example model is
 // trained for a step, exported into a saved program, and timed both ways on the same input in the same run;
 // `llama_decode` is one decoding step (oar export llama --decode) at cache length kDecodeCache, eager being
-// the same step function run eagerly. A summary prints the cpu ratios with PASS/MISS, then the simulated
+// the same step function run eagerly; `predictor_cinn` is the Predictor with CINN fusion (Config::cinn).
+// A summary prints the cpu ratios with PASS/MISS, then the simulated
 // device time of one run (the span of the device's activities, docs/simulators.md) of the MLP and the decoding
 // step on kunlun_sim:0 and ascend_sim:1, eager and predicted.
 //   build/bin/oar_predictor_bench [--benchmark_filter=...]
@@ -35,6 +36,7 @@ struct Model {
   std::unique_ptr<examples::Example> example;
   examples::InferenceForward forward;
   std::unique_ptr<inference::Predictor> predictor;
+  std::unique_ptr<inference::Predictor> fused;  // with CINN (Config::cinn)
   std::vector<Tensor> inputs;
 };
 
@@ -57,6 +59,8 @@ Model Make(const std::string& kind, Device device) {
     jit::Save(*jit::Capture(ctx, m.forward.fn, m.forward.inputs, {}, device, o).program, dir);
   }
   m.predictor = std::make_unique<inference::Predictor>(inference::Config{.model_dir = dir, .device = device.str()});
+  m.fused =
+      std::make_unique<inference::Predictor>(inference::Config{.model_dir = dir, .device = device.str(), .cinn = true});
   fs::remove_all(dir);
   for (const jit::InputSpec& spec : m.forward.inputs) {
     Dims shape;
@@ -83,6 +87,11 @@ void Eager(benchmark::State& state, const std::string& kind) {
 void Predicted(benchmark::State& state, const std::string& kind) {
   Model& m = Get(kind);
   for (auto _ : state) benchmark::DoNotOptimize(m.predictor->Run(m.inputs)[0].ToVector<float>());
+}
+
+void Fused(benchmark::State& state, const std::string& kind) {
+  Model& m = Get(kind);
+  for (auto _ : state) benchmark::DoNotOptimize(m.fused->Run(m.inputs)[0].ToVector<float>());
 }
 
 // Simulated device time (ms) of one call of `run` on `device`, after two warm-up calls (plans, private-format
@@ -113,9 +122,12 @@ void SimulatedSummary() {
       Model m = Make(kind, device);
       const double eager = SimulatedMs(device, [&] { m.forward.fn(m.inputs); });
       const double predicted = SimulatedMs(device, [&] { m.predictor->Run(m.inputs); });
+      const double fused = SimulatedMs(device, [&] { m.fused->Run(m.inputs); });
       const double speedup = predicted > 0 ? eager / predicted : 0.0;
-      std::printf("  %-13s %-13s eager %9.4f ms  predictor %9.4f ms  -> %.2fx   %s\n", d, kind, eager, predicted,
-                  speedup, speedup >= 1.5 ? "PASS" : "MISS");
+      const double fused_speedup = fused > 0 ? eager / fused : 0.0;
+      std::printf("  %-13s %-13s eager %9.4f ms  predictor %9.4f ms  -> %.2fx %s   +cinn %9.4f ms -> %.2fx %s\n", d,
+                  kind, eager, predicted, speedup, speedup >= 1.5 ? "PASS" : "MISS", fused, fused_speedup,
+                  fused_speedup >= 1.5 ? "PASS" : "MISS");
     }
   }
 }
@@ -145,6 +157,9 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(fmt::format("predictor/{}_b1", kind).c_str(), oar::bench::Predicted,
                                  std::string(kind))
         ->UseRealTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(fmt::format("predictor_cinn/{}_b1", kind).c_str(), oar::bench::Fused,
+                                 std::string(kind))
+        ->UseRealTime()->Unit(benchmark::kMicrosecond);
   }
   oar::bench::Recorder rec;
   benchmark::RunSpecifiedBenchmarks(&rec);
@@ -152,10 +167,12 @@ int main(int argc, char** argv) {
   for (const char* kind : {"mlp", "cnn", "llama", "llama_decode"}) {
     const auto e = rec.seconds.find(fmt::format("eager/{}_b1", kind));
     const auto p = rec.seconds.find(fmt::format("predictor/{}_b1", kind));
-    if (e == rec.seconds.end() || p == rec.seconds.end()) continue;
-    const double speedup = e->second / p->second;
-    std::printf("  %-12s eager %8.1f us  predictor %8.1f us  -> %.2fx   %s\n", kind, e->second * 1e6, p->second * 1e6,
-                speedup, speedup >= 1.5 ? "PASS" : "MISS");
+    const auto f = rec.seconds.find(fmt::format("predictor_cinn/{}_b1", kind));
+    if (e == rec.seconds.end() || p == rec.seconds.end() || f == rec.seconds.end()) continue;
+    const double speedup = e->second / p->second, fused = e->second / f->second;
+    std::printf("  %-12s eager %8.1f us  predictor %8.1f us  -> %.2fx %s   +cinn %8.1f us -> %.2fx %s\n", kind,
+                e->second * 1e6, p->second * 1e6, speedup, speedup >= 1.5 ? "PASS" : "MISS", f->second * 1e6, fused,
+                fused >= 1.5 ? "PASS" : "MISS");
   }
   oar::bench::SimulatedSummary();
   benchmark::Shutdown();
