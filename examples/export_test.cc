@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/compiler/compiler.h"
+#include "core/inference/generate.h"
 #include "core/inference/predictor.h"
 #include "core/ir/text.h"
 #include "core/jit/model.h"
@@ -155,6 +156,143 @@ INSTANTIATE_TEST_SUITE_P(Models, StaticTrainTest,
                            std::string d = std::get<1>(info.param);
                            std::replace(d.begin(), d.end(), ':', '_');
                            return std::get<0>(info.param) + "_" + d;
+                         });
+
+// `oar export llama --decode`: one decoding step with the KV cache as program inputs and outputs. Greedy
+// generation through the Predictor (the prompt fed a token a step, every step's present caches fed back as
+// the next step's past) gives eager generation's tokens on every device; the one exported program and its
+// one compilation serve every cache length; a step run by the Predictor is bitwise the same step run
+// eagerly, at a batch and a cache length other than those it was captured at.
+class DecodeTest : public ::testing::TestWithParam<std::string> {};
+
+fs::path ExportDecode(Example& e, int64_t max_positions, const std::string& tag) {
+  InferenceForward f = DecodeForward(e, 0, max_positions);
+  jit::CaptureOptions o;
+  o.state = f.state;
+  o.output_names = f.outputs;
+  ir::IrContext ctx;
+  jit::Captured c = jit::Capture(ctx, f.fn, f.inputs, {}, Device("cpu"), o);
+  for (const auto& [name, values] : f.attributes) c.program->module()->SetAttr(name, ctx.IntArrayAttr(values));
+  const fs::path dir = fs::temp_directory_path() / fmt::format("oar_decode_test_{}_{}", tag, ::getpid());
+  jit::Save(*c.program, dir);
+  return dir;
+}
+
+TEST_P(DecodeTest, GreedyGenerationThroughThePredictorMatchesEager) {
+  const Device device(GetParam());
+  auto eager = MakeExample("llama", device, 3);  // the weights are drawn on the host: the same everywhere
+  const std::string prompt = "The ";
+  const int64_t n = 12;
+  const std::string want = Generate(*eager, prompt, n);
+  auto cpu = MakeExample("llama", Device("cpu"), 3);
+  std::string tag = GetParam();
+  std::replace(tag.begin(), tag.end(), ':', '_');
+  const fs::path dir = ExportDecode(*cpu, 32, tag);
+  inference::Predictor p({.model_dir = dir, .device = GetParam()});
+  fs::remove_all(dir);
+  EXPECT_NE(p.Describe().find("\"L\""), std::string::npos) << "the cache length is symbolic: " << p.Describe();
+  const size_t instructions = p.stats().instructions;
+  const std::vector<int64_t> got = inference::GenerateGreedy(p, inference::EncodeBytes(p, prompt), n);
+  EXPECT_EQ(prompt + inference::DecodeBytes(p, got), want) << "on " << GetParam();
+  // Cache lengths 0 .. 14, one program compiled once: no re-export, no recompilation (a memory plan per length).
+  const inference::PredictorStats stats = p.stats();
+  EXPECT_EQ(stats.runs, prompt.size() + n - 1);
+  EXPECT_EQ(stats.instructions, instructions);
+  EXPECT_EQ(stats.plans_built, stats.runs);
+
+  // One step at batch 2 and cache length 7: bitwise the eager step on this device.
+  Generator g(5);
+  std::vector<Tensor> in = {FromVector<int64_t>({4, 9}, {2, 1}, device), FromVector<int64_t>({7}, {1}, device)};
+  for (size_t i = 2; i < p.inputs().size(); ++i) {
+    const jit::InputSpec& s = p.inputs()[i];
+    in.push_back(randn({2, s.dims[1].extent, 7, s.dims[3].extent}, g, 0, 1, DType::kFloat32, Device("cpu")).to(device));
+  }
+  const std::vector<Tensor> step = DecodeForward(*eager, 0, 32).fn(in);
+  const std::vector<Tensor> served = p.Run(in);
+  ASSERT_EQ(served.size(), step.size());
+  for (size_t i = 0; i < step.size(); ++i) {
+    EXPECT_EQ(served[i].shape(), step[i].shape()) << p.output_names()[i];
+    EXPECT_EQ(served[i].to(Device("cpu")).ToVector<float>(), step[i].to(Device("cpu")).ToVector<float>())
+        << p.output_names()[i] << " on " << GetParam();
+  }
+  EXPECT_EQ(served[1].dim(2), 8) << "present.0.k holds the cache with this position appended";
+}
+
+TEST(DecodeErrorTest, GenerationRefusesWhatTheProgramCannotServe) {
+  auto cpu = MakeExample("llama", Device("cpu"), 3);
+  const fs::path dir = ExportDecode(*cpu, 8, "errors");
+  inference::Predictor p({.model_dir = dir, .device = "cpu"});
+  fs::remove_all(dir);
+  const std::vector<int64_t> ids = inference::EncodeBytes(p, "The ");
+  try {
+    inference::GenerateGreedy(p, ids, 6);  // 4 + 6 - 1 = 9 positions, the tables hold 8
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-positions"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(inference::EncodeBytes(p, "\x01"), Error);
+  EXPECT_THROW(inference::GenerateGreedy(p, std::vector<int64_t>{}, 2), Error);
+  const std::vector<int64_t> outside{1 << 20};
+  EXPECT_THROW(inference::GenerateGreedy(p, outside, 1), Error);
+  // The full-sequence forward is not a decoding step: the error names the interface.
+  InferenceForward f = cpu->ExportForward(0, 8);
+  jit::CaptureOptions o;
+  o.state = f.state;
+  o.output_names = f.outputs;
+  const fs::path forward = fs::temp_directory_path() / fmt::format("oar_decode_test_forward_{}", ::getpid());
+  {
+    ir::IrContext ctx;
+    jit::Save(*jit::Capture(ctx, f.fn, f.inputs, {}, Device("cpu"), o).program, forward);
+  }
+  inference::Predictor whole({.model_dir = forward, .device = "cpu"});
+  fs::remove_all(forward);
+  try {
+    inference::GenerateGreedy(whole, ids, 1);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("oar export llama --decode"), std::string::npos) << e.what();
+  }
+}
+
+// `oar export llama --symbolic-seq`: one program serves every sequence length (the symbol T, the batch
+// static), its rotary rows and causal mask computed from the positions input; bitwise the eager forward
+// (host-made rotary tables and mask) at each length, on every device.
+TEST(SymbolicSeqTest, LlamaServesEverySequenceLengthBitwiseEager) {
+  auto cpu = MakeExample("llama", Device("cpu"), 3);
+  EXPECT_THROW(cpu->ExportForward(0, -1), Error) << "a symbolic sequence needs a static batch";
+  InferenceForward f = cpu->ExportForward(2, -1);
+  jit::CaptureOptions o;
+  o.state = f.state;
+  o.output_names = f.outputs;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("oar_symbolic_seq_test_{}", ::getpid());
+  {
+    ir::IrContext ctx;
+    jit::Save(*jit::Capture(ctx, f.fn, f.inputs, {}, Device("cpu"), o).program, dir);
+  }
+  Generator g(7);
+  for (const char* device : {"cpu", "kunlun_sim:0", "ascend_sim:1"}) {
+    auto eager = MakeExample("llama", Device(device), 3);  // the same weights (drawn on the host)
+    inference::Predictor p({.model_dir = dir, .device = device});
+    EXPECT_NE(p.Describe().find("\"T\""), std::string::npos) << p.Describe();
+    for (int64_t t : {1, 7, 16}) {
+      std::vector<int64_t> ids(static_cast<size_t>(2 * t)), positions(static_cast<size_t>(t));
+      for (int64_t& id : ids) id = static_cast<int64_t>(g.NextU64() % 20);
+      for (int64_t i = 0; i < t; ++i) positions[static_cast<size_t>(i)] = i;
+      const Tensor x = FromVector<int64_t>(ids, {2, t}, Device(device));
+      const std::vector<float> want =
+          eager->ExportForward(0, t).fn(std::vector<Tensor>{x})[0].to(Device("cpu")).ToVector<float>();
+      const std::vector<Tensor> in{x, FromVector<int64_t>(positions, {t}, Device(device))};
+      EXPECT_EQ(p.Run(in)[0].to(Device("cpu")).ToVector<float>(), want) << "T = " << t << " on " << device;
+    }
+  }
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, DecodeTest, ::testing::Values("cpu", "kunlun_sim:0", "ascend_sim:1"),
+                         [](const auto& info) {
+                           std::string d = info.param;
+                           std::replace(d.begin(), d.end(), ':', '_');
+                           return d;
                          });
 
 INSTANTIATE_TEST_SUITE_P(Models, ExportTest, ::testing::Values("mlp", "cnn", "llama"),

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <numbers>
 #include <sstream>
@@ -272,6 +273,66 @@ class SwiGlu : public nn::UnaryModule {
   std::shared_ptr<nn::Linear> gate_, up_, down_;
 };
 
+// ---- one decoding step with the KV cache as tensors (oar export llama --decode) ---------------------------
+// CausalSelfAttention::Forward with a cache, op for op, but with nothing taken from the host: the cache is
+// the tensors past k / v [B, H, L, hd] and the rotary rows are looked up in tables by a position tensor, so
+// the step captures with the cache length L (and the batch) symbolic. The tables hold exactly what
+// rotary_embedding computes on the host (double, rounded to the dtype), and a single query needs no causal
+// mask (it may see every key), so a step's results are bitwise those of the eager cached forward.
+struct RotaryTables {
+  Tensor cos, sin;  // [positions, head_dim / 2]
+};
+
+RotaryTables MakeRotaryTables(int64_t positions, int64_t hd, Device device) {
+  std::vector<double> c(static_cast<size_t>(positions * hd / 2)), s(c.size());
+  for (int64_t p = 0; p < positions; ++p) {
+    for (int64_t i = 0; i < hd / 2; ++i) {
+      const double angle = static_cast<double>(p) * std::pow(10000.0, -2.0 * i / static_cast<double>(hd));
+      c[static_cast<size_t>(p * (hd / 2) + i)] = std::cos(angle);
+      s[static_cast<size_t>(p * (hd / 2) + i)] = std::sin(angle);
+    }
+  }
+  const Device host("cpu");  // rounded on the host, as rotary_embedding does
+  return {cast(FromVector<double>(c, {positions, hd / 2}, host), DType::kFloat32).to(device),
+          cast(FromVector<double>(s, {positions, hd / 2}, host), DType::kFloat32).to(device)};
+}
+
+// rotary_embedding's rotation with its rows given: cs, sn [T, hd / 2].
+Tensor RotateWith(const Tensor& x, const Tensor& cs, const Tensor& sn) {
+  const int64_t d = x.dim(-1);
+  const Tensor x1 = x.slice(-1, 0, d / 2), x2 = x.slice(-1, d / 2, d);
+  const Tensor parts[] = {x1 * cs - x2 * sn, x2 * cs + x1 * sn};
+  return concat(parts, -1);
+}
+
+Tensor& ParameterOf(nn::Module& m, const std::string& name) {
+  for (auto& [n, t] : m.NamedParameters()) {
+    if (n == name) return *t;
+  }
+  Throw(ErrorCode::kInternal, "llama: no parameter '{}'", name);
+}
+
+// x [B, T, dim] through `attn` at the positions whose rotary rows are cs, sn: with a cache past_k / past_v
+// (defined) one query position that sees every key; without one, T positions masked by `mask` (additive
+// [T, T]: 0 where a query may see a key, -inf elsewhere; a causal mask gives bitwise the eager where). k, v
+// receive the keys and values (the cache with these positions appended).
+Tensor AttentionAt(nn::CausalSelfAttention& attn, int64_t heads, const Tensor& x, const Tensor& cs, const Tensor& sn,
+                   const Tensor& past_k, const Tensor& past_v, const Tensor& mask, Tensor& k, Tensor& v) {
+  const int64_t b = x.dim(0), t = x.dim(1), dim = x.dim(2), hd = dim / heads;
+  const Tensor qkv = linear(x, ParameterOf(attn, "qkv.weight")).reshape({b, t, 3, heads, hd}).permute({2, 0, 3, 1, 4});
+  const Tensor q = RotateWith(qkv.slice(0, 0, 1).squeeze(0), cs, sn);
+  k = RotateWith(qkv.slice(0, 1, 2).squeeze(0), cs, sn);
+  v = qkv.slice(0, 2, 3).squeeze(0);
+  if (past_k.defined()) {
+    const Tensor ks[] = {past_k, k};
+    const Tensor vs[] = {past_v, v};
+    k = concat(ks, 2);
+    v = concat(vs, 2);
+  }
+  const Tensor y = scaled_dot_product_attention(q, k, v, /*causal=*/false, mask);
+  return linear(y.permute({0, 2, 1, 3}).reshape({b, t, dim}), ParameterOf(attn, "out.weight"));
+}
+
 class Block : public nn::Module {
  public:
   Block(const LlamaConfig& c, Generator& gen, const Options& o) {
@@ -282,6 +343,12 @@ class Block : public nn::Module {
   }
   Tensor Forward(const Tensor& x, nn::CausalSelfAttention::KvCache* cache) {
     const Tensor h = x + attn_->Forward(n1_->Forward(x), cache);
+    return h + mlp_->Forward(n2_->Forward(h));
+  }
+  /// Forward with the positions' rotary rows and the cache as tensors (AttentionAt).
+  Tensor ForwardAt(const Tensor& x, int64_t heads, const Tensor& cs, const Tensor& sn, const Tensor& past_k,
+                   const Tensor& past_v, const Tensor& mask, Tensor& k, Tensor& v) {
+    const Tensor h = x + AttentionAt(*attn_, heads, n1_->Forward(x), cs, sn, past_k, past_v, mask, k, v);
     return h + mlp_->Forward(n2_->Forward(h));
   }
 
@@ -307,6 +374,41 @@ class Llama : public nn::Module {
     return matmul(norm_->Forward(h), emb_->weight.transpose(0, 1));  // tied output head
   }
   size_t layers() const { return blocks_.size(); }
+  /// One decoding step: ids int64 [B, 1] at `position` (int64 [1]), past = {k0, v0, k1, v1, ...} [B, H, L, hd]
+  /// -> {logits [B, 1, vocab], the caches with this position appended, in past's order}.
+  std::vector<Tensor> DecodeStep(const Tensor& ids, const Tensor& position, std::span<const Tensor> past,
+                                 const RotaryTables& tables, int64_t heads) {
+    OAR_CHECK_ARG(ids.rank() == 2 && ids.dim(1) == 1 && past.size() == 2 * blocks_.size(),
+                  "llama decode step: expected ids [B, 1] and {} cache tensors, got ids {} and {}", 2 * blocks_.size(),
+                  ids.shape().ToString(), past.size());
+    const Tensor cs = index_select(tables.cos, 0, position), sn = index_select(tables.sin, 0, position);
+    std::vector<Tensor> out(1 + past.size());
+    Tensor h = emb_->Forward(ids);
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      h = blocks_[i]->ForwardAt(h, heads, cs, sn, past[2 * i], past[2 * i + 1], Tensor(), out[1 + 2 * i],
+                                out[2 + 2 * i]);
+    }
+    out[0] = matmul(norm_->Forward(h), emb_->weight.transpose(0, 1));
+    return out;
+  }
+  /// Forward's logits with nothing made from the sequence extent on the host: ids [B, T] at `positions`
+  /// (int64 [T], normally 0 .. T-1), the rotary rows looked up in `tables` and the causal mask computed from
+  /// the positions (a key is visible to a query at the same or a later position). Bitwise Forward's.
+  Tensor ForwardAt(const Tensor& ids, const Tensor& positions, const RotaryTables& tables, int64_t heads) {
+    OAR_CHECK_ARG(positions.rank() == 1 && ids.rank() == 2 && positions.dim(0) == ids.dim(1),
+                  "llama: positions must be int64 [T] for ids [B, T], got {} for {}", positions.shape().ToString(),
+                  ids.shape().ToString());
+    const Tensor cs = index_select(tables.cos, 0, positions), sn = index_select(tables.sin, 0, positions);
+    const Tensor visible = le(positions.unsqueeze(0), positions.unsqueeze(1));  // [query, key]
+    const Tensor mask = where(visible, full({}, 0.0, DType::kFloat32, ids.device()),
+                              full({}, -std::numeric_limits<double>::infinity(), DType::kFloat32, ids.device()));
+    Tensor h = emb_->Forward(ids);
+    for (const auto& block : blocks_) {
+      Tensor k, v;
+      h = block->ForwardAt(h, heads, cs, sn, Tensor(), Tensor(), mask, k, v);
+    }
+    return matmul(norm_->Forward(h), emb_->weight.transpose(0, 1));
+  }
 
  private:
   std::shared_ptr<nn::Embedding> emb_;
@@ -418,11 +520,58 @@ class LlamaExample : public Example {
     return Loss(xs, ys, b).to(Device("cpu")).item<float>();
   }
   InferenceForward ExportForward(int64_t batch, int64_t seq) override {
-    OAR_CHECK_ARG(seq >= 0 && seq <= c_.context, "llama: the sequence length must be 1 to {} (the context), got {}",
-                  c_.context, seq);
+    if (seq < 0) return SymbolicSeqForward(batch);
+    OAR_CHECK_ARG(seq <= c_.context, "llama: the sequence length must be 1 to {} (the context), got {}", c_.context,
+                  seq);
     return {{{"ids", DType::kInt64, {BatchDim(batch), jit::DimSpec::Static(seq > 0 ? seq : c_.context)}}},
             {"logits"},
             EvalForward(*model_, [this](const Tensor& ids) { return model_->Forward(ids); }), StateOf(*model_)};
+  }
+  // ExportForward with the sequence extent the symbol T: inputs ids [batch, T] and positions [T] (Llama::ForwardAt;
+  // rotary rows for up to the context's positions). The batch must be static: the attention reshapes
+  // [B, T, 3, H, hd] carry both extents, and a view may depend on one symbol only.
+  InferenceForward SymbolicSeqForward(int64_t batch) {
+    OAR_CHECK_ARG(batch > 0, "llama: a symbolic sequence length needs a static batch (--batch N): the attention "
+                  "reshapes [B, T, 3, heads, head_dim] would depend on two symbols");
+    auto tables = std::make_shared<RotaryTables>(MakeRotaryTables(c_.context, c_.dim / c_.heads, device_));
+    InferenceForward f;
+    f.inputs = {{"ids", DType::kInt64, {jit::DimSpec::Static(batch), jit::DimSpec::Symbol("T")}},
+                {"positions", DType::kInt64, {jit::DimSpec::Symbol("T")}}};
+    f.outputs = {"logits"};
+    f.fn = [this, tables](std::span<const Tensor> in) {
+      model_->Eval();
+      NoGradGuard no_grad;
+      return std::vector<Tensor>{model_->ForwardAt(in[0], in[1], *tables, c_.heads)};
+    };
+    f.state = StateOf(*model_);
+    f.attributes = {{"tokenizer.vocab_bytes", std::vector<int64_t>(vocab_.begin(), vocab_.end())}};
+    return f;
+  }
+  InferenceForward DecodeForward(int64_t batch, int64_t max_positions) {
+    OAR_CHECK_ARG(max_positions >= 1, "llama --decode: --max-positions must be >= 1, got {}", max_positions);
+    const int64_t hd = c_.dim / c_.heads;
+    InferenceForward f;
+    f.inputs = {{"ids", DType::kInt64, {BatchDim(batch), jit::DimSpec::Static(1)}},
+                {"position", DType::kInt64, {jit::DimSpec::Static(1)}}};
+    f.outputs = {"logits"};
+    for (int64_t i = 0; i < c_.layers; ++i) {
+      for (const char* kv : {"k", "v"}) {
+        f.inputs.push_back({fmt::format("past.{}.{}", i, kv), DType::kFloat32,
+                            {BatchDim(batch), jit::DimSpec::Static(c_.heads), jit::DimSpec::Symbol("L"),
+                             jit::DimSpec::Static(hd)}});
+        f.outputs.push_back(fmt::format("present.{}.{}", i, kv));
+      }
+    }
+    auto tables = std::make_shared<RotaryTables>(MakeRotaryTables(max_positions, hd, device_));
+    f.fn = [this, tables](std::span<const Tensor> in) {
+      model_->Eval();
+      NoGradGuard no_grad;
+      return model_->DecodeStep(in[0], in[1], in.subspan(2), *tables, c_.heads);
+    };
+    f.state = StateOf(*model_);
+    f.attributes = {{"decode.max_positions", {max_positions}},
+                    {"tokenizer.vocab_bytes", std::vector<int64_t>(vocab_.begin(), vocab_.end())}};
+    return f;
   }
   std::string ConfigJson() const override {
     std::vector<int> vocab(vocab_.begin(), vocab_.end());
@@ -988,6 +1137,10 @@ std::vector<double> TrainStatic(Example& example, int64_t steps, int64_t log_eve
 }
 
 double UnigramEntropy(Example& llama) { return AsLlama(llama).Unigram(); }
+
+InferenceForward DecodeForward(Example& llama, int64_t batch, int64_t max_positions) {
+  return AsLlama(llama).DecodeForward(batch, max_positions);
+}
 
 std::string Generate(Example& llama, const std::string& prompt, int64_t max_new_tokens, int64_t top_k,
                      uint64_t sample_seed) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/distributed/mesh.h"
@@ -27,6 +28,8 @@ struct InferenceForward {
   std::vector<std::string> outputs;
   jit::Function fn;
   std::vector<jit::StateSlot> state;
+  /// Module attributes for the captured program (integer arrays; e.g. tokenizer.vocab_bytes).
+  std::vector<std::pair<std::string, std::vector<int64_t>>> attributes;
 };
 
 /// One trainable example: its model, its generated data and its training recipe.
@@ -56,7 +59,9 @@ class Example {
   /// The metric on held-out data (eval mode, no gradients).
   virtual double Evaluate() = 0;
   /// The forward for export. `batch` > 0 fixes the batch extent, otherwise it is the symbol B; `seq` (llama
-  /// only) is the static sequence length, default the training context.
+  /// only) is the static sequence length, default (0) the training context; seq < 0 makes it the symbol T
+  /// (with a static batch), the inputs then ids [batch, T] and positions int64 [T] (normally 0 .. T-1, at
+  /// most the context), the rotary rows and causal mask computed from the positions.
   virtual InferenceForward ExportForward(int64_t batch, int64_t seq);
   /// Hyper-parameters as a JSON object text (written next to the weights).
   virtual std::string ConfigJson() const = 0;
@@ -134,6 +139,14 @@ std::unique_ptr<Example> LoadCheckpoint(const std::filesystem::path& dir, Device
 
 /// Llama only: unigram entropy (nats per character) of the training text.
 double UnigramEntropy(Example& llama);
+/// Llama only: one decoding step for `oar export llama --decode` (docs/design/dynamic-to-static.md): inputs
+/// `ids` int64 [B, 1], `position` int64 [1] (the cache length: the position of `ids`) and per layer i
+/// `past.i.k`, `past.i.v` float32 [B, heads, L, head_dim]; outputs `logits` [B, 1, vocab] and `present.i.k`,
+/// `present.i.v` (the caches with this position appended). B is symbolic unless `batch` > 0; L is the symbol
+/// L. Rotary rows come from tables of `max_positions` positions (a position beyond them is an error of the
+/// runner, inference::GenerateGreedy). Attributes: decode.max_positions, tokenizer.vocab_bytes (the byte of
+/// each token id). Run eagerly, the step gives bitwise the logits of the cached eager forward (Generate).
+InferenceForward DecodeForward(Example& llama, int64_t batch, int64_t max_positions);
 /// Llama only: continue `prompt` by `max_new_tokens` characters with the KV cache; top_k <= 1 is greedy,
 /// otherwise sampling from the k most likely characters with `sample_seed`.
 std::string Generate(Example& llama, const std::string& prompt, int64_t max_new_tokens, int64_t top_k = 1,

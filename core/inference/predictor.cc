@@ -88,6 +88,11 @@ std::map<std::string, Tensor> Predictor::Run(const std::map<std::string, Tensor>
   return named;
 }
 
+PredictorStats Predictor::stats() const {
+  const scheduler::ExecutorStats s = executor_->stats();
+  return {s.runs, s.plans_built, executor_->num_instructions()};
+}
+
 std::string Predictor::Describe() const {
   nlohmann::json inputs = nlohmann::json::array(), outputs = nlohmann::json::array();
   for (ir::Operation* op : program_->block()) {

@@ -45,6 +45,14 @@ struct Config {
   std::optional<bool> cinn;
 };
 
+/// Counters of a predictor (all runs so far): its program is compiled once, at construction; a memory plan
+/// is made per input-shape signature (so once per cache length in generation).
+struct PredictorStats {
+  uint64_t runs = 0;
+  uint64_t plans_built = 0;
+  size_t instructions = 0;  ///< the compiled instruction list's length
+};
+
 class Predictor {
  public:
   /// Load, check and prepare the model. Throws oar::Error naming the file, the device or the pass.
@@ -67,6 +75,7 @@ class Predictor {
   const ir::Program& program() const { return *program_; }
   /// {"inputs": [{name, dtype, shape}], "outputs": [{name, dtype, shape}], "device": ...} as JSON text.
   std::string Describe() const;
+  PredictorStats stats() const;
 
  private:
   Device device_;

@@ -137,7 +137,8 @@ void AddPredictCommands(CLI::App& app) {
 #ifdef OAR_HAVE_EXAMPLES
   struct ExportArgs {
     std::string kind, checkpoint, out;
-    int64_t batch = 0, seq = 0;
+    int64_t batch = 0, seq = 0, max_positions = 1024;
+    bool decode = false, symbolic_seq = false;
   };
   auto e = std::make_shared<ExportArgs>();
   CLI::App* ex = app.add_subcommand("export", "Capture an example model's forward into a saved program");
@@ -148,16 +149,33 @@ void AddPredictCommands(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   ex->add_option("--seq", e->seq, "llama: the static sequence length (default: the training context)")
       ->check(CLI::NonNegativeNumber);
+  ex->add_flag("--symbolic-seq", e->symbolic_seq,
+               "llama: the sequence length is the symbol T (needs --batch N); inputs ids [N, T] and positions "
+               "int64 [T] (0 .. T-1, at most the training context)");
+  ex->add_flag("--decode", e->decode,
+               "llama: export one decoding step with the KV cache as inputs/outputs (ids [B, 1], position [1], "
+               "past.i.k/v [B, H, L, hd] -> logits, present.i.k/v; L symbolic) for oar generate --model");
+  ex->add_option("--max-positions", e->max_positions,
+                 "llama --decode: positions the rotary tables cover (prompt + new tokens)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   ex->callback([e] {
     std::unique_ptr<examples::Example> model = examples::LoadCheckpoint(e->checkpoint, Device("cpu"));
     OAR_CHECK_ARG(model->kind() == e->kind, "oar export {}: the checkpoint '{}' holds a {} model", e->kind,
                   e->checkpoint, model->kind());
-    examples::InferenceForward f = model->ExportForward(e->batch, e->seq);
+    OAR_CHECK_ARG(!e->decode || e->kind == "llama", "oar export {} --decode: only llama has a decoding step", e->kind);
+    OAR_CHECK_ARG(!e->decode || e->seq == 0, "oar export llama --decode: --seq does not apply (a step is one token "
+                  "and the cache length L is symbolic)");
+    OAR_CHECK_ARG(!e->symbolic_seq || (e->seq == 0 && !e->decode),
+                  "oar export: --symbolic-seq does not combine with --seq or --decode");
+    examples::InferenceForward f = e->decode ? examples::DecodeForward(*model, e->batch, e->max_positions)
+                                             : model->ExportForward(e->batch, e->symbolic_seq ? -1 : e->seq);
     jit::CaptureOptions o;
     o.state = f.state;
     o.output_names = f.outputs;
     ir::IrContext ctx;
     jit::Captured c = jit::Capture(ctx, f.fn, f.inputs, {}, Device("cpu"), o);
+    for (const auto& [name, values] : f.attributes) c.program->module()->SetAttr(name, ctx.IntArrayAttr(values));
     jit::Save(*c.program, e->out);
     std::string inputs;
     for (const jit::InputSpec& s : f.inputs) inputs += (inputs.empty() ? "" : ", ") + s.ToString();

@@ -86,6 +86,28 @@ check_trace "$work/predict_trace.json"
 cmp "$work/out_cpu.safetensors" "$work/out_kunlun_sim.safetensors" > /dev/null ||
   echo "note: kunlun_sim's outputs differ from cpu's in the last bits (allowed)"
 
+# Llama generation through the Predictor: oar export llama --decode, then oar generate --model gives the
+# text of eager oar generate --checkpoint.
+run 0 "$oar" train llama --steps 2 --out "$work/llama"
+run 0 "$oar" export llama --checkpoint "$work/llama" --out "$work/decode" --decode --max-positions 64
+expect "past.0.k: float32[B, 4, L, 16]"
+run 0 "$oar" generate --checkpoint "$work/llama" --prompt "The " --max-new-tokens 20
+cp "$out" "$work/eager_text.txt"
+for device in cpu:0 kunlun_sim:0; do
+  run 0 "$oar" generate --model "$work/decode" --prompt "The " --max-new-tokens 20 --device "$device"
+  diff "$work/eager_text.txt" "$out" || { echo "FAIL: oar generate --model on $device differs from eager"; exit 1; }
+done
+run 1 "$oar" generate --model "$work/decode" --prompt "The " --max-new-tokens 100
+expect "--max-positions"
+run 1 "$oar" generate --model "$work/model" --prompt "The "
+expect "oar export llama --decode"
+run 0 "$oar" export llama --checkpoint "$work/llama" --out "$work/seq" --batch 1 --symbolic-seq
+expect "ids: int64[1, T], positions: int64[T]"
+run 1 "$oar" export llama --checkpoint "$work/llama" --out "$work/nope" --symbolic-seq
+expect "needs a static batch"
+run 1 "$oar" export mlp --checkpoint "$work/ckpt" --out "$work/nope" --decode
+expect "only llama has a decoding step"
+
 # Damaged folders are refused naming the file.
 printf ' ' >> "$work/model/program.oir"
 run 1 "$oar" predict --model "$work/model" --describe

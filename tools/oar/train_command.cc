@@ -12,6 +12,7 @@
 #include "core/distributed/mesh.h"
 #include "core/distributed/pipeline.h"
 #include "core/distributed/process_group.h"
+#include "core/inference/generate.h"
 #include "core/inference/predictor.h"
 #include "core/ops/ops.h"
 #include "core/jit/static_function.h"
@@ -218,19 +219,38 @@ void AddTrainCommands(CLI::App& app) {
   }
   {
     struct Args {
-      std::string checkpoint, device, prompt;
+      std::string checkpoint, model, device, prompt;
       int64_t max_new_tokens = 200, top_k = 1;
       uint64_t seed = 0;
     };
     auto a = std::make_shared<Args>();
-    CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt with a llama checkpoint");
-    cmd->add_option("--checkpoint", a->checkpoint, "Checkpoint folder")->required();
+    CLI::App* cmd = app.add_subcommand(
+        "generate", "Continue a prompt with a llama checkpoint (eager) or a decoding-step program (the Predictor)");
+    CLI::Option* checkpoint = cmd->add_option("--checkpoint", a->checkpoint, "Checkpoint folder: generate eagerly");
+    CLI::Option* model = cmd->add_option(
+        "--model", a->model,
+        "Saved program written by oar export llama --decode: generate through the Predictor (greedy)");
+    checkpoint->excludes(model);
+    model->excludes(checkpoint);
     cmd->add_option("--prompt", a->prompt, "Text to continue")->required();
     cmd->add_option("--device", a->device, kDeviceHelp);
     cmd->add_option("--max-new-tokens", a->max_new_tokens, "Characters to generate")->capture_default_str();
     cmd->add_option("--top-k", a->top_k, "1: greedy; k > 1: sample from the k most likely")->capture_default_str();
     cmd->add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
     cmd->callback([a] {
+      OAR_CHECK_ARG(!a->checkpoint.empty() || !a->model.empty(),
+                    "oar generate: give --checkpoint DIR (eager) or --model DIR (a program from oar export llama "
+                    "--decode, served by the Predictor)");
+      if (!a->model.empty()) {
+        OAR_CHECK_ARG(a->top_k <= 1, "oar generate --model: generation through the Predictor is greedy; --top-k {} "
+                      "needs --checkpoint (eager)", a->top_k);
+        OAR_CHECK_ARG(a->max_new_tokens >= 0, "generate: --max-new-tokens must be >= 0, got {}", a->max_new_tokens);
+        const inference::Predictor p(inference::Config{.model_dir = a->model, .device = a->device});
+        const std::vector<int64_t> ids = inference::EncodeBytes(p, a->prompt);
+        const std::vector<int64_t> out = inference::GenerateGreedy(p, ids, a->max_new_tokens);
+        std::printf("%s%s\n", a->prompt.c_str(), inference::DecodeBytes(p, out).c_str());
+        return;
+      }
       std::unique_ptr<examples::Example> e = examples::LoadCheckpoint(a->checkpoint, ChosenDevice(a->device));
       std::printf("%s\n", examples::Generate(*e, a->prompt, a->max_new_tokens, a->top_k, a->seed).c_str());
     });
