@@ -38,6 +38,7 @@ struct StaticFunction::Entry {
   std::vector<size_t> state_inputs;  // the state slots the program reads, as inputs after the function's own
   std::vector<std::string> updates;
   size_t num_outputs = 0;  // the function's own
+  int64_t replays = 0;
 };
 
 std::vector<size_t> StateAsInputs(ir::IrContext& ctx, ir::Program& program, const std::vector<StateSlot>& state,
@@ -100,7 +101,10 @@ std::vector<Tensor> StaticFunction::Replay(Entry& e, std::span<const Tensor> inp
   std::vector<Tensor> args(inputs.begin(), inputs.end());
   for (size_t slot : e.state_inputs) args.push_back(*state_[slot].tensor);
   if (profile_ != nullptr) *profile_ = scheduler::RunProfile();
-  std::vector<Tensor> out = e.executor->Run(args, profile_);  // no grad recorded: the program holds its backward
+  // No grad recorded: the program holds its backward. The first replay gives the state fresh bytes (the
+  // capture ran eagerly, so its state lies between its temporaries' blocks, which would keep those segments
+  // reserved); later replays write each update over the state it replaces.
+  std::vector<Tensor> out = e.executor->Run(args, profile_, e.replays++ > 0);
   args.clear();  // do not keep the old state alive past its replacement
   for (size_t k = 0; k < e.updates.size(); ++k) {
     for (const StateSlot& s : state_) {

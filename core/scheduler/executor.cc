@@ -733,7 +733,7 @@ struct Executor::Impl {
     return sig;
   }
 
-  std::vector<Tensor> Run(std::span<const Tensor> inputs, RunProfile* profile) const {
+  std::vector<Tensor> Run(std::span<const Tensor> inputs, RunProfile* profile, bool donate) const {
     // The first run makes the devices' private-format copies of parameters: it runs alone, so a concurrent
     // run never reads a copy still being made on another run's stream.
     std::unique_lock<std::mutex> first;
@@ -768,7 +768,11 @@ struct Executor::Impl {
     if (profile != nullptr) st.copy_names.assign(static_cast<size_t>(num_global), "");
     st.values = presets;
     st.inputs = inputs;
-    AllowDonations(st);
+    if (donate) {
+      AllowDonations(st);
+    } else {
+      st.donor_ok.assign(inputs.size(), 0);
+    }
     std::vector<Tensor> outputs;
     try {
       if (profile != nullptr) StartProfile();
@@ -896,7 +900,8 @@ struct Executor::Impl {
     if (top_index >= 0 && k < out_buffer[static_cast<size_t>(top_index)].size()) {
       const int b = out_buffer[static_cast<size_t>(top_index)][k];
       if (b >= 0) {
-        if (const int d = buffers[static_cast<size_t>(b)].donor; d >= 0 && st.donor_ok[static_cast<size_t>(d)]) {
+        const int d = buffers[static_cast<size_t>(b)].donor;
+        if (d >= 0 && static_cast<size_t>(d) < st.donor_ok.size() && st.donor_ok[static_cast<size_t>(d)]) {
           const Tensor& t = st.inputs[static_cast<size_t>(d)];
           if (t.nbytes() == n && t.device() == device) {  // symbolic sizes are checked here
             if (st.measured != nullptr) (*st.measured)[static_cast<size_t>(b)] = n;
@@ -1134,8 +1139,8 @@ Executor::Executor(const ir::Program& program, Device device, ExecutorOptions op
 
 Executor::~Executor() = default;
 
-std::vector<Tensor> Executor::Run(std::span<const Tensor> inputs, RunProfile* profile) const {
-  return impl_->Run(inputs, profile);
+std::vector<Tensor> Executor::Run(std::span<const Tensor> inputs, RunProfile* profile, bool donate) const {
+  return impl_->Run(inputs, profile, donate);
 }
 
 size_t Executor::num_instructions() const { return static_cast<size_t>(impl_->num_global); }

@@ -89,8 +89,9 @@ class Executor {
 
   /// Run with `inputs` (by builtin.data index, checked as jit::Interpret checks them). Thread-safe: each
   /// concurrent call uses its own streams, events and arenas. With `profile`, fills it (profiling is
-  /// process-wide: profile one run at a time).
-  std::vector<Tensor> Run(std::span<const Tensor> inputs, RunProfile* profile = nullptr) const;
+  /// process-wide: profile one run at a time). `donate` false: this run writes no output into a donated
+  /// input (every output gets fresh bytes).
+  std::vector<Tensor> Run(std::span<const Tensor> inputs, RunProfile* profile = nullptr, bool donate = true) const;
 
   /// The instruction list: one line per instruction with its device, stream, dependencies and waits.
   std::string Describe() const;
