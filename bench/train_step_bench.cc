@@ -20,6 +20,7 @@
 #include "core/runtime/allocator.h"
 #include "core/runtime/profiler.h"
 #include "core/runtime/runtime.h"
+#include "core/scheduler/profile.h"
 #include "examples/models.h"
 
 namespace oar::bench {
@@ -46,7 +47,15 @@ double Median(std::vector<double>& v) {  // sorts v
 struct Timing {
   double wall_ms = 0;  // median step
   double sim_ms = 0;   // simulated device time of one step (simulators only): the span of its activities
-  uint64_t peak_bytes = 0;
+  uint64_t peak_bytes = 0;   // reserved (segments, caches included): the `peak device memory` figure
+  uint64_t alloc_bytes = 0;  // allocated blocks (no cache)
+};
+
+// The executor's own account of a static step (a short run of its own, profiled: the profile's bookkeeping
+// would slow the timed steps): the plan's arena, the peak the run allocated, the outputs written into the
+// state they replace.
+struct PlanFigures {
+  uint64_t arena_bytes = 0, alloc_bytes = 0, reserved_bytes = 0, donated = 0;
 };
 
 constexpr int64_t kSkip = 3;  // steps 0 and 1 capture under --static; step 2 is the first replay (plans)
@@ -76,6 +85,7 @@ Timing Measure(const std::string& kind, Device device, int64_t steps, bool stati
   ctx.Synchronize();
   Timing t;
   t.peak_bytes = ctx.allocator().stats().peak_reserved_bytes;
+  t.alloc_bytes = ctx.allocator().stats().peak_allocated_bytes;
   std::vector<double> ms;
   for (int64_t i = kSkip; i + 1 < steps; ++i) {
     ms.push_back(std::chrono::duration<double, std::milli>(ends[static_cast<size_t>(i)] - ends[static_cast<size_t>(i - 1)]).count());
@@ -92,6 +102,24 @@ Timing Measure(const std::string& kind, Device device, int64_t steps, bool stati
     if (last > first) t.sim_ms = static_cast<double>(last - first) / 1e6;
   }
   return t;
+}
+
+PlanFigures MeasurePlan(const std::string& kind, Device device) {
+  auto e = examples::MakeExample(kind, device, 1);
+  scheduler::RunProfile profile;
+  runtime::DeviceContext& ctx = runtime::Runtime::Get().Context(device);
+  auto progress = [&](int64_t done, int64_t) {
+    if (done != kSkip) return;
+    ctx.Synchronize();
+    ctx.allocator().EmptyCache();  // the profiled step's reserved peak is what it held
+  };
+  examples::TrainStatic(*e, kSkip + 1, 0, {}, progress, nullptr, &profile);
+  PlanFigures f;
+  f.arena_bytes = profile.arena_bytes[device.str()];
+  f.alloc_bytes = profile.peak_allocated_memory[device.str()];
+  f.reserved_bytes = profile.peak_device_memory[device.str()];
+  f.donated = profile.donated_outputs;
+  return f;
 }
 
 }  // namespace
@@ -125,20 +153,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   compiler::RegisterCinn();
-  std::printf("%-6s %-13s %10s %10s %7s %10s %10s %7s %12s %12s %6s%s\n", "model", "device", "eager ms", "static ms",
-              "wall", "eager sim", "static sim", "sim", "eager peak", "static peak", "peak",
-              cinn ? "    cinn ms  vs static   cinn sim  vs static" : "");
+  std::printf("%-6s %-13s %10s %10s %7s %10s %10s %7s %12s %12s %6s %12s %12s %6s%s\n", "model", "device", "eager ms",
+              "static ms", "wall", "eager sim", "static sim", "sim", "eager peak", "static peak", "peak", "eager alloc",
+              "static alloc", "alloc", cinn ? "    cinn ms  vs static   cinn sim  vs static" : "");
+  std::vector<std::string> plan_lines;
   for (const std::string& kind : bench::Split(models)) {
     for (const std::string& d : bench::Split(devices)) {
       const Device device(d);
       const bench::Timing eager = bench::Measure(kind, device, steps, false, {});
       const bench::Timing stat = bench::Measure(kind, device, steps, true, {});
       auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
-      std::printf("%-6s %-13s %10.3f %10.3f %6.2fx %10.3f %10.3f %6.2fx %12llu %12llu %5.0f%%", kind.c_str(), d.c_str(),
-                  eager.wall_ms, stat.wall_ms, ratio(eager.wall_ms, stat.wall_ms), eager.sim_ms, stat.sim_ms,
-                  ratio(eager.sim_ms, stat.sim_ms), static_cast<unsigned long long>(eager.peak_bytes),
-                  static_cast<unsigned long long>(stat.peak_bytes),
-                  100.0 * ratio(static_cast<double>(stat.peak_bytes), static_cast<double>(eager.peak_bytes)));
+      std::printf("%-6s %-13s %10.3f %10.3f %6.2fx %10.3f %10.3f %6.2fx %12llu %12llu %5.0f%% %12llu %12llu %5.0f%%",
+                  kind.c_str(), d.c_str(), eager.wall_ms, stat.wall_ms, ratio(eager.wall_ms, stat.wall_ms),
+                  eager.sim_ms, stat.sim_ms, ratio(eager.sim_ms, stat.sim_ms),
+                  static_cast<unsigned long long>(eager.peak_bytes), static_cast<unsigned long long>(stat.peak_bytes),
+                  100.0 * ratio(static_cast<double>(stat.peak_bytes), static_cast<double>(eager.peak_bytes)),
+                  static_cast<unsigned long long>(eager.alloc_bytes), static_cast<unsigned long long>(stat.alloc_bytes),
+                  100.0 * ratio(static_cast<double>(stat.alloc_bytes), static_cast<double>(eager.alloc_bytes)));
       if (cinn) {
         const bench::Timing fused = bench::Measure(kind, device, steps, true, inference::kCinnPasses);
         std::printf(" %10.3f %8.2fx %10.3f %8.2fx", fused.wall_ms, ratio(stat.wall_ms, fused.wall_ms), fused.sim_ms,
@@ -146,7 +177,16 @@ int main(int argc, char** argv) {
       }
       std::printf("\n");
       std::fflush(stdout);
+      const bench::PlanFigures f = bench::MeasurePlan(kind, device);
+      char line[256];
+      std::snprintf(line, sizeof line, "%-6s %-13s arena %llu B, peak allocated %llu B, peak reserved %llu B, %llu outputs into donated state",
+                    kind.c_str(), d.c_str(), static_cast<unsigned long long>(f.arena_bytes),
+                    static_cast<unsigned long long>(f.alloc_bytes), static_cast<unsigned long long>(f.reserved_bytes),
+                    static_cast<unsigned long long>(f.donated));
+      plan_lines.push_back(line);
     }
   }
+  std::printf("\nthe executor's profile of one static step (memory plan):\n");
+  for (const std::string& l : plan_lines) std::printf("%s\n", l.c_str());
   return 0;
 }

@@ -38,26 +38,30 @@ struct StaticFunction::Entry {
   std::vector<size_t> state_inputs;  // the state slots the program reads, as inputs after the function's own
   std::vector<std::string> updates;
   size_t num_outputs = 0;  // the function's own
+  int64_t replays = 0;
 };
 
-namespace {
-
-// The state a captured program reads enters as builtin.parameter ops, whose values an executor binds once
-// when it compiles. State changes every call (parameters, optimiser moments, step counters), so each such
-// parameter becomes a program input after the function's own `num_inputs`; returns the state slot of each.
 std::vector<size_t> StateAsInputs(ir::IrContext& ctx, ir::Program& program, const std::vector<StateSlot>& state,
                                   size_t num_inputs) {
   std::vector<ir::Operation*> parameters;
-  for (ir::Operation* op : program.block()) {
+  program.module()->Walk([&](ir::Operation* op) {
     if (op->name() == "builtin.parameter") parameters.push_back(op);
-  }
+  });
   std::vector<size_t> slots;
   for (ir::Operation* op : parameters) {
     const std::string name = op->attr("name").AsString();
     const auto it = std::find_if(state.begin(), state.end(), [&](const StateSlot& s) { return s.name == name; });
     if (it == state.end()) continue;  // a value of the program's own: bound at compile time
+    // Inputs are read at the top level: one inside a cf.* region goes before the top-level op holding it
+    // (regions read values from outside).
+    ir::Operation* at = op;
+    while (at->parent_block() != &program.block()) {
+      ir::Operation* parent = at->parent_block() != nullptr ? at->parent_block()->parent_op() : nullptr;
+      OAR_CHECK(parent != nullptr, kInternal, "StaticFunction: state '{}' is read outside the program's block", name);
+      at = parent;
+    }
     ir::Builder b(ctx);
-    b.SetInsertionPoint(op);
+    b.SetInsertionPoint(at);
     const ir::Type type = op->result(0).type();
     const int64_t index = static_cast<int64_t>(num_inputs + slots.size());
     ir::Value input = b.Create("builtin.data", {}, {b.Attr("name", ctx.StringAttr(name)), b.Attr("index", ctx.IntAttr(index))},
@@ -71,8 +75,6 @@ std::vector<size_t> StateAsInputs(ir::IrContext& ctx, ir::Program& program, cons
   return slots;
 }
 
-}  // namespace
-
 StaticFunction::StaticFunction(Function fn, std::vector<StateSlot> state, Device device, size_t capacity)
     : fn_(std::move(fn)), state_(std::move(state)), device_(device), capacity_(capacity),
       ctx_(std::make_unique<ir::IrContext>()) {
@@ -83,6 +85,10 @@ StaticFunction::StaticFunction(Function fn, std::vector<StateSlot> state, Device
 StaticFunction::~StaticFunction() = default;
 
 const ir::Program* StaticFunction::program() const { return cache_.empty() ? nullptr : cache_.front()->program.get(); }
+
+const scheduler::Executor* StaticFunction::executor() const {
+  return cache_.empty() ? nullptr : cache_.front()->executor.get();
+}
 
 std::string StaticFunction::GuardKey(std::span<const Tensor> inputs) const {
   std::string key = fmt::format("grad mode: {}\n", GradModeEnabled() ? "on" : "off");
@@ -95,7 +101,10 @@ std::vector<Tensor> StaticFunction::Replay(Entry& e, std::span<const Tensor> inp
   std::vector<Tensor> args(inputs.begin(), inputs.end());
   for (size_t slot : e.state_inputs) args.push_back(*state_[slot].tensor);
   if (profile_ != nullptr) *profile_ = scheduler::RunProfile();
-  std::vector<Tensor> out = e.executor->Run(args, profile_);  // no grad recorded: the program holds its backward
+  // No grad recorded: the program holds its backward. The first replay gives the state fresh bytes (the
+  // capture ran eagerly, so its state lies between its temporaries' blocks, which would keep those segments
+  // reserved); later replays write each update over the state it replaces.
+  std::vector<Tensor> out = e.executor->Run(args, profile_, e.replays++ > 0);
   args.clear();  // do not keep the old state alive past its replacement
   for (size_t k = 0; k < e.updates.size(); ++k) {
     for (const StateSlot& s : state_) {
@@ -139,7 +148,15 @@ std::vector<Tensor> StaticFunction::operator()(std::span<const Tensor> inputs) {
     pm.AddPipeline(fmt::format("kernel-select{{device={}}},inplace", device_.str()));
     pm.Run(*e->program);
   }
-  e->executor = std::make_unique<scheduler::Executor>(*e->program, device_);
+  // The state updates overwrite the state they replace where the program allows it (the state's last reader
+  // runs first): a step holds one copy of the state, as eager's in-place optimiser steps do.
+  scheduler::ExecutorOptions exec_options;
+  for (size_t k = 0; k < e->updates.size(); ++k) {
+    for (size_t j = 0; j < e->state_inputs.size(); ++j) {
+      if (state_[e->state_inputs[j]].name == e->updates[k]) exec_options.donate.push_back({e->num_outputs + k, inputs.size() + j});
+    }
+  }
+  e->executor = std::make_unique<scheduler::Executor>(*e->program, device_, exec_options);
   cache_.push_front(std::move(e));
   if (cache_.size() > capacity_) cache_.pop_back();
   return std::move(c.outputs);

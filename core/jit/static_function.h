@@ -5,7 +5,10 @@
 // (scheduler::Executor, compiled once per program: streams, memory plan); any other call captures again,
 // which runs the function eagerly, and caches the new program. The state a program reads is one of its
 // inputs (after the function's own, in the order the program first reads it), not a parameter: the executor
-// binds parameters when it compiles, and state changes every call. The cache is bounded (least recently used program evicted) and
+// binds parameters when it compiles, and state changes every call. A state update is written into the bytes
+// of the state it replaces where the program allows it (ExecutorOptions::donate), so a replayed step holds
+// one copy of the state, as eager's in-place optimiser steps do: a tensor sharing a state tensor's storage
+// sees the update (after a replay that fails part way, the state may be partly updated). The cache is bounded (least recently used program evicted) and
 // observable: hits, misses and the reason of every miss.
 #ifndef OAR_CORE_JIT_STATIC_FUNCTION_H_
 #define OAR_CORE_JIT_STATIC_FUNCTION_H_
@@ -17,6 +20,10 @@
 
 #include "core/jit/capture.h"
 #include "core/scheduler/profile.h"
+
+namespace oar::scheduler {
+class Executor;
+}  // namespace oar::scheduler
 
 namespace oar::jit {
 
@@ -48,6 +55,8 @@ class StaticFunction {
   size_t cached() const { return cache_.size(); }
   /// The most recently used program (null before the first call).
   const ir::Program* program() const;
+  /// The executor running it (its memory plan, stats); null before the first call.
+  const scheduler::Executor* executor() const;
 
  private:
   struct Entry;
@@ -64,6 +73,14 @@ class StaticFunction {
   std::string fusion_passes_;
   scheduler::RunProfile* profile_ = nullptr;
 };
+
+/// The state a captured program reads enters as builtin.parameter ops, whose values an executor binds once
+/// when it compiles; state changes every call. So every builtin.parameter naming a slot of `state`, at the
+/// top level or inside cf.* regions, becomes a builtin.data input after the function's own `num_inputs`, in
+/// program order (one inside a region is placed before the top-level op holding it). Returns the state slot
+/// of each new input. (StaticFunction does this to every program it captures.)
+std::vector<size_t> StateAsInputs(ir::IrContext& ctx, ir::Program& program, const std::vector<StateSlot>& state,
+                                  size_t num_inputs);
 
 }  // namespace oar::jit
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/ir/text.h"
+#include "core/scheduler/executor.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd_meta.h"
 
@@ -35,11 +36,20 @@ TEST(StaticFunctionTest, StateEntersEveryReplayAsAnInputOfTheExecutor) {
     f.set_profile(&profile);
     const Tensor x = FromVector<float>({1, 2, 3}, Dims{3}, device);
     float want = 0;
+    const Storage* w_bytes = nullptr;
     for (int i = 1; i <= 4; ++i) {
       const Tensor scale = full({}, static_cast<double>(i), DType::kFloat32, device);
       want += 6.0f * static_cast<float>(i);
       EXPECT_EQ(f(std::vector<Tensor>{x, scale})[0].to(Device("cpu")).item<float>(), want) << name << " call " << i;
+      // Replays write the new state into the old one's bytes (the update of w reads w once, elementwise).
+      if (i > 2) {
+        EXPECT_EQ(acc.w.storage().get(), w_bytes) << name << " call " << i;
+      }
+      w_bytes = acc.w.storage().get();
     }
+    ASSERT_NE(f.executor(), nullptr);
+    EXPECT_EQ(f.executor()->donations().size(), 2u) << name;
+    EXPECT_EQ(f.executor()->stats().donated_outputs, 4u) << name;  // w and steps, in the 2nd and 3rd replays
     EXPECT_EQ(f.stats().misses, 1) << name;
     EXPECT_EQ(f.stats().hits, 3) << name;
     EXPECT_EQ(acc.steps.to(Device("cpu")).item<float>(), 4.0f) << name;
@@ -53,6 +63,44 @@ TEST(StaticFunctionTest, StateEntersEveryReplayAsAnInputOfTheExecutor) {
     EXPECT_FALSE(profile.instructions.empty()) << name;
     EXPECT_NE(profile.Format().find("peak device memory:"), std::string::npos) << name;
   }
+}
+
+}  // namespace
+}  // namespace oar::jit
+
+namespace oar::jit {
+namespace {
+
+// State read inside a cf.if region becomes an input too (placed before the cf.if): a replay with new state
+// sees it, rather than the value bound when the executor compiled.
+TEST(StaticFunctionTest, StateReadInsideARegionBecomesAnInput) {
+  ir::IrContext ctx;
+  auto p = ir::ParseProgram(ctx, R"(builtin.module() ({
+  %flag = builtin.data() {name = "flag", index = 0} : () -> tensor<[], i1>
+  %r = cf.if(%flag) ({
+    %w = builtin.parameter() {name = "w"} : () -> tensor<[3], f32>
+    %n = op.neg(%w) : (tensor<[3], f32>) -> tensor<[3], f32>
+    cf.yield(%n) : (tensor<[3], f32>) -> ()
+  }, {
+    %z = builtin.constant() {value = [0.0, 0.0, 0.0]} : () -> tensor<[3], f32>
+    cf.yield(%z) : (tensor<[3], f32>) -> ()
+  }) : (tensor<[], i1>) -> tensor<[3], f32>
+  builtin.output(%r) : (tensor<[3], f32>) -> ()
+}) : () -> ()
+)", "region.oir");
+  Tensor w = FromVector<float>({1, 2, 3}, Dims{3});
+  p->parameters["w"] = w;
+  const std::vector<size_t> slots = StateAsInputs(ctx, *p, {{"w", &w}}, 1);
+  EXPECT_EQ(slots, std::vector<size_t>{0});
+  const std::string text = ir::Print(*p);
+  EXPECT_EQ(text.find("builtin.parameter"), std::string::npos) << text;
+  EXPECT_LT(text.find("name = \"w\""), text.find("cf.if")) << text;
+  EXPECT_TRUE(p->parameters.empty());
+  scheduler::Executor exec(*p, Device("cpu:0"));
+  const Tensor yes = full({}, 1.0, DType::kBool);
+  EXPECT_EQ(exec.Run(std::vector<Tensor>{yes, w})[0].ToVector<float>(), (std::vector<float>{-1, -2, -3}));
+  const Tensor w2 = FromVector<float>({4, 5, 6}, Dims{3});
+  EXPECT_EQ(exec.Run(std::vector<Tensor>{yes, w2})[0].ToVector<float>(), (std::vector<float>{-4, -5, -6}));
 }
 
 }  // namespace

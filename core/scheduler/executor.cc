@@ -58,6 +58,7 @@ struct Instr {
   std::vector<std::unique_ptr<CBlock>> regions;
   std::vector<int> release;  // slots whose last use in this block is here
   std::vector<char> record_in;  // per operand: made on another stream (the allocator is told of this use)
+  std::vector<char> elementwise_in;  // per operand of an elementwise one-result kernel: it has the result's type
   bool pure = true;          // the op's `pure` trait: false keeps program order with other such ops
   int global = 0;            // index over every block (events, profiles)
   // kInput
@@ -96,6 +97,8 @@ struct Buffer {
   std::vector<int> users;    // instructions reading or writing any alias (sorted, unique)
   std::string name;
   int inplace_of = -1;       // merged into this buffer by an in-place result (for summaries)
+  int donor = -1;            // program input whose bytes this (output) buffer may take (ExecutorOptions::donate)
+  int donor_buffer = -1;     // that input's buffer
 };
 
 struct Plan {
@@ -204,6 +207,7 @@ struct Executor::Impl {
     DeviceSlotOf(device);
     CompileBlock(program, program.block(), &top);
     BuildBuffers();
+    BuildDonations();
     BuildSchedule(&top, nullptr);
     static_bytes.assign(buffers.size(), 0);
     for (size_t b = 0; b < buffers.size(); ++b) {
@@ -289,6 +293,11 @@ struct Executor::Impl {
       in.device = kernel ? Device(op.attr("device").AsString()) : device;
       in.stream = ComputeStream(in.device);
       in.attrs = ir::SchemaAttrValues(*s, op.attributes());
+      if (in.kind == Kind::kKernel && op.info().Has(ir::kElementwise) && op.num_results() == 1) {
+        for (uint32_t i = 0; i < op.num_operands(); ++i) {
+          in.elementwise_in.push_back(op.operand(i).type() == op.result(0).type() ? 1 : 0);
+        }
+      }
       if (options.inplace && in.kind == Kind::kKernel) {
         if (ir::Attribute a = op.attr("oar.inplace"); a && a.kind() == ir::AttrKind::kInt) {
           const int64_t k = a.AsInt();
@@ -344,6 +353,12 @@ struct Executor::Impl {
   void BuildBuffers() {
     buffer_of.assign(static_cast<size_t>(num_slots), -1);
     out_buffer.assign(top.instrs.size(), {});
+    for (const InputOutputAlias& a : options.donate) {
+      if (a.output < top.yields.size()) donated_to[top.yields[a.output]].push_back(a.input);
+    }
+    for (const Instr& in : top.instrs) {
+      if (in.kind == Kind::kInput) input_at[in.out[0]] = static_cast<size_t>(in.input_index);
+    }
     // The last top-level instruction using each slot (directly or inside its regions); outputs never die.
     last_use.assign(static_cast<size_t>(num_slots), -1);
     for (size_t i = 0; i < top.instrs.size(); ++i) {
@@ -365,6 +380,9 @@ struct Executor::Impl {
           continue;
         }
         if (in.kind == Kind::kIf || in.kind == Kind::kWhile || in.kind == Kind::kSpecial) continue;
+        // An output that may take a donated input it reads elementwise takes that input's bytes rather than
+        // another operand's (a state update p - u goes into p, not into u).
+        if (k == 0 && in.inplace >= 0 && TakesDonatedOperand(in, slot)) in.inplace = -1;
         if (k == 0 && in.inplace >= 0) {
           const int operand = in.in[static_cast<size_t>(in.inplace)];
           const int b = buffer_of[operand];
@@ -430,6 +448,72 @@ struct Executor::Impl {
       if (s != operand ? reads > 0 : reads > 1) return false;
     }
     return true;
+  }
+
+  // Instruction `in` makes output slot `slot`, which options.donate lets take an input `in` reads as an
+  // elementwise operand of the result's type.
+  std::unordered_map<int, std::vector<size_t>> donated_to;  // output slot -> inputs it may take (options.donate)
+  std::unordered_map<int, size_t> input_at;                  // builtin.data slot -> program input index
+
+  bool TakesDonatedOperand(const Instr& in, int slot) const {
+    auto it = donated_to.find(slot);
+    if (in.elementwise_in.empty() || it == donated_to.end()) return false;
+    for (size_t k = 0; k < in.in.size(); ++k) {
+      auto x = input_at.find(in.in[k]);
+      if (x == input_at.end() || in.elementwise_in[k] == 0) continue;
+      if (std::find(it->second.begin(), it->second.end(), x->second) != it->second.end()) return true;
+    }
+    return false;
+  }
+
+  // The aliases of options.donate the program allows (ExecutorOptions::donate says when).
+  std::vector<InputOutputAlias> donations;
+
+  void BuildDonations() {
+    std::map<size_t, const Instr*> input_of;  // program input index -> its builtin.data (top level)
+    for (const Instr& in : top.instrs) {
+      if (in.kind == Kind::kInput) input_of.emplace(static_cast<size_t>(in.input_index), &in);
+    }
+    std::vector<char> taken(input_of.empty() ? 0 : input_of.rbegin()->first + 1, 0);
+    for (const InputOutputAlias& a : options.donate) {
+      OAR_CHECK_ARG(a.output < top.yields.size() && input_of.count(a.input) > 0,
+                    "scheduler: donate {{output {}, input {}}}: the program has {} outputs and {} inputs", a.output,
+                    a.input, top.yields.size(), input_of.size());
+      const Instr& input = *input_of.at(a.input);
+      const int b = buffer_of[static_cast<size_t>(top.yields[a.output])];
+      const int bi = buffer_of[static_cast<size_t>(input.out[0])];
+      if (b < 0 || bi < 0 || buffers[b].donor >= 0 || taken[a.input]) continue;
+      const Buffer& out = buffers[b];
+      const Buffer& in = buffers[bi];
+      const Instr& def = top.instrs[static_cast<size_t>(out.def)];
+      if (def.kind != Kind::kKernel && def.kind != Kind::kCompiled && def.kind != Kind::kTransfer) continue;
+      if (!in.plannable || in.device != out.device) continue;  // the input escapes, or is read inside a region
+      if (out.static_bytes >= 0 && in.static_bytes >= 0 && out.static_bytes != in.static_bytes) continue;
+      bool ok = true;
+      for (int u : in.users) {
+        if (u < out.def) continue;
+        if (u > out.def) {
+          ok = false;
+          break;
+        }
+        // The producer reads the input: only as one elementwise operand of the result's type (in place).
+        int reads = 0, at = -1;
+        for (size_t k = 0; k < def.in.size(); ++k) {
+          if (buffer_of[static_cast<size_t>(def.in[k])] == bi) {
+            ++reads;
+            at = static_cast<int>(k);
+          }
+        }
+        ok = def.kind == Kind::kKernel && reads == 1 && def.in[static_cast<size_t>(at)] == input.out[0] &&
+             !def.elementwise_in.empty() && def.elementwise_in[static_cast<size_t>(at)] != 0 &&
+             out_buffer[static_cast<size_t>(out.def)][0] == b;
+      }
+      if (!ok) continue;
+      buffers[b].donor = static_cast<int>(a.input);
+      buffers[b].donor_buffer = bi;
+      taken[a.input] = 1;
+      donations.push_back(a);
+    }
   }
 
   // Free each slot defined in `b` (or its arguments) after its last use in `b`.
@@ -498,6 +582,13 @@ struct Executor::Impl {
         const int buf = buffer_of[in.in[static_cast<size_t>(in.inplace)]];
         for (int u : buffers[buf].users) {
           if (u < static_cast<int>(i)) deps[i].push_back(u);
+        }
+      }
+      // An output written into a donated input's bytes follows every reader of the input.
+      for (const Buffer& buf : buffers) {
+        if (buf.donor < 0) continue;
+        for (int u : buffers[static_cast<size_t>(buf.donor_buffer)].users) {
+          if (u < buf.def) deps[static_cast<size_t>(buf.def)].push_back(u);
         }
       }
       if (plan != nullptr) {
@@ -596,6 +687,9 @@ struct Executor::Impl {
     std::vector<uint64_t>* measured = nullptr; // per buffer: bytes seen (dynamic runs)
     std::vector<std::string> copy_names;       // per global instruction: the copy it made (profiles)
     std::map<int64_t, int64_t> symbols;
+    std::span<const Tensor> inputs;
+    std::vector<char> donor_ok;                // per input: its tensor may take a donated output
+    uint64_t donated = 0;                      // outputs written into donated inputs
     RunProfile* profile = nullptr;
     Clock::time_point t0;
   };
@@ -639,7 +733,7 @@ struct Executor::Impl {
     return sig;
   }
 
-  std::vector<Tensor> Run(std::span<const Tensor> inputs, RunProfile* profile) const {
+  std::vector<Tensor> Run(std::span<const Tensor> inputs, RunProfile* profile, bool donate) const {
     // The first run makes the devices' private-format copies of parameters: it runs alone, so a concurrent
     // run never reads a copy still being made on another run's stream.
     std::unique_lock<std::mutex> first;
@@ -673,6 +767,12 @@ struct Executor::Impl {
     st.profile = profile;
     if (profile != nullptr) st.copy_names.assign(static_cast<size_t>(num_global), "");
     st.values = presets;
+    st.inputs = inputs;
+    if (donate) {
+      AllowDonations(st);
+    } else {
+      st.donor_ok.assign(inputs.size(), 0);
+    }
     std::vector<Tensor> outputs;
     try {
       if (profile != nullptr) StartProfile();
@@ -683,9 +783,11 @@ struct Executor::Impl {
       SynchronizeAll(st);
       if (profile != nullptr) FinishProfile(st);
     } catch (...) {
+      // Synchronise and destroy the streams first: a copy still in flight writes or reads bytes the run holds
+      // (cross-device copies' ends, which the other device's allocator would hand to a concurrent run at once).
+      ctx.reset();
       st.values.clear();
       st.hold.clear();
-      ctx.reset();  // synchronises and destroys the streams: nothing queued outlives its buffers
       if (profile != nullptr && runtime::Profiler::Get().enabled()) runtime::Profiler::Get().Stop();
       throw;
     }
@@ -698,9 +800,26 @@ struct Executor::Impl {
         plans[sig] = MakePlan(measured);
         ++stats.plans_built;
       }
+      stats.donated_outputs += st.donated;
     }
     warmed.store(true, std::memory_order_release);
     return outputs;
+  }
+
+  // Which donated inputs' tensors may take their output: on the run's device, contiguous, owning all of their
+  // storage, which no other input shares (a tensor given twice, or views of one storage, are never written).
+  void AllowDonations(RunState& st) const {
+    st.donor_ok.assign(st.inputs.size(), 0);
+    for (const InputOutputAlias& a : donations) {
+      if (a.input >= st.inputs.size()) continue;  // too few inputs: RunInput says so
+      const Tensor& t = st.inputs[a.input];
+      bool ok = t.defined() && t.device() == device && t.is_contiguous() && t.offset() == 0 &&
+                t.storage() != nullptr && t.storage()->nbytes() == t.nbytes() && t.nbytes() > 0;
+      for (size_t j = 0; ok && j < st.inputs.size(); ++j) {
+        ok = j == a.input || !st.inputs[j].defined() || st.inputs[j].storage() != t.storage();
+      }
+      st.donor_ok[a.input] = ok ? 1 : 0;
+    }
   }
 
   // Give every device its arena, then order the run after the work queued on the devices' current
@@ -781,6 +900,15 @@ struct Executor::Impl {
     if (top_index >= 0 && k < out_buffer[static_cast<size_t>(top_index)].size()) {
       const int b = out_buffer[static_cast<size_t>(top_index)][k];
       if (b >= 0) {
+        const int d = buffers[static_cast<size_t>(b)].donor;
+        if (d >= 0 && static_cast<size_t>(d) < st.donor_ok.size() && st.donor_ok[static_cast<size_t>(d)]) {
+          const Tensor& t = st.inputs[static_cast<size_t>(d)];
+          if (t.nbytes() == n && t.device() == device) {  // symbolic sizes are checked here
+            if (st.measured != nullptr) (*st.measured)[static_cast<size_t>(b)] = n;
+            ++st.donated;
+            return Tensor(t.storage(), dtype, shape, ContiguousStrides(shape), 0);
+          }
+        }
         if (st.measured != nullptr) (*st.measured)[static_cast<size_t>(b)] = n;
         if (st.plan != nullptr && st.plan->offsets[static_cast<size_t>(b)] >= 0 &&
             st.plan->bytes[static_cast<size_t>(b)] == n) {
@@ -990,10 +1118,14 @@ struct Executor::Impl {
       it->second.pop_front();
     }
     prof.ComputeOverlap();
-    for (const DeviceSlot& d : devices) {
-      prof.peak_device_memory[d.device.str()] =
-          runtime::Runtime::Get().Context(d.device).allocator().stats().peak_reserved_bytes;
+    for (size_t d = 0; d < devices.size(); ++d) {
+      const runtime::AllocatorStats a = runtime::Runtime::Get().Context(devices[d].device).allocator().stats();
+      const std::string name = devices[d].device.str();
+      prof.peak_device_memory[name] = a.peak_reserved_bytes;
+      prof.peak_allocated_memory[name] = a.peak_allocated_bytes;
+      prof.arena_bytes[name] = st.plan != nullptr ? st.plan->arena_bytes[d] : 0;
     }
+    prof.donated_outputs = st.donated;
   }
 };
 
@@ -1007,13 +1139,15 @@ Executor::Executor(const ir::Program& program, Device device, ExecutorOptions op
 
 Executor::~Executor() = default;
 
-std::vector<Tensor> Executor::Run(std::span<const Tensor> inputs, RunProfile* profile) const {
-  return impl_->Run(inputs, profile);
+std::vector<Tensor> Executor::Run(std::span<const Tensor> inputs, RunProfile* profile, bool donate) const {
+  return impl_->Run(inputs, profile, donate);
 }
 
 size_t Executor::num_instructions() const { return static_cast<size_t>(impl_->num_global); }
 
 size_t Executor::num_cross_stream_edges() const { return impl_->top.schedule.edges; }
+
+std::vector<InputOutputAlias> Executor::donations() const { return impl_->donations; }
 
 ExecutorStats Executor::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);

@@ -35,12 +35,28 @@
 
 namespace oar::scheduler {
 
+/// Output `output` may be written into the bytes of input `input` (the caller donates the input), as XLA's
+/// input/output aliasing and JAX's `donate_argnums`: a training step's state updates overwrite the state.
+struct InputOutputAlias {
+  size_t output = 0;
+  size_t input = 0;
+};
+
 struct ExecutorOptions {
   /// Place owned buffers in a per-device arena (static plan); false: every buffer through the caching
   /// allocator, freed at its last use (the dynamic path, also used for symbolic shapes before their plan).
   bool plan_memory = true;
   /// Honour `oar.inplace` marks.
   bool inplace = true;
+  /// Outputs written into donated inputs' bytes. Compile keeps an alias where the program allows it: the
+  /// output is a kernel result whose bytes equal the input's, every reader of the input runs before the
+  /// output's producer or the producer is an elementwise op reading the input as an operand of the result's
+  /// type (written over it in place, as `oar.inplace`), and the input is not itself (a view of) an output.
+  /// A run honours a kept alias when the input tensor allows it too (on the run's device, contiguous, owning
+  /// all of its storage, which no other input shares); the output then shares the input's storage and the
+  /// input's contents are the output's after the run (undefined after a failed run). Otherwise the output
+  /// gets fresh bytes. Concurrent runs must not donate the same tensor.
+  std::vector<InputOutputAlias> donate;
 };
 
 /// Counters of an executor (all runs so far).
@@ -48,6 +64,7 @@ struct ExecutorStats {
   uint64_t runs = 0;
   uint64_t plans_built = 0;       ///< memory plans made (one per input-shape signature)
   uint64_t run_contexts = 0;      ///< per-run states made (streams, events, arenas): at most the concurrency
+  uint64_t donated_outputs = 0;   ///< outputs written into donated inputs' bytes (ExecutorOptions::donate)
 };
 
 /// What the executor's memory plan for one signature holds, per device.
@@ -72,8 +89,9 @@ class Executor {
 
   /// Run with `inputs` (by builtin.data index, checked as jit::Interpret checks them). Thread-safe: each
   /// concurrent call uses its own streams, events and arenas. With `profile`, fills it (profiling is
-  /// process-wide: profile one run at a time).
-  std::vector<Tensor> Run(std::span<const Tensor> inputs, RunProfile* profile = nullptr) const;
+  /// process-wide: profile one run at a time). `donate` false: this run writes no output into a donated
+  /// input (every output gets fresh bytes).
+  std::vector<Tensor> Run(std::span<const Tensor> inputs, RunProfile* profile = nullptr, bool donate = true) const;
 
   /// The instruction list: one line per instruction with its device, stream, dependencies and waits.
   std::string Describe() const;
@@ -81,6 +99,8 @@ class Executor {
   /// Cross-stream waits per run of the top-level block (events recorded and waited for).
   size_t num_cross_stream_edges() const;
   ExecutorStats stats() const;
+  /// The aliases of ExecutorOptions::donate that compile kept (the program allows them), as given.
+  std::vector<InputOutputAlias> donations() const;
   /// The memory plan for the inputs' signature (empty before a run made it, for symbolic shapes).
   std::vector<MemoryPlanSummary> MemoryPlan(std::span<const Tensor> inputs) const;
 

@@ -96,6 +96,38 @@ constexpr const char* kReuseAfterCopy = R"(builtin.module() ({
 }) : () -> ()
 )";
 
+// An optimiser step in small: the new p and m replace the p and m the program reads (donated inputs); %q
+// would replace %g, but %g is read after %q is made, so that alias is refused.
+constexpr const char* kStateUpdate = R"(builtin.module() ({
+  %p = builtin.data() {name = "p", index = 0} : () -> tensor<[32, 32], f32>
+  %m = builtin.data() {name = "m", index = 1} : () -> tensor<[32, 32], f32>
+  %g = builtin.data() {name = "g", index = 2} : () -> tensor<[32, 32], f32>
+  %c = builtin.constant() {value = [0.5]} : () -> tensor<[], f32>
+  %q = op.neg(%g) : (tensor<[32, 32], f32>) -> tensor<[32, 32], f32>
+  %m1 = op.mul(%m, %c) : (tensor<[32, 32], f32>, tensor<[], f32>) -> tensor<[32, 32], f32>
+  %m2 = op.add(%m1, %g) : (tensor<[32, 32], f32>, tensor<[32, 32], f32>) -> tensor<[32, 32], f32>
+  %u = op.tanh(%m2) : (tensor<[32, 32], f32>) -> tensor<[32, 32], f32>
+  %p2 = op.sub(%p, %u) : (tensor<[32, 32], f32>, tensor<[32, 32], f32>) -> tensor<[32, 32], f32>
+  %s = op.sum(%p2) : (tensor<[32, 32], f32>) -> tensor<[], f32>
+  builtin.output(%s, %p2, %m2, %q) : (tensor<[], f32>, tensor<[32, 32], f32>, tensor<[32, 32], f32>, tensor<[32, 32], f32>) -> ()
+}) : () -> ()
+)";
+
+// A device-to-host copy is in flight when the second input is found to be wrong: the failed run must not
+// hand the copy's destination back to the host allocator before the copy has landed.
+constexpr const char* kFailAfterCopy = R"(builtin.module() ({
+  %x = builtin.data() {name = "x", index = 0} : () -> tensor<[256, 256], f32>
+  %a = kernel.exp(%x) {device = device<"kunlun_sim:0">} : (tensor<[256, 256], f32>) -> tensor<[256, 256], f32>
+  %b = kernel.tanh(%x) {device = device<"kunlun_sim:0">} : (tensor<[256, 256], f32>) -> tensor<[256, 256], f32>
+  %bh = kernel.transfer(%b) {from = device<"kunlun_sim:0">, to = device<"cpu:0">} : (tensor<[256, 256], f32>) -> tensor<[256, 256], f32>
+  %ah = kernel.transfer(%a) {from = device<"kunlun_sim:0">, to = device<"cpu:0">} : (tensor<[256, 256], f32>) -> tensor<[256, 256], f32>
+  %y = builtin.data() {name = "y", index = 1} : () -> tensor<[4], f32>
+  %n = kernel.neg(%ah) {device = device<"cpu:0">} : (tensor<[256, 256], f32>) -> tensor<[256, 256], f32>
+  %r = kernel.add(%n, %bh) {device = device<"cpu:0">} : (tensor<[256, 256], f32>, tensor<[256, 256], f32>) -> tensor<[256, 256], f32>
+  builtin.output(%r, %y) : (tensor<[256, 256], f32>, tensor<[4], f32>) -> ()
+}) : () -> ()
+)";
+
 std::string WithBatch(std::string text, int64_t batch) {
   for (const std::string from : {"[B,", ", B]"}) {
     const std::string to = from == "[B," ? "[" + std::to_string(batch) + "," : ", " + std::to_string(batch) + "]";
@@ -322,6 +354,107 @@ TEST_F(ExecutorTest, ConcurrentRunsOfOnePlanFromManyThreads) {
   for (size_t i = 0; i < inputs.size(); ++i) ExpectSame(got[i], want[i], "run " + std::to_string(i));
   EXPECT_LE(exec.stats().run_contexts, static_cast<uint64_t>(kThreads));
   EXPECT_EQ(exec.stats().plans_built, 3u);  // batches 3, 4, 5
+}
+
+// A state update written into the state it replaces (ExecutorOptions::donate): the output shares the
+// donated input's storage, the values are the interpreter's, and an alias the program does not allow (the
+// input is read after the output is made) or a tensor given twice is not written.
+TEST_F(ExecutorTest, StateUpdatesAreWrittenIntoDonatedInputs) {
+  for (const std::string device : {"cpu:0", "kunlun_sim:0"}) {
+    const Device dev(device);
+    auto p = Make(kStateUpdate, Select(device));
+    ExecutorOptions options;
+    options.donate = {{1, 0}, {2, 1}, {3, 2}};
+    Executor exec(*p, dev, options);
+    const std::vector<InputOutputAlias> kept = exec.donations();
+    ASSERT_EQ(kept.size(), 2u) << device;  // {3, 2} refused: %g is read after %q is made
+    EXPECT_EQ(kept[0].output, 1u);
+    EXPECT_EQ(kept[1].output, 2u);
+    Generator g(9);
+    for (int run = 0; run < 3; ++run) {
+      const std::vector<Tensor> in = {randn({32, 32}, g, 0, 1, DType::kFloat32, dev),
+                                      randn({32, 32}, g, 0, 1, DType::kFloat32, dev),
+                                      randn({32, 32}, g, 0, 1, DType::kFloat32, dev)};
+      const std::vector<Tensor> copies = {in[0].clone(), in[1].clone(), in[2].clone()};
+      const std::vector<Tensor> want = jit::Interpret(*p, copies, dev);
+      const std::vector<Tensor> got = exec.Run(in);
+      ExpectSame(got, want, device + " run " + std::to_string(run));
+      EXPECT_EQ(got[1].storage(), in[0].storage()) << device;  // the new p is in p's bytes
+      EXPECT_EQ(got[2].storage(), in[1].storage()) << device;  // the new m in m's
+      EXPECT_NE(got[3].storage(), in[2].storage()) << device;
+      EXPECT_EQ(Values(in[2]), Values(copies[2])) << device;   // g is not written
+    }
+    EXPECT_EQ(exec.stats().donated_outputs, 6u) << device;
+    // One tensor given as both p and m: neither is written over (each output gets fresh bytes).
+    const Tensor shared = randn({32, 32}, g, 0, 1, DType::kFloat32, dev);
+    const Tensor grad = randn({32, 32}, g, 0, 1, DType::kFloat32, dev);
+    const Tensor before = shared.clone();
+    const std::vector<Tensor> want = jit::Interpret(*p, std::vector<Tensor>{before, before, grad}, dev);
+    ExpectSame(exec.Run(std::vector<Tensor>{shared, shared, grad}), want, device + " shared");
+    EXPECT_EQ(Values(shared), Values(before)) << device;
+    EXPECT_EQ(exec.stats().donated_outputs, 6u) << device;
+    // Inputs on another device are copied in: the copies are the program's own and nothing is donated.
+    if (device != "cpu:0") {
+      const std::vector<Tensor> host = {before.to(kCpu), before.to(kCpu).clone(), grad.to(kCpu)};
+      ExpectSame(exec.Run(host), want, device + " from the host");
+      EXPECT_EQ(Values(host[0]), Values(before)) << device;
+    }
+  }
+  auto p = Make(kStateUpdate, Select("cpu:0"));
+  ExecutorOptions bad;
+  bad.donate = {{7, 0}};
+  try {
+    Executor exec(*p, kCpu, bad);
+    FAIL() << "an alias of output 7 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("donate {output 7, input 0}: the program has 4 outputs and 3 inputs"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Runs that fail while a device-to-host copy is in flight, alongside runs that succeed: a failed run
+// synchronises its streams before it lets go of the copies' buffers, so no other run gets those bytes while
+// the copy is still writing them (ctest repeats this under OAR_SIM_JITTER).
+TEST_F(ExecutorTest, ConcurrentRunsSurviveARunFailingWithACopyInFlight) {
+  const Device kunlun("kunlun_sim:0");
+  auto p = Make(kFailAfterCopy, "");
+  Executor exec(*p, kunlun);
+  Generator g(31);
+  const Tensor x = randn({256, 256}, g, 0, 1, DType::kFloat32, kunlun);
+  const Tensor y = zeros({4}, DType::kFloat32, kunlun);
+  const Tensor bad_x = full({256, 256}, 3.0, DType::kFloat32, kunlun);
+  const Tensor bad_y = zeros({5}, DType::kFloat32, kunlun);
+  const std::vector<Tensor> want = exec.Run(std::vector<Tensor>{x, y});
+  constexpr int kThreads = 3, kRuns = 12;
+  std::vector<std::string> errors(kThreads + 1);
+  std::vector<int> wrong(kThreads, 0);
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    for (int r = 0; r < 2 * kRuns; ++r) {
+      try {
+        exec.Run(std::vector<Tensor>{bad_x, bad_y});
+        errors[kThreads] = "a [5] input was accepted for tensor<[4], f32>";
+      } catch (const Error& e) {
+        if (std::string(e.what()).find("'y'") == std::string::npos) errors[kThreads] = e.what();
+      }
+    }
+  });
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        for (int r = 0; r < kRuns; ++r) {
+          if (Values(exec.Run(std::vector<Tensor>{x, y})[0]) != Values(want[0])) ++wrong[static_cast<size_t>(t)];
+        }
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(t)] = e.what();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  for (int w : wrong) EXPECT_EQ(w, 0);
 }
 
 TEST_F(ExecutorTest, ProfilesGiveDeviceTimesOverlapPeakMemoryAndATrace) {

@@ -81,6 +81,11 @@ std::string RunProfile::Format() const {
     out += fmt::format("copy/compute overlap on {}: {} of {} us of copies hidden ({:.1f}%)\n", device, Us(hidden),
                        Us(total), total == 0 ? 0.0 : 100.0 * static_cast<double>(hidden) / static_cast<double>(total));
   }
+  for (const auto& [device, bytes] : arena_bytes) {
+    const uint64_t held = peak_allocated_memory.count(device) ? peak_allocated_memory.at(device) : 0;
+    out += fmt::format("memory plan on {}: arena {} bytes; peak allocated {} bytes\n", device, bytes, held);
+  }
+  if (donated_outputs > 0) out += fmt::format("outputs written into donated inputs: {}\n", donated_outputs);
   for (const auto& [device, bytes] : peak_device_memory) out += PeakMemoryLine(bytes, device) + "\n";
   return out;
 }

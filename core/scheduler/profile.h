@@ -33,6 +33,11 @@ struct RunProfile {
   /// Per device: the most memory the run held from the device at once (the caching allocator's reserved
   /// segments: caches and fragmentation included, as the device's own tools would show it).
   std::map<std::string, uint64_t> peak_device_memory;
+  /// Per device: the most bytes the run's tensors and arena held at once (the allocator's allocated blocks,
+  /// no cache), and the arena of the run's memory plan (0 for a run without one).
+  std::map<std::string, uint64_t> peak_allocated_memory, arena_bytes;
+  /// Outputs the run wrote into donated inputs' bytes (ExecutorOptions::donate).
+  uint64_t donated_outputs = 0;
   /// Per device with device times: copy time, and the part of it that ran while a compute instruction of
   /// the same device ran too.
   std::map<std::string, uint64_t> copy_ns, hidden_copy_ns;
