@@ -10,6 +10,7 @@
 
 #include "core/base/error.h"
 #include "core/ir/dialect.h"
+#include "core/ir/dim_expr.h"
 #include "core/ir/storage.h"
 
 namespace oar::ir {
@@ -20,8 +21,10 @@ struct IrContext::Impl {
   std::deque<detail::AttrStorage> attrs;
   std::unordered_map<std::string, const detail::TypeStorage*> type_index;
   std::unordered_map<std::string, const detail::AttrStorage*> attr_index;
-  std::vector<std::string> symbols;
+  std::vector<std::string> symbols;                        // by symbol id: the name, or an expression's text
+  std::vector<std::unique_ptr<const DimExprNode>> exprs;   // by symbol id: null for a named symbol
   std::unordered_map<std::string, int64_t> symbol_index;
+  std::unordered_map<std::string, int64_t> expr_index;     // uniquing key -> extent
   std::unordered_set<std::string> strings;
   std::unordered_map<std::string_view, const OpInfo*> ops;
   int64_t next_fresh = 0;
@@ -220,7 +223,24 @@ int64_t IrContext::Symbol(std::string_view name) {
   if (it != impl_->symbol_index.end()) return it->second;
   const int64_t d = SymDim::FromSymbolId(static_cast<int64_t>(impl_->symbols.size()));
   impl_->symbols.emplace_back(name);
+  impl_->exprs.emplace_back();
   impl_->symbol_index.emplace(std::string(name), d);
+  return d;
+}
+
+const DimExprNode* IrContext::SymbolExpr(int64_t d) const {
+  const int64_t id = SymDim::SymbolId(d);
+  if (!SymDim::IsSymbol(d) || id >= static_cast<int64_t>(impl_->exprs.size())) return nullptr;
+  return impl_->exprs[id].get();
+}
+
+int64_t IrContext::InternDimExpr(std::string key, DimExprNode node, std::string text) {
+  auto it = impl_->expr_index.find(key);
+  if (it != impl_->expr_index.end()) return it->second;
+  const int64_t d = SymDim::FromSymbolId(static_cast<int64_t>(impl_->symbols.size()));
+  impl_->symbols.push_back(std::move(text));
+  impl_->exprs.push_back(std::make_unique<const DimExprNode>(std::move(node)));
+  impl_->expr_index.emplace(std::move(key), d);
   return d;
 }
 

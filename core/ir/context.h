@@ -16,6 +16,7 @@ namespace oar::ir {
 
 class Dialect;
 struct OpInfo;
+struct DimExprNode;
 
 class IrContext {
  public:
@@ -48,8 +49,13 @@ class IrContext {
   // ---- symbolic extents ----
   /// The SymDim value of symbol `name` (interned on first use). Names are identifiers: [A-Za-z_][A-Za-z0-9_]*.
   int64_t Symbol(std::string_view name);
-  /// The name of a symbolic extent (SymDim::IsSymbol(d)).
+  /// The name of a symbolic extent (SymDim::IsSymbol(d)); for an expression extent (dim_expr.h), its text.
   const std::string& SymbolName(int64_t d) const;
+  /// The expression behind a symbolic extent; nullptr for a named symbol (see dim_expr.h).
+  const DimExprNode* SymbolExpr(int64_t d) const;
+  /// Interns a canonical expression node (built by dim_expr.cc, which simplifies first) under its text;
+  /// equal keys give the same extent.
+  int64_t InternDimExpr(std::string key, DimExprNode node, std::string text);
   /// A fresh symbol "s<N>" not used before in this context.
   int64_t NewSymbol();
 

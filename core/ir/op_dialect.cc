@@ -2,13 +2,7 @@
 // results, attributes (names, kinds, defaults) and result-type inference all come from the schema, so an op
 // added to the schema table is an IR op with nothing more to write.
 //
-// Symbolic extents through the schemas' shape rules. The rules are written against int64 `Dims`. View rules
-// take the IR's encoding of unknown extents (negative values) directly. For the other rules each symbol is
-// replaced by a distinct large "probe" extent, the rule runs, and results are mapped back: an extent equal
-// to a symbol's probe is that symbol, any other extent derived from a probe (too large to be a real extent)
-// is dynamic `?`, and small values are static. When two different unknown extents meet (broadcasting `?`
-// against `?`), the rule is run again with one probe for all of them, and only extents that came from a
-// single symbol keep it. A rule that refuses a program says so in terms of the IR's extents.
+// Symbolic extents go through the schemas' shape rules by shape_infer.h.
 #include <algorithm>
 #include <memory>
 
@@ -16,14 +10,11 @@
 #include "core/ir/context.h"
 #include "core/ir/dialect.h"
 #include "core/ir/op_dialect.h"
+#include "core/ir/shape_infer.h"
 #include "core/ops/schema.h"
 
 namespace oar::ir {
 namespace {
-
-constexpr int64_t kProbeBase = int64_t{1} << 32;
-constexpr int64_t kProbeStep = int64_t{1} << 16;
-constexpr int64_t kDerivedFloor = int64_t{1} << 31;  // no real extent is this large in one dimension
 
 AttrKind KindOf(const ops::AttrSpec& spec) {
   if (spec.name == "dtype" && spec.type == OAR_ATTR_INT) return AttrKind::kDType;
@@ -84,89 +75,8 @@ std::vector<NamedAttribute> SchemaAttributes(IrContext& ctx, const ops::OpSchema
 
 namespace {
 
-std::string ExtentName(const IrContext& ctx, int64_t d) {
-  if (SymDim::IsStatic(d)) return std::to_string(d);
-  if (SymDim::IsDynamic(d)) return "?";
-  return ctx.SymbolName(d);
-}
-
 std::vector<Type> InferFromSchema(IrContext& ctx, const OpInfo& info, const OpSignature& sig) {
-  const ops::OpSchema& s = *info.schema;
-  std::vector<ops::TensorMeta> metas;
-  bool all_static = true;
-  for (size_t i = 0; i < sig.operand_types.size(); ++i) {
-    const Type t = sig.operand_types[i];
-    OAR_CHECK_ARG(t.IsTensor(), "{}: operand {} ('{}') must be a tensor", info.name, i, s.InputName(i));
-    metas.push_back({t.dtype(), t.dims()});
-    all_static = all_static && t.HasStaticShape();
-  }
-  const ops::AttrValues attrs = SchemaAttrValues(s, sig.attributes);
-  auto to_types = [&](const std::vector<ops::TensorMeta>& out, auto map_dim) {
-    std::vector<Type> types;
-    for (const ops::TensorMeta& m : out) {
-      Dims dims = m.shape;
-      for (int64_t& d : dims) d = map_dim(d);
-      types.push_back(ctx.TensorType(m.dtype, dims));
-    }
-    return types;
-  };
-  if (all_static || s.kind == ops::OpKind::kView || s.kind == ops::OpKind::kComposite) {
-    return to_types(s.Infer(metas, attrs), [](int64_t d) { return d; });  // views keep symbols
-  }
-
-  // Distinct probes: symbol k -> base + 2k*step, the j-th dynamic extent -> base + (2j+1)*step.
-  std::vector<std::pair<int64_t, int64_t>> probe_of;  // probe -> IR extent
-  std::vector<ops::TensorMeta> probed = metas;
-  int64_t dynamic_count = 0;
-  for (ops::TensorMeta& m : probed) {
-    for (int64_t& d : m.shape) {
-      if (SymDim::IsStatic(d)) continue;
-      const int64_t p = SymDim::IsSymbol(d) ? kProbeBase + 2 * SymDim::SymbolId(d) * kProbeStep
-                                            : kProbeBase + (2 * dynamic_count++ + 1) * kProbeStep;
-      probe_of.emplace_back(p, d);
-      d = p;
-    }
-  }
-  auto named = [&](const Error& e) {
-    std::string msg = e.what();
-    for (const auto& [p, d] : probe_of) {
-      const std::string num = std::to_string(p);
-      for (size_t at = msg.find(num); at != std::string::npos; at = msg.find(num, at)) msg.replace(at, num.size(), ExtentName(ctx, d));
-    }
-    return Error(e.code(), msg);
-  };
-  try {
-    const std::vector<ops::TensorMeta> out = s.Infer(probed, attrs);
-    return to_types(out, [&](int64_t d) {
-      for (const auto& [p, ir] : probe_of) {
-        if (d == p) return SymDim::IsSymbol(ir) ? ir : SymDim::kDynamic;
-      }
-      return d >= kDerivedFloor || d < 0 ? SymDim::kDynamic : d;
-    });
-  } catch (const Error& first) {
-    // One probe for every unknown extent: unknowns that meet are assumed equal (checked at run time).
-    std::vector<ops::TensorMeta> same = metas;
-    int64_t only = 0;  // the single symbol all unknowns share, else kDynamic
-    bool first_unknown = true;
-    for (ops::TensorMeta& m : same) {
-      for (int64_t& d : m.shape) {
-        if (SymDim::IsStatic(d)) continue;
-        only = first_unknown ? d : (only == d ? only : SymDim::kDynamic);
-        first_unknown = false;
-        d = kProbeBase;
-      }
-    }
-    std::vector<ops::TensorMeta> out;
-    try {
-      out = s.Infer(same, attrs);
-    } catch (const Error&) {
-      throw named(first);
-    }
-    return to_types(out, [&](int64_t d) {
-      if (d == kProbeBase) return SymDim::IsSymbol(only) ? only : SymDim::kDynamic;
-      return d >= kDerivedFloor || d < 0 ? SymDim::kDynamic : d;
-    });
-  }
+  return InferSymbolic(ctx, *info.schema, sig.operand_types, sig.attributes).types;
 }
 
 uint32_t TraitsOf(const ops::OpSchema& s) {

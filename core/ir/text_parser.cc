@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "core/base/error.h"
+#include "core/ir/dim_expr.h"
 #include "core/ir/text.h"
 
 namespace oar::ir {
@@ -239,18 +241,98 @@ class Parser {
     do {
       SkipSpace();
       if (dims.size() >= Dims::kMaxRank) Fail("more than {} extents", Dims::kMaxRank);
-      if (TryChar('?')) {
-        dims.push_back(SymDim::kDynamic);
-      } else if (pos_ < text_.size() && IsIdentStart(text_[pos_])) {
-        dims.push_back(ctx_.Symbol(Identifier("a symbolic extent")));
-      } else {
-        const int64_t v = Integer("an extent (an integer >= 0, ? or a symbol)");
-        if (v < 0) Fail("extent {} is negative", v);
-        dims.push_back(v);
-      }
+      dims.push_back(Extent());
     } while (TryChar(','));
     Expect(']', "to end the extents");
     return dims;
+  }
+
+  template <typename F>
+  auto At(Location at, F&& f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (const Error& e) {
+      FailAt(at, "{}", e.what());
+    }
+  }
+  // ---- extents: '?', an integer, a symbol or an expression of them (dim_expr.h) ----
+  int64_t Extent() {
+    if (TryChar('?')) return SymDim::kDynamic;
+    SkipSpace();
+    const Location at = Here();
+    const DimPoly p = SumExpr();
+    if (const std::optional<int64_t> c = p.AsConstant(); c && *c < 0) FailAt(at, "extent {} is negative", *c);
+    return At(at, [&] { return DimFromPoly(ctx_, p); });
+  }
+  int64_t ExtentOf(Location at, const DimPoly& p) { return At(at, [&] { return DimFromPoly(ctx_, p); }); }
+  DimPoly SumExpr() {
+    DepthGuard guard(*this);
+    SkipSpace();
+    const Location at = Here();
+    const bool negate = TryChar('-');
+    DimPoly p = TermExpr();
+    if (negate) p = At(at, [&] { return DimPoly::Constant(0) - p; });
+    for (;;) {
+      SkipSpace();
+      const Location op_at = Here();
+      if (TryChar('+')) {
+        const DimPoly t = TermExpr();
+        p = At(op_at, [&] { return p + t; });
+      } else if (TryChar('-')) {
+        const DimPoly t = TermExpr();
+        p = At(op_at, [&] { return p - t; });
+      } else {
+        return p;
+      }
+    }
+  }
+  DimPoly TermExpr() {
+    SkipSpace();
+    const Location at = Here();
+    DimPoly p = FactorExpr();
+    for (;;) {
+      SkipSpace();
+      const Location op_at = Here();
+      if (TryChar('*')) {
+        const DimPoly f = FactorExpr();
+        p = At(op_at, [&] { return p * f; });
+      } else if (TryChar('/')) {
+        const DimPoly f = FactorExpr();
+        const int64_t num = ExtentOf(at, p);
+        const int64_t den = ExtentOf(op_at, f);
+        p = At(op_at, [&] { return DimPoly::Of(ctx_, DimFloorDiv(ctx_, num, den)); });
+      } else {
+        return p;
+      }
+    }
+  }
+  DimPoly FactorExpr() {
+    DepthGuard guard(*this);
+    SkipSpace();
+    const Location at = Here();
+    if (TryChar('(')) {
+      DimPoly p = SumExpr();
+      Expect(')', "to close the extent expression");
+      return p;
+    }
+    if (pos_ < text_.size() && IsIdentStart(text_[pos_])) {
+      const std::string_view name = Identifier("a symbolic extent");
+      const bool call = (name == "min" || name == "max" || name == "bcast") && TryChar('(');
+      if (!call) return DimPoly::Of(ctx_, At(at, [&] { return ctx_.Symbol(name); }));
+      const Location a_at = Here();
+      const int64_t a = ExtentOf(a_at, SumExpr());
+      Expect(',', "between the operands of the extent function");
+      const Location b_at = Here();
+      const int64_t b = ExtentOf(b_at, SumExpr());
+      Expect(')', "to close the extent function");
+      return DimPoly::Of(ctx_, At(at, [&] {
+        return name == "min" ? DimMin(ctx_, a, b) : name == "max" ? DimMax(ctx_, a, b) : DimBroadcast(ctx_, a, b);
+      }));
+    }
+    if (pos_ >= text_.size() || !std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
+      Fail("expected an extent (an integer >= 0, ?, a symbol or an expression of them), got {}", Peek());
+    }
+    return DimPoly::Constant(Integer("an extent"));
   }
   Type ParseType() {
     DepthGuard guard(*this);

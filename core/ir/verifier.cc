@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "core/base/error.h"
+#include "core/ir/dim_expr.h"
 #include "core/ir/text.h"
 
 namespace oar::ir {
@@ -116,14 +117,22 @@ class Verifier {
       const Type got = op.result(i).type();
       const Type want = inferred[i];
       if (got == want) continue;
-      // The rule may know less than the program states (a `?` where the program has a symbol or a number).
+      // Either side may know less than the other (a `?`), and the program may state how a broadcast
+      // resolves (`S` where the rule gives `bcast(S,T)`); any other difference is an error.
       bool ok = got.IsTensor() && want.IsTensor() && got.dtype() == want.dtype() && got.rank() == want.rank();
-      for (int d = 0; ok && d < got.rank(); ++d) ok = want.dims()[d] == got.dims()[d] || SymDim::IsDynamic(want.dims()[d]);
+      for (int d = 0; ok && d < got.rank(); ++d) ok = CompatibleExtent(op.context(), got.dims()[d], want.dims()[d]);
       if (!ok) {
         Fail(op, "result {} has type {} but the op's rule gives {}", i, PrintType(op.context(), got),
              PrintType(op.context(), want));
       }
     }
+  }
+
+  static bool CompatibleExtent(const IrContext& ctx, int64_t got, int64_t want) {
+    if (got == want || SymDim::IsDynamic(got) || SymDim::IsDynamic(want)) return true;
+    const DimExprNode* n = DimNode(ctx, want);
+    return n != nullptr && n->op == DimOp::kBroadcast &&
+           (CompatibleExtent(ctx, got, n->operands[0]) || CompatibleExtent(ctx, got, n->operands[1]));
   }
 
   struct Scope : std::unordered_set<const void*> {

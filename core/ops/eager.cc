@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "core/ops/kernel_attrs.h"
 #include "core/ops/ops.h"
 #include "core/ops/output_allocator.h"
 #include "core/ops/trace.h"
@@ -70,45 +71,8 @@ struct KernelAttrs {
   std::span<const runtime::KernelAttr> span() const { return {attrs.data(), attrs.size()}; }
 };
 
-// A FLOAT value headed for an integer or bool tensor, converted with the cast rules (docs/ops.md):
-// truncated toward zero and saturated to the dtype's range (±inf too), NaN -> 0; for bool, nonzero
-// (NaN included) -> 1. Never an out-of-range double-to-integer conversion (undefined behaviour).
-int64_t IntegralValue(double v, DType dtype) {
-  if (dtype == DType::kBool) return v != 0 ? 1 : 0;
-  if (std::isnan(v)) return 0;
-  int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
-  switch (dtype) {
-    case DType::kInt8: lo = std::numeric_limits<int8_t>::min(), hi = std::numeric_limits<int8_t>::max(); break;
-    case DType::kUInt8: lo = 0, hi = std::numeric_limits<uint8_t>::max(); break;
-    case DType::kInt32: lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max(); break;
-    default: break;  // int64
-  }
-  // 2^63 is exactly representable as a double; the int64 bounds themselves are not.
-  if (v >= 9223372036854775808.0) return hi;
-  if (v < -9223372036854775808.0) return lo;
-  return std::clamp(static_cast<int64_t>(v), lo, hi);
-}
-
 void ToKernelAttrs(const OpSchema& s, const AttrValues& values, DType value_dtype, KernelAttrs& out) {
-  const bool integral_value = !IsFloating(value_dtype);
-  for (size_t i = 0; i < s.attrs.size(); ++i) {
-    runtime::KernelAttr& a = out.attrs.emplace_back({});
-    a.name = s.attrs[i].name.data();  // schema names are string literals: NUL-terminated
-    const AttrValue& v = values[i];
-    switch (s.attrs[i].type) {
-      case OAR_ATTR_INT: a.value = std::get<int64_t>(v); break;
-      case OAR_ATTR_BOOL: a.value = std::get<bool>(v); break;
-      case OAR_ATTR_FLOAT:
-        if (integral_value && s.attrs[i].name == "value") {
-          a.value = IntegralValue(std::get<double>(v), value_dtype);
-        } else {
-          a.value = std::get<double>(v);
-        }
-        break;
-      case OAR_ATTR_INTS: a.value = std::span<const int64_t>(std::get<std::vector<int64_t>>(v)); break;
-      default: Throw(ErrorCode::kInternal, "{}: unsupported attribute type {}", s.name, s.attrs[i].type);
-    }
-  }
+  for (size_t i = 0; i < s.attrs.size(); ++i) out.attrs.emplace_back(ToKernelAttr(s, i, values[i], value_dtype));
 }
 
 // Check each value's alternative against the spec and fill defaults for missing trailing attributes.
@@ -263,7 +227,8 @@ void RunInto(Op op, std::span<const Tensor> inputs, AttrValues& attrs, std::opti
       Throw(ErrorCode::kInternal, "{} does not run through ops::Run", s.name);
   }
   // A FLOAT "value" attribute (fill, pad) reaches integer and bool kernels as INT (docs/ops.md).
-  const DType value_dtype = s.kind == OpKind::kFill || inputs.empty() ? out_meta[0].dtype : inputs[0].dtype();
+  const DType value_dtype =
+      KernelValueDType(s, inputs.empty() ? out_meta[0].dtype : inputs[0].dtype(), out_meta[0].dtype);
   KernelAttrs kattrs;
   ToKernelAttrs(s, attrs, value_dtype, kattrs);
   const std::span<Tensor> out = results.span();

@@ -1,5 +1,6 @@
 #include "core/passes/drr.h"
 
+#include <algorithm>
 #include <set>
 
 #include "core/base/error.h"
@@ -19,6 +20,15 @@ ir::Attribute Match::Attr(const std::string& name) const {
 }
 
 namespace {
+
+// `general` says the same as `t` or less: the same dtype and rank, each extent equal or `?`.
+bool Generalizes(ir::Type general, ir::Type t) {
+  if (!general.IsTensor() || !t.IsTensor() || general.dtype() != t.dtype() || general.rank() != t.rank()) return false;
+  for (int d = 0; d < t.rank(); ++d) {
+    if (general.dims()[d] != t.dims()[d] && !ir::SymDim::IsDynamic(general.dims()[d])) return false;
+  }
+  return true;
+}
 
 class DrrPattern : public RewritePattern {
  public:
@@ -57,8 +67,16 @@ class DrrPattern : public RewritePattern {
     for (const auto& [out, tensor] : result_.aliases) values[out] = values.at(tensor);
     std::vector<ir::Value> replacement;
     for (const std::string& out : source_.ops.back().outputs) replacement.push_back(values.at(out));
+    const std::vector<ir::Operation*> created = rewriter.created();
     for (size_t i = 0; i < replacement.size(); ++i) {
-      if (replacement[i].type() != root->result(static_cast<uint32_t>(i)).type()) {
+      const ir::Type want = root->result(static_cast<uint32_t>(i)).type();
+      // A new op may know more than the program stated (`B*6` where it says `?`): it keeps the stated type.
+      ir::Operation* def = replacement[i].defining_op();
+      if (replacement[i].type() != want && def != nullptr &&
+          std::find(created.begin(), created.end(), def) != created.end() && Generalizes(want, replacement[i].type())) {
+        replacement[i].set_type(want);
+      }
+      if (replacement[i].type() != want) {
         // The result would change a type the rest of the program relies on: undo and refuse the match.
         for (ir::Operation* created : rewriter.TakeCreated()) {
           if (!created->HasUses()) created->Erase();

@@ -15,6 +15,7 @@
 #include "core/base/error.h"
 #include "core/ir/dialect.h"
 #include "core/ir/op_dialect.h"
+#include "core/ops/kernel_attrs.h"
 #include "core/ops/schema.h"
 #include "core/passes/pass.h"
 #include "core/passes/transforms.h"
@@ -164,34 +165,13 @@ class KernelSelectPass : public Pass {
       desc[i] = {OAR_TENSOR_DESC_STRUCT_SIZE, nullptr, nullptr, static_cast<int32_t>(t.dtype()),
                  i < n_in ? in_format : out_format, shapes[i].size(), 0, shapes[i].data(), strides[i].data()};
     }
-    // The attributes as the eager dispatcher passes them (eager.cc): a fill's value is integral for an
-    // integral result.
+    // The attributes exactly as the eager dispatcher passes them (ops/kernel_attrs.h).
     const ops::AttrValues values = ir::SchemaAttrValues(s, op->attributes());
-    const bool integral = op->num_results() > 0 && !IsFloating(op->result(0).type().dtype());
-    std::vector<oar_attr_t> attrs(values.size());
-    for (size_t i = 0; i < values.size(); ++i) {
-      oar_attr_t& a = attrs[i];
-      a.struct_size = OAR_ATTR_STRUCT_SIZE;
-      a.name = s.attrs[i].name.data();  // schema names are NUL-terminated literals
-      a.type = s.attrs[i].type;
-      const ops::AttrValue& v = values[i];
-      if (const auto* x = std::get_if<int64_t>(&v)) {
-        a.v.i = *x;
-      } else if (const auto* f = std::get_if<double>(&v)) {
-        if (integral && s.attrs[i].name == "value") {
-          a.type = OAR_ATTR_INT;
-          a.v.i = *f >= 9.2e18 ? std::numeric_limits<int64_t>::max()
-                  : *f <= -9.2e18 ? std::numeric_limits<int64_t>::min() : static_cast<int64_t>(*f);
-        } else {
-          a.v.f = *f;
-        }
-      } else if (const auto* bo = std::get_if<bool>(&v)) {
-        a.v.b = *bo;
-      } else {
-        const auto& ints = std::get<std::vector<int64_t>>(v);
-        a.v.ints = {ints.data(), ints.size()};
-      }
-    }
+    const DType value_dtype =
+        ops::KernelValueDType(s, n_in > 0 ? op->operand(0).type().dtype() : DType::kInvalid,
+                              op->num_results() > 0 ? op->result(0).type().dtype() : DType::kInvalid);
+    std::vector<oar_attr_t> attrs;
+    for (size_t i = 0; i < values.size(); ++i) attrs.push_back(ops::ToAbiAttr(ops::ToKernelAttr(s, i, values[i], value_dtype)));
     oar_kernel_call_t call{};
     call.struct_size = OAR_KERNEL_CALL_STRUCT_SIZE;
     call.op = entry->op_name;

@@ -47,6 +47,8 @@ class PatternRewriter : public ir::Builder {
   void EraseOp(ir::Operation* op);
   /// Ops created since the last call (the driver visits them).
   std::vector<ir::Operation*> TakeCreated() { return std::exchange(created_, {}); }
+  /// Ops created since the last TakeCreated.
+  const std::vector<ir::Operation*>& created() const { return created_; }
   /// Create through the rewriter (recorded for the driver).
   ir::Operation* Create(std::string_view name, std::span<const ir::Value> operands,
                         std::vector<ir::NamedAttribute> attrs = {}, std::span<const ir::Type> result_types = {});

@@ -304,6 +304,7 @@ void RegisterGenericPasses() {
     RegisterConstantFoldPass();
     RegisterInplacePass();
     RegisterDecomposePass();
+    RegisterShapeInferPass();
     return true;
   }();
   (void)once;

@@ -27,6 +27,7 @@ void RegisterKernelSelectPass();
 void RegisterConstantFoldPass();
 void RegisterInplacePass();
 void RegisterDecomposePass();
+void RegisterShapeInferPass();
 
 }  // namespace oar::passes
 
