@@ -1,5 +1,6 @@
 #include "core/compiler/codegen.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -66,6 +67,15 @@ class Printer {
       for (const std::string& p : k_.int_params) Line(fmt::format("const int64_t {} = *(const int64_t*)args[{}];", p, a++));
       Line(fmt::format("for (int64_t {} = task_begin; {} < task_end; ++{}) {{", k_.body->var, k_.body->var,
                        k_.body->var));
+    } else if (Ocl()) {
+      Line(fmt::format("__kernel void {}({}) {{", k_.name, Signature()));
+      indent_ = 1;
+      // OpenCL C wants __local variables at kernel function scope: every block reduction's buffer here.
+      std::vector<std::string> locals;
+      CollectReduceBuffers(k_.body, &locals);
+      for (const std::string& l : locals) Line(l);
+      Line(fmt::format("const long {} = get_group_id(0);", k_.body->var));
+      Line("{");
     } else {
       if (d_ == SourceDialect::kHip) out_ << "#include <hip/hip_runtime.h>\n";
       Line(fmt::format("extern \"C\" __global__ void {}({}) {{", k_.name, Signature()));
@@ -79,13 +89,47 @@ class Printer {
     Line("}");
     indent_ = 0;
     Line("}");
+    // float64 needs cl_khr_fp64 in OpenCL C 1.2 and 2.0.
+    if (Ocl() && out_.str().find("double") != std::string::npos) {
+      return "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" + out_.str();
+    }
     return out_.str();
   }
 
  private:
+  // CUDA, HIP and OpenCL C: one block (work-group) per task, its threads (work-items) striding over kThreads loops.
   bool Gpu() const { return !pseudo_ && d_ != SourceDialect::kC; }
+  bool Ocl() const { return !pseudo_ && d_ == SourceDialect::kOpenCL; }
 
-  std::string Type(DType t) const {
+  // The dialect's spellings of the block's thread index, block size and barrier.
+  const char* ThreadIdx() const { return Ocl() ? "get_local_id(0)" : "threadIdx.x"; }
+  const char* BlockDim() const { return Ocl() ? "get_local_size(0)" : "blockDim.x"; }
+  const char* Barrier() const { return Ocl() ? "barrier(CLK_LOCAL_MEM_FENCE);" : "__syncthreads();"; }
+
+  static std::string ReduceBuffer(const std::string& var) { return "oar_red_" + var; }
+
+  // OpenCL: the `__local` declaration of each block reduction's buffer, once per name.
+  void CollectReduceBuffers(const Stmt& s, std::vector<std::string>* out) const {
+    if (s->op == StmtOp::kBlockReduce) {
+      const std::string decl =
+          fmt::format("__local {} {}[{}];", Type(s->dtype, true), ReduceBuffer(s->var), k_.threads_per_task);
+      if (std::find(out->begin(), out->end(), decl) == out->end()) out->push_back(decl);
+    }
+    for (const Stmt& c : s->body) CollectReduceBuffers(c, out);
+  }
+
+  // `buffer`: the element type of a kernel argument (OpenCL C takes no bool pointer there: bytes instead).
+  std::string Type(DType t, bool buffer = false) const {
+    if (Ocl()) {
+      switch (t) {
+        case DType::kInt64: return "long";
+        case DType::kInt32: return "int";
+        case DType::kInt8: return "char";
+        case DType::kUInt8: return "uchar";
+        case DType::kBool: return buffer ? "uchar" : "bool";
+        default: break;
+      }
+    }
     if (Gpu()) {
       switch (t) {
         case DType::kInt64: return "long long";
@@ -102,7 +146,8 @@ class Printer {
     std::string s;
     for (const KernelBuffer& b : k_.buffers) {
       if (!s.empty()) s += ", ";
-      s += fmt::format("{}{}* {}{}", b.output ? "" : "const ", Type(b.dtype), pseudo_ ? "" : "__restrict__ ", b.name);
+      s += fmt::format("{}{}{}* {}{}", Ocl() ? "__global " : "", b.output ? "" : "const ", Type(b.dtype, true),
+                       pseudo_ ? "" : Ocl() ? "restrict " : "__restrict__ ", b.name);
     }
     for (const std::string& p : k_.int_params) s += fmt::format(", {} {}", Type(DType::kInt64), p);
     return s;
@@ -124,8 +169,8 @@ class Printer {
     return f32 ? s + "f" : s;
   }
 
-  std::string Fn(const char* name, DType t) const {
-    return t == DType::kFloat32 ? std::string(name) + "f" : std::string(name);
+  std::string Fn(const char* name, DType t) const {  // OpenCL C's math built-ins are overloaded: no f suffix
+    return t == DType::kFloat32 && !Ocl() ? std::string(name) + "f" : std::string(name);
   }
 
   std::string One(DType t) const { return Literal(1.0, t); }
@@ -137,7 +182,8 @@ class Printer {
     if (IsFloat(from) && !IsFloat(to)) {  // truncate toward zero, saturate, NaN -> 0 (the cast op's rule)
       const char* hi = to == DType::kInt32 ? "2147483647" : to == DType::kInt64 ? "9223372036854775807" :
                        to == DType::kInt8 ? "127" : "255";
-      const char* lo = to == DType::kInt32 ? "(-2147483647 - 1)" : to == DType::kInt64 ? "(-9223372036854775807LL - 1)" :
+      const char* min64 = Ocl() ? "(-9223372036854775807L - 1)" : "(-9223372036854775807LL - 1)";
+      const char* lo = to == DType::kInt32 ? "(-2147483647 - 1)" : to == DType::kInt64 ? min64 :
                        to == DType::kInt8 ? "(-128)" : "0";
       const std::string t = Type(to);
       return fmt::format("({0} != {0} ? ({1})0 : {0} >= ({2}){3} ? ({1}){3} : {0} <= ({2}){4} ? ({1}){4} : ({1}){0})", x,
@@ -150,7 +196,11 @@ class Printer {
     const auto a = [&](size_t i) { return E(e->args[i]); };
     const DType t = e->dtype;
     switch (e->op) {
-      case ExprOp::kIntImm: return e->int_value < 0 ? fmt::format("({}LL)", e->int_value) : fmt::format("{}LL", e->int_value);
+      case ExprOp::kIntImm: {  // int64: OpenCL C's long is 64 bits and it has no long long
+        const char* suffix = Ocl() ? "L" : "LL";
+        return e->int_value < 0 ? fmt::format("({}{})", e->int_value, suffix)
+                                : fmt::format("{}{}", e->int_value, suffix);
+      }
       case ExprOp::kFloatImm: return Literal(e->float_value, t);
       case ExprOp::kVar: return e->var;
       case ExprOp::kLoad: return fmt::format("{}[{}]", k_.buffers[static_cast<size_t>(e->buffer)].name, a(0));
@@ -236,7 +286,8 @@ class Printer {
           for (const auto& [v, r] : s->reductions) red += fmt::format(" reduce({}:{})", ReduceName(r), v);
           Line(fmt::format("for {} in {}({}){}:", s->var, kind, E(s->extent), red));
         } else if (Gpu() && s->loop == LoopKind::kThreads) {
-          Line(fmt::format("for (long long {0} = threadIdx.x; {0} < {1}; {0} += blockDim.x) {{", s->var, E(s->extent)));
+          Line(fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4}) {{", Type(DType::kInt64), s->var, ThreadIdx(),
+                           E(s->extent), BlockDim()));
         } else {
           if (!Gpu() && s->loop == LoopKind::kThreads) {
             std::string pragma = "#pragma omp simd";
@@ -264,19 +315,20 @@ class Printer {
         if (pseudo_) {
           Line(fmt::format("block_reduce({}:{})", ReduceName(s->reduce), s->var));
         } else if (Gpu()) {
-          const std::string buf = "oar_red_" + s->var;
+          const std::string buf = ReduceBuffer(s->var), tid = ThreadIdx();
           Line("{");
           ++indent_;
-          Line(fmt::format("__shared__ {} {}[{}];", Type(s->dtype), buf, k_.threads_per_task));
-          Line(fmt::format("{}[threadIdx.x] = {};", buf, s->var));
-          Line("__syncthreads();");
-          Line("for (unsigned oar_s = blockDim.x / 2; oar_s > 0; oar_s >>= 1) {");
-          Line(fmt::format("  if (threadIdx.x < oar_s) {0}[threadIdx.x] = {1};", buf,
-                           Combine(s->reduce, buf + "[threadIdx.x]", buf + "[threadIdx.x + oar_s]")));
-          Line("  __syncthreads();");
+          // OpenCL: declared at kernel scope (CollectReduceBuffers).
+          if (!Ocl()) Line(fmt::format("__shared__ {} {}[{}];", Type(s->dtype), buf, k_.threads_per_task));
+          Line(fmt::format("{}[{}] = {};", buf, tid, s->var));
+          Line(Barrier());
+          Line(fmt::format("for (unsigned oar_s = {} / 2; oar_s > 0; oar_s >>= 1) {{", BlockDim()));
+          Line(fmt::format("  if ({1} < oar_s) {0}[{1}] = {2};", buf, tid,
+                           Combine(s->reduce, buf + "[" + tid + "]", buf + "[" + tid + " + oar_s]")));
+          Line(std::string("  ") + Barrier());
           Line("}");
           Line(fmt::format("{} = {}[0];", s->var, buf));
-          Line("__syncthreads();");
+          Line(Barrier());
           --indent_;
           Line("}");
         }
@@ -285,7 +337,7 @@ class Printer {
         if (pseudo_) {
           Line("single:");
         } else if (Gpu()) {
-          Line("if (threadIdx.x == 0) {");
+          Line(fmt::format("if ({} == 0) {{", ThreadIdx()));
         } else {
           Line("{");
         }

@@ -92,6 +92,10 @@ Choice ChooseTarget(Device device) {
     c.language = runtime::SourceLanguage::kHip;
     c.dialect = SourceDialect::kHip;
     c.target.threads = 256;
+  } else if (has(runtime::SourceLanguage::kOpenClC)) {  // level_zero: OpenCL C -> SPIR-V in the plugin
+    c.language = runtime::SourceLanguage::kOpenClC;
+    c.dialect = SourceDialect::kOpenCL;
+    c.target.threads = 256;  // every OpenCL 2.0 GPU takes work-groups of 256
   }
   return c;
 }
@@ -134,8 +138,8 @@ class GroupKernel : public scheduler::CompiledOp {
       }
       if (module_) function_ = module_->Function(lowered_.kernel.name);
     } else {
-      LogOnce(device.str() + "/none", fmt::format("cinn: {} has no compiler table for C, CUDA or HIP; fused groups "
-                                                  "run on the loop-IR interpreter (slow)", device.str()));
+      LogOnce(device.str() + "/none", fmt::format("cinn: {} has no compiler table for C, CUDA, HIP or OpenCL C; fused "
+                                                  "groups run on the loop-IR interpreter (slow)", device.str()));
     }
     if (unfused_) {
       GetCounters().unfused++;

@@ -1,12 +1,8 @@
 #include "plugins/common/c_compiler.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <omp.h>
-#include <openssl/evp.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,8 +20,7 @@
 #include <unordered_set>
 
 #include "oar/plugin/cpp/status.hpp"
-
-extern char** environ;
+#include "plugins/common/jit_cache.h"
 
 namespace oar::host {
 namespace {
@@ -40,127 +35,10 @@ CCompilerHooks g_hooks;
   throw StatusError(code, std::string(g_hooks.plugin ? g_hooks.plugin : "plugin") + ": " + message);
 }
 
-// ---- small utilities ---------------------------------------------------------------------------------
-
-std::string Sha256Hex(const std::string& bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), digest, &size, EVP_sha256(), nullptr) != 1) {
-    Fail(OAR_STATUS_INTERNAL, "SHA-256 failed (libcrypto)");
-  }
-  static const char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned i = 0; i < size; ++i) {
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 15];
-  }
-  return hex;
-}
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? v : "";
-}
-
-bool ReadFile(const fs::path& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream s;
-  s << in.rdbuf();
-  *out = s.str();
-  return static_cast<bool>(in) || in.eof();
-}
-
-/// Write `bytes` to `path` atomically: a unique temporary file in the same folder, then rename.
-void WriteAtomically(const fs::path& path, const std::string& bytes) {
-  static std::atomic<uint64_t> counter{0};
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      Fail(OAR_STATUS_INTERNAL, "cannot write " + tmp.string() + ": " + std::strerror(errno));
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    Fail(OAR_STATUS_INTERNAL, "cannot rename into " + path.string() + ": " + ec.message());
-  }
-}
-
-struct ProcessResult {
-  int exit_code = -1;  // -1: killed by a signal or not started
-  std::string output;  // stdout and stderr together
-  std::string error;   // why it did not start
-};
-
-/// Run argv[0] (a path) with `argv`, capturing stdout and stderr.
-ProcessResult Run(const std::vector<std::string>& argv) {
-  ProcessResult result;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    result.error = std::string("pipe: ") + std::strerror(errno);
-    return result;
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  if (rc != 0) {
-    close(fds[0]);
-    result.error = "cannot run " + argv[0] + ": " + std::strerror(rc);
-    return result;
-  }
-  char buffer[4096];
-  for (;;) {
-    const ssize_t n = read(fds[0], buffer, sizeof buffer);
-    if (n > 0) {
-      result.output.append(buffer, static_cast<size_t>(n));
-    } else if (n == 0 || errno != EINTR) {
-      break;
-    }
-  }
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) {
-    result.exit_code = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    result.error = argv[0] + " was killed by signal " + std::to_string(WTERMSIG(status));
-  }
-  return result;
-}
-
-bool IsExecutable(const fs::path& p) {
-  struct stat st{};
-  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(p.c_str(), X_OK) == 0;
-}
-
-/// `name` as a path when it has a '/', else its first match on PATH; "" when none.
-std::string Resolve(const std::string& name) {
-  if (name.find('/') != std::string::npos) return IsExecutable(name) ? name : "";
-  std::stringstream path(Env("PATH"));
-  std::string dir;
-  while (std::getline(path, dir, ':')) {
-    if (dir.empty()) dir = ".";
-    const fs::path candidate = fs::path(dir) / name;
-    if (IsExecutable(candidate)) return candidate.string();
-  }
-  return "";
+// The shared cache (jit_cache.h): entries are <key>.so with the trailer, so dlopen reads them as they are.
+const JitCache& Cache() {
+  static const JitCache cache(g_hooks.plugin ? g_hooks.plugin : "plugin", "OARJITC1");
+  return cache;
 }
 
 // ---- the toolchain -----------------------------------------------------------------------------------
@@ -193,9 +71,9 @@ Toolchain FindToolchain() {
     names = {"cc", "gcc", "clang"};
   }
   for (const std::string& name : names) {
-    const std::string path = Resolve(name);
+    const std::string path = ResolveProgram(name);
     if (path.empty()) continue;
-    ProcessResult version = Run({path, "--version"});
+    ProcessResult version = RunProcess({path, "--version"});
     if (version.exit_code != 0) {
       t.why += (t.why.empty() ? "" : "; ") + path + " --version failed" +
                (version.error.empty() ? " (exit " + std::to_string(version.exit_code) + ")" : ": " + version.error);
@@ -228,13 +106,6 @@ const std::vector<std::string>& BaseFlags() {
   return IsCpp() ? cpp : c;
 }
 
-fs::path CacheDir() {
-  if (std::string d = Env("OAR_CACHE_DIR"); !d.empty()) return fs::path(d) / "jit";
-  if (std::string d = Env("XDG_CACHE_HOME"); !d.empty()) return fs::path(d) / "oar" / "jit";
-  if (std::string d = Env("HOME"); !d.empty()) return fs::path(d) / ".cache" / "oar" / "jit";
-  return fs::temp_directory_path() / ("oar-cache-" + std::to_string(getuid())) / "jit";
-}
-
 /// What -march=native compiles for: the CPU's model and feature flags (a cache in a home folder shared by
 /// machines with different CPUs must not hand one machine's objects to the other).
 const std::string& HostCpu() {
@@ -248,19 +119,6 @@ const std::string& HostCpu() {
     return model + "\n" + flags;
   }();
   return cpu;
-}
-
-// A cache entry is the shared object followed by this trailer.
-constexpr char kTrailerMagic[] = "OARJITC1";  // 8 bytes
-constexpr size_t kTrailerSize = 8 + 64;        // magic + hex SHA-256 of the object
-
-/// True when `path` holds an object with an intact trailer.
-bool EntryIntact(const fs::path& path) {
-  std::string bytes;
-  if (!ReadFile(path, &bytes) || bytes.size() <= kTrailerSize) return false;
-  const size_t object = bytes.size() - kTrailerSize;
-  if (bytes.compare(object, 8, kTrailerMagic, 8) != 0) return false;
-  return bytes.compare(object + 8, 64, Sha256Hex(bytes.substr(0, object))) == 0;
 }
 
 // ---- modules and functions ---------------------------------------------------------------------------
@@ -334,8 +192,8 @@ std::shared_ptr<Library> Build(const std::string& source, const std::vector<std:
   for (const std::string& f : BaseFlags()) key_material += "flag " + f + "\n";
   for (const std::string& f : flags) key_material += "flag " + f + "\n";
   key_material += "source\n" + source;
-  const std::string key = Sha256Hex(key_material);
-  const fs::path dir = CacheDir();
+  const std::string key = Cache().Sha256Hex(key_material);
+  const fs::path dir = JitCache::Dir();
   const fs::path object = dir / (key + ".so");
   const fs::path source_path = dir / (key + (IsCpp() ? ".cc" : ".c"));
   *path_out = object.string();
@@ -343,30 +201,25 @@ std::shared_ptr<Library> Build(const std::string& source, const std::vector<std:
   std::error_code ec;
   if (fs::exists(object, ec)) {
     std::string why;
-    if (EntryIntact(object)) {
+    if (Cache().Intact(object)) {
       if (auto lib = Load(object, &why)) return lib;
     } else {
       why = "its checksum trailer does not match (truncated or modified)";
     }
-    sdk::Log(OAR_LOG_WARNING, g_hooks.plugin,
-             "cache entry " + object.string() + " is corrupt (" + why + "): rebuilding it");
-    fs::remove(object, ec);
+    Cache().Discard(object, why);
   }
 
-  fs::create_directories(dir, ec);
-  if (ec) Fail(OAR_STATUS_INTERNAL, "cannot create the cache folder " + dir.string() + ": " + ec.message());
-  WriteAtomically(source_path, source);
-  static std::atomic<uint64_t> counter{0};
-  const fs::path tmp = dir / (key + ".so.tmp." + std::to_string(getpid()) + "." + std::to_string(counter++));
+  Cache().CreateDir();
+  Cache().WriteAtomically(source_path, source);
+  const fs::path tmp = JitCache::TemporaryFor(object);
   std::vector<std::string> argv = {tc.path};
   argv.insert(argv.end(), BaseFlags().begin(), BaseFlags().end());
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.insert(argv.end(), {"-o", tmp.string(), source_path.string(), "-lm"});
-  const ProcessResult r = Run(argv);
+  const ProcessResult r = RunProcess(argv);
   if (r.exit_code != 0) {
     fs::remove(tmp, ec);
-    std::string command;
-    for (const std::string& a : argv) command += (command.empty() ? "" : " ") + a;
+    const std::string command = CommandLine(argv);
     if (!r.error.empty()) {
       Fail(OAR_STATUS_UNAVAILABLE,
            std::string("cannot compile ") + LanguageName() + " module '" + name + "': " + r.error + "\n" + r.output);
@@ -378,8 +231,7 @@ std::shared_ptr<Library> Build(const std::string& source, const std::vector<std:
   std::string bytes;
   if (!ReadFile(tmp, &bytes)) Fail(OAR_STATUS_INTERNAL, "cannot read the compiled object " + tmp.string());
   fs::remove(tmp, ec);
-  bytes += std::string(kTrailerMagic, 8) + Sha256Hex(bytes);
-  WriteAtomically(object, bytes);
+  Cache().Store(object, bytes);
   std::string why;
   auto lib = Load(object, &why);
   if (!lib) Fail(OAR_STATUS_INTERNAL, "the compiled module " + object.string() + " does not load: " + why);

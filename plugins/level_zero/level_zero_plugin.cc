@@ -2,14 +2,15 @@
 //
 // Kernels are OpenCL C (kernels/*.cl) compiled to SPIR-V at build time, embedded in this library and
 // loaded with zeModuleCreate when a device is brought up. Registered keys and the support rule are in
-// ops.cc; everything else falls back to cpu in the core. No compiler sub-ABI: compiling OpenCL C at run
-// time would need clang and llvm-spirv at run time.
+// ops.cc; everything else falls back to cpu in the core. The compiler table (compiler.h) takes CINN's
+// OpenCL C and compiles it to SPIR-V with the clang and llvm-spirv found at run time.
 //
 // The Level Zero loader is opened at run time, not linked (ze_loader.h). Without it (no libze1), or
 // without a driver, the plugin still loads and initialises; device_count reports 0 devices and
 // UNAVAILABLE with the reason: the loader that could not be opened, or zeInit's result in Level Zero's words.
 #include "oar/plugin/cpp/kernel.hpp"
 #include "oar/plugin/cpp/status.hpp"
+#include "plugins/level_zero/compiler.h"
 #include "plugins/level_zero/device_api.h"
 #include "plugins/level_zero/ops.h"
 
@@ -67,6 +68,7 @@ const oar_plugin_api_t* Api() {
     a.shutdown = nullptr;  // drivers, contexts and modules live until the process ends
     a.device = DeviceApi();
     a.kernel = &kKernelApi;
+    a.compiler = CompilerApi();
     return a;
   }();
   return &api;

@@ -54,7 +54,15 @@ TEST(LevelZeroPlugin, HandshakeNamesAndVersions) {
   EXPECT_GE(Api()->struct_size, OAR_PLUGIN_API_MIN_SIZE);
   EXPECT_GE(Dev()->struct_size, OAR_DEVICE_API_MIN_SIZE);
   EXPECT_GE(Api()->kernel->struct_size, OAR_KERNEL_API_MIN_SIZE);
-  EXPECT_EQ(Api()->compiler, nullptr) << "no runtime compiler: it would need clang at run time";
+  // The compiler table for CINN (OpenCL C -> SPIR-V at run time), with the typed launch of ABI 1.1.
+  ASSERT_NE(Api()->compiler, nullptr);
+  EXPECT_GE(Api()->compiler->struct_size, OAR_COMPILER_API_STRUCT_SIZE);
+  EXPECT_NE(Api()->compiler->languages, nullptr);
+  EXPECT_NE(Api()->compiler->compile, nullptr);
+  EXPECT_NE(Api()->compiler->module_destroy, nullptr);
+  EXPECT_NE(Api()->compiler->get_function, nullptr);
+  EXPECT_NE(Api()->compiler->launch_kernel, nullptr);
+  EXPECT_EQ(Api()->compiler->launch, nullptr) << "ABI 1.0's untyped launch cannot check buffer ranges";
 
   const oar_host_api_t future = oar::sdk::testing::MakeTestHost(OAR_PLUGIN_ABI_MAJOR + 1);
   const oar_plugin_api_t* refused = nullptr;
@@ -111,6 +119,23 @@ TEST(LevelZeroPlugin, WithoutDevicesEverySlotRefusesByName) {
   oar_memory_stats_t stats{};
   stats.struct_size = OAR_MEMORY_STATS_STRUCT_SIZE;
   EXPECT_EQ(Take(Dev()->memory_stats(0, &stats)).code, OAR_STATUS_INVALID_ARGUMENT);
+  // The compiler table refuses the device the same way (the core then runs fused groups elsewhere).
+  const oar_compiler_api_t* c = Api()->compiler;
+  const int32_t* langs = nullptr;
+  EXPECT_EQ(Take(c->languages(0, &langs, &n)).message, expected);
+  const char source[] = "__kernel void k(__global float* x) { x[0] = 1.0f; }";
+  oar_compile_options_t o{};
+  o.struct_size = OAR_COMPILE_OPTIONS_STRUCT_SIZE;
+  o.language = OAR_LANGUAGE_OPENCL_C;
+  o.source = source;
+  o.source_size = sizeof(source) - 1;
+  o.name = "k";
+  oar_module_t m = nullptr;
+  EXPECT_EQ(Take(c->compile(0, &o, &m)).message, expected);
+  EXPECT_EQ(m, nullptr);
+  oar_launch_info_t info{};
+  info.struct_size = OAR_LAUNCH_INFO_STRUCT_SIZE;
+  EXPECT_EQ(Take(c->launch_kernel(0, nullptr, &info)).message, expected);
 }
 
 // ---- without the Level Zero loader (libze1 not installed) -------------------------------------------------

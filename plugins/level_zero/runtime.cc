@@ -244,12 +244,18 @@ Device::Device(int32_t ordinal, ze_driver_handle_t driver, ze_device_handle_t de
   BuildModule();
 }
 
-void Device::BuildModule() {
+void Device::BuildModule() { module_ = CreateModule(kKernelsSpirv, kKernelsSpirvSize, "the embedded kernels"); }
+
+ze_module_handle_t Device::CreateModule(const void* spirv, size_t size, const std::string& what) {
+  if (size < 20 || size % 4 != 0) {
+    throw StatusError(OAR_STATUS_INVALID_ARGUMENT,
+                      where_ + ": " + what + " is not a SPIR-V module (" + std::to_string(size) + " bytes)");
+  }
   ze_device_module_properties_t module_props{};
   module_props.stype = ZE_STRUCTURE_TYPE_DEVICE_MODULE_PROPERTIES;
   Check(Ze().zeDeviceGetModuleProperties(device_, &module_props), "zeDeviceGetModuleProperties", where_);
   uint32_t version = 0;  // word 1 of the module: 0x00MMmm00
-  std::memcpy(&version, kKernelsSpirv + 4, sizeof(version));
+  std::memcpy(&version, static_cast<const uint8_t*>(spirv) + 4, sizeof(version));
   const uint32_t major = (version >> 16) & 0xff, minor = (version >> 8) & 0xff;
   const uint32_t needed = (major << 16) | minor;  // ZE_MAKE_VERSION's layout
   if (module_props.spirvVersionSupported < needed) {
@@ -257,12 +263,13 @@ void Device::BuildModule() {
                       where_ + ": the driver takes SPIR-V up to " +
                           std::to_string(ZE_MAJOR_VERSION(module_props.spirvVersionSupported)) + "." +
                           std::to_string(ZE_MINOR_VERSION(module_props.spirvVersionSupported)) +
-                          ", the embedded kernels are SPIR-V " + std::to_string(major) + "." + std::to_string(minor));
+                          ", " + what + " are SPIR-V " + std::to_string(major) + "." + std::to_string(minor));
   }
-  ze_module_desc_t desc{
-      ZE_STRUCTURE_TYPE_MODULE_DESC, nullptr, ZE_MODULE_FORMAT_IL_SPIRV, kKernelsSpirvSize, kKernelsSpirv, "", nullptr};
+  ze_module_desc_t desc{ZE_STRUCTURE_TYPE_MODULE_DESC, nullptr, ZE_MODULE_FORMAT_IL_SPIRV, size,
+                        static_cast<const uint8_t*>(spirv), "", nullptr};
   ze_module_build_log_handle_t log = nullptr;
-  const ze_result_t r = Ze().zeModuleCreate(context_, device_, &desc, &module_, &log);
+  ze_module_handle_t module = nullptr;
+  const ze_result_t r = Ze().zeModuleCreate(context_, device_, &desc, &module, &log);
   std::string text;
   if (log != nullptr) {
     size_t size = 0;
@@ -274,10 +281,10 @@ void Device::BuildModule() {
     Ze().zeModuleBuildLogDestroy(log);
   }
   if (r != ZE_RESULT_SUCCESS) {
-    module_ = nullptr;
-    throw StatusError(StatusCodeOf(r), Describe(r, "zeModuleCreate (embedded SPIR-V kernels)", where_) +
+    throw StatusError(StatusCodeOf(r), Describe(r, ("zeModuleCreate (" + what + ")").c_str(), where_) +
                                            (text.empty() ? "" : "; build log: " + text));
   }
+  return module;
 }
 
 void* Device::Malloc(size_t size) {
@@ -328,6 +335,15 @@ void Device::HostFree(void* ptr) {
 
 std::shared_ptr<void> Device::Staging(size_t size) {
   return std::shared_ptr<void>(HostMalloc(size), [ctx = context_](void* p) { Ze().zeMemFree(ctx, p); });
+}
+
+bool Device::OwnsRange(const void* ptr, size_t size) {
+  std::lock_guard<std::mutex> lock(mem_mu_);
+  auto it = allocations_.upper_bound(ptr);
+  if (it == allocations_.begin()) return false;
+  --it;
+  const auto base = reinterpret_cast<uintptr_t>(it->first), p = reinterpret_cast<uintptr_t>(ptr);
+  return p - base <= it->second && size <= it->second - (p - base);
 }
 
 bool Device::IsUsm(const void* ptr) const {
@@ -419,9 +435,13 @@ Device::Kernel& Device::GetKernel(const std::string& name) {
 }
 
 void Device::Launch(Stream& stream, const std::string& name, std::span<const KernelArg> args, const Grid& grid) {
-  Kernel& k = GetKernel(name);
+  Launch(stream, GetKernel(name), args, grid, "kernel " + name);
+}
+
+void Device::Launch(Stream& stream, Kernel& k, std::span<const KernelArg> args, const Grid& grid,
+                    const std::string& name) {
   std::lock_guard<std::mutex> lock(k.mu);
-  const std::string what = where_ + ", kernel " + name;
+  const std::string what = where_ + ", " + name;
   Check(Ze().zeKernelSetGroupSize(k.handle, grid.local[0], grid.local[1], grid.local[2]), "zeKernelSetGroupSize", what);
   for (size_t i = 0; i < args.size(); ++i) {
     const void* value = args[i].kind == KernelArg::kPointer ? static_cast<const void*>(&args[i].value) : args[i].value;

@@ -143,6 +143,8 @@ class Device {
   std::shared_ptr<void> Staging(size_t size);
   /// True when `ptr` is a Level Zero (USM) allocation of this context, false for plain host memory.
   bool IsUsm(const void* ptr) const;
+  /// True when [ptr, ptr + size) lies inside one allocation of Malloc.
+  bool OwnsRange(const void* ptr, size_t size);
   void Stats(oar_memory_stats_t* stats);
 
   // ---- streams ------------------------------------------------------------------------------------
@@ -159,14 +161,21 @@ class Device {
   Stream& sync_stream() { return *sync_stream_; }
 
   // ---- kernels ------------------------------------------------------------------------------------
-  /// Enqueue kernel `name` of the embedded module on `stream` (builds the module on first use).
-  void Launch(Stream& stream, const std::string& name, std::span<const KernelArg> args, const Grid& grid);
-
- private:
   struct Kernel {
     ze_kernel_handle_t handle = nullptr;
     std::mutex mu;  // arguments are per handle state: set and append under one lock
   };
+  /// Enqueue kernel `name` of the embedded module on `stream` (builds the module on first use).
+  void Launch(Stream& stream, const std::string& name, std::span<const KernelArg> args, const Grid& grid);
+  /// Enqueue `kernel` (of any module) on `stream`: group size, arguments and the launch under its lock.
+  /// `what` names it in messages.
+  void Launch(Stream& stream, Kernel& kernel, std::span<const KernelArg> args, const Grid& grid,
+              const std::string& what);
+  /// A module built by zeModuleCreate from `spirv` (checked against the device's SPIR-V version first);
+  /// `what` names it in messages, which carry the driver's build log.
+  ze_module_handle_t CreateModule(const void* spirv, size_t size, const std::string& what);
+
+ private:
   Kernel& GetKernel(const std::string& name);
   void BuildModule();
 
@@ -185,7 +194,7 @@ class Device {
   EventPool events_{*this};
 
   std::mutex mem_mu_;
-  std::unordered_map<void*, size_t> allocations_;
+  std::map<const void*, size_t> allocations_;  // ordered: OwnsRange finds the one below an address
   uint64_t in_use_ = 0, peak_ = 0;
 
   std::mutex streams_mu_;

@@ -46,7 +46,9 @@ namespace oar::level_zero {
   X(zeModuleCreate)                         \
   X(zeModuleBuildLogGetString)              \
   X(zeModuleBuildLogDestroy)                \
+  X(zeModuleDestroy)                        \
   X(zeKernelCreate)                         \
+  X(zeKernelDestroy)                        \
   X(zeKernelSetGroupSize)                   \
   X(zeKernelSetArgumentValue)
 
