@@ -177,6 +177,17 @@ DistTensor linear(const DistTensor& x, const DistTensor& w, const DistTensor& bi
                 w.shape().ToString());
   Dims out = x.shape();
   out[out.size() - 1] = w.shape()[0];
+  if (bias.defined()) {
+    // Row-parallel (the contraction sharded on some mesh dim): the product is Partial(sum) and the bias
+    // is added once, after it — one all_reduce — rather than gathering x and w so that the fused rule
+    // (which cannot add a bias to a partial) applies.
+    bool contracted = false;
+    for (int m = 0; m < x.mesh().ndim(); ++m) {
+      contracted |= x.placements()[static_cast<size_t>(m)].is_shard(x.rank() - 1) ||
+                    w.placements()[static_cast<size_t>(m)].is_shard(1);
+    }
+    if (contracted) return add(linear(x, w, DistTensor()), bias);
+  }
   std::vector<DistTensor> in{x, w};
   if (bias.defined()) in.push_back(bias);
   return One(Execute(LinearRule(x.shape(), w.shape(), bias.defined()), in, {out}, [](const LocalCall& c) {
