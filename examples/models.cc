@@ -15,6 +15,7 @@
 #include "core/distributed/eager.h"
 #include "core/distributed/group.h"
 #include "core/distributed/pipeline.h"
+#include "core/distributed/process_group.h"
 #include "core/nn/layers.h"
 #include "core/ops/trace.h"
 #include "core/optim/optim.h"
@@ -692,7 +693,9 @@ class ParallelLlamaExample : public Example {
     }
     std::vector<Tensor*> locals;
     for (auto& [name, t] : params_) {
-      for (Tensor& l : t->mutable_locals()) locals.push_back(&l);
+      for (Tensor& l : t->mutable_locals()) {
+        if (l.defined()) locals.push_back(&l);  // one rank per process: this process's shards
+      }
     }
     opt_ = std::make_unique<optim::AdamW>(locals, c.lr);
   }
@@ -786,15 +789,19 @@ class ParallelLlamaExample : public Example {
     for (auto& [name, t] : params_) {
       const distributed::DistTensor g = t->grad();
       if (!g.defined()) continue;
-      for (size_t r = 0; r < g.locals().size(); ++r) t->mutable_locals()[r].mutable_autograd_meta().grad = g.locals()[r];
+      for (size_t r = 0; r < g.locals().size(); ++r) {
+        if (g.locals()[r].defined()) t->mutable_locals()[r].mutable_autograd_meta().grad = g.locals()[r];
+      }
     }
   }
-  // optim::ClipGradNorm over the whole (global) parameters: each element counted once.
+  // optim::ClipGradNorm over the whole (global) parameters: each element counted once (with one rank per
+  // process, each process sums what it owns and the sums are all-reduced over the job).
   void ClipGradients(double max_norm) {
     NoGradGuard no_grad;
     double total = 0;
     for (auto& [name, t] : params_) {
       for (int64_t r = 0; r < mesh_.numel(); ++r) {
+        if (!mesh_.is_local(r)) continue;
         const std::vector<int64_t> coord = mesh_.Coord(r);
         bool owner = true;
         for (int m = 0; m < mesh_.ndim(); ++m) owner &= !t->placements()[static_cast<size_t>(m)].is_replicate() || coord[static_cast<size_t>(m)] == 0;
@@ -802,12 +809,17 @@ class ParallelLlamaExample : public Example {
         if (owner && g.defined()) total += sum(g * g).to(Device("cpu")).item<double>();
       }
     }
+    if (mesh_.multi_process()) {
+      Tensor t = full({}, total, DType::kFloat64, Device("cpu"));
+      distributed::ProcessGroup::World().AllReduce(t, runtime::ReduceOp::kSum);
+      total = t.item<double>();
+    }
     const double norm = std::sqrt(total);
     if (norm <= max_norm) return;
     const double scale = max_norm / (norm + 1e-6);
     for (auto& [name, t] : params_) {
       for (Tensor& l : t->mutable_locals()) {
-        if (l.grad().defined()) l.mutable_autograd_meta().grad = l.grad() * scale;
+        if (l.defined() && l.grad().defined()) l.mutable_autograd_meta().grad = l.grad() * scale;
       }
     }
   }
@@ -894,6 +906,7 @@ class PipelineLlamaExample : public Example {
     for (auto& [name, p] : base_.module().NamedParameters()) base_params[name] = p;
     Generator scratch(0);  // the stages' own initial weights are replaced by the base model's
     std::vector<distributed::PipelineStage> stages;
+    distributed::PipelineProcesses where;  // one stage lane per process (mpirun)
     for (int64_t s = 0; s < pp; ++s) {
       const int64_t first = distributed::ShardOffset(c.layers, pp, s);
       const int64_t last = first + distributed::ShardSize(c.layers, pp, s);
@@ -901,6 +914,13 @@ class PipelineLlamaExample : public Example {
       for (int64_t l = 0; l < dp_; ++l) {
         const Device d = DeviceAt(s, l);
         stage.lanes.push_back(d);
+        where.ranks.push_back(static_cast<int>(RankAt(s, l)));
+        if (!mesh_.is_local(RankAt(s, l))) {  // another process's stage lane
+          lanes_.emplace_back();
+          continue;
+        }
+        where.stage = s;
+        where.lane = l;
         auto m = std::make_unique<LlamaStage>(c, first, last, s + 1 == pp, scratch, Options{d, DType::kFloat32});
         NoGradGuard no_grad;
         for (auto& [name, p] : m->NamedParameters()) p->copy_(base_params.at(name)->to(d));
@@ -923,13 +943,16 @@ class PipelineLlamaExample : public Example {
         return cross_entropy(out.reshape({rows * t, base_.config().vocab}), y);
       };
       stages.push_back(std::move(stage));
-      if (dp_ > 1) {
+      if (dp_ > 1 && !mesh_.multi_process()) {
         std::vector<Device> lane_devices = stages.back().lanes;
         groups_.push_back(std::make_unique<distributed::Group>(std::move(lane_devices)));
       }
     }
-    pipe_ = std::make_unique<distributed::Pipeline>(std::move(stages));
-    for (auto& m : lanes_) m->Train();
+    pipe_ = mesh_.multi_process() ? std::make_unique<distributed::Pipeline>(std::move(stages), where)
+                                  : std::make_unique<distributed::Pipeline>(std::move(stages));
+    for (auto& m : lanes_) {
+      if (m) m->Train();
+    }
   }
   std::string kind() const override { return "llama"; }
   int64_t default_steps() const override { return base_.default_steps(); }
@@ -945,6 +968,7 @@ class PipelineLlamaExample : public Example {
     base_.DrawBatch(xs_, ys_);
     for (auto& o : opts_) o->ZeroGrad();
     const distributed::PipelineResult r = pipe_->Run(schedule_, micro_);
+    if (mesh_.multi_process()) return StepProcess(r);
     const int64_t pp = pipe_->num_stages();
     for (int64_t s = 0; s < static_cast<int64_t>(groups_.size()); ++s) {  // dp: average over the lanes
       std::vector<nn::Module*> replicas;
@@ -982,21 +1006,90 @@ class PipelineLlamaExample : public Example {
     }
     return 1;
   }
-  // The device of stage s, lane l: mesh coordinate pp = s, dp = l.
-  Device DeviceAt(int64_t s, int64_t l) const {
+  // The rank and device of stage s, lane l: mesh coordinate pp = s, dp = l.
+  int64_t RankAt(int64_t s, int64_t l) const {
     std::vector<int64_t> coord;
     for (const std::string& n : mesh_.dim_names()) coord.push_back(n == "pp" ? s : l);
-    return mesh_.devices()[static_cast<size_t>(mesh_.Rank(coord))];
+    return mesh_.Rank(coord);
+  }
+  Device DeviceAt(int64_t s, int64_t l) const { return mesh_.devices()[static_cast<size_t>(RankAt(s, l))]; }
+  distributed::ProcessGroup& Processes(std::vector<int64_t> ranks) const {
+    std::vector<int> r(ranks.begin(), ranks.end());
+    return distributed::ProcessGroup::Subgroup(r);
+  }
+  // One stage lane per process: the rest of TrainStep with the lanes' gradient mean, the tied embedding's
+  // gradient sum (stage 0 and the last stage of a lane), the global norm (over the lane's stages) and the
+  // loss (from the last stages) all-reduced between the processes that hold them.
+  double StepProcess(const distributed::PipelineResult& r) {
+    NoGradGuard no_grad;
+    const int64_t pp = pipe_->num_stages();
+    int64_t s = 0, l = 0;
+    for (int64_t i = 0; i < pp * dp_; ++i) {
+      if (mesh_.is_local(RankAt(i / dp_, i % dp_))) s = i / dp_, l = i % dp_;
+    }
+    LlamaStage& m = *Lane(s, l);
+    if (dp_ > 1) {
+      std::vector<int64_t> lanes;
+      for (int64_t j = 0; j < dp_; ++j) lanes.push_back(RankAt(s, j));
+      distributed::ProcessGroup& g = Processes(lanes);
+      for (Tensor* p : m.Parameters()) {
+        Tensor grad = p->grad();
+        g.AllReduce(grad, runtime::ReduceOp::kAvg);
+        p->mutable_autograd_meta().grad = grad;
+      }
+    }
+    Tensor* emb = m.embedding();
+    if (pp > 1 && emb != nullptr) {  // stage 0 and the last stage: one gradient for the tied weight
+      Tensor grad = emb->grad();
+      Processes({RankAt(0, l), RankAt(pp - 1, l)}).AllReduce(grad, runtime::ReduceOp::kSum);
+      emb->mutable_autograd_meta().grad = grad;
+    }
+    // optim::ClipGradNorm(1.0) over the lane's parameters, the tied weight once (on stage 0).
+    Tensor total = zeros({}, DType::kFloat32, Device("cpu"));
+    for (Tensor* p : m.Parameters()) {
+      if (p == emb && s > 0) continue;
+      const Tensor g = p->grad();
+      if (g.defined()) total = total + sum(g * g).to(Device("cpu"));
+    }
+    std::vector<int64_t> stages;
+    for (int64_t j = 0; j < pp; ++j) stages.push_back(RankAt(j, l));
+    Processes(stages).AllReduce(total, runtime::ReduceOp::kSum);
+    const Tensor norm = sqrt(total);
+    const Tensor scale = minimum(full({}, 1.0, norm.dtype(), norm.device()) / (norm + 1e-6), full({}, 1.0, norm.dtype(), norm.device()));
+    for (Tensor* p : m.Parameters()) {
+      const Tensor g = p->grad();
+      if (g.defined()) p->mutable_autograd_meta().grad = g * cast(scale.to(g.device()), g.dtype());
+    }
+    for (auto& o : opts_) o->Step();
+    double mine = 0;
+    for (const Tensor& loss : r.losses) mine += loss.to(Device("cpu")).item<float>();
+    Tensor t = full({}, mine, DType::kFloat64, Device("cpu"));
+    distributed::ProcessGroup::World().AllReduce(t, runtime::ReduceOp::kSum);
+    return t.item<double>() / static_cast<double>(micro_ * dp_);
   }
   LlamaStage* Lane(int64_t s, int64_t l) { return lanes_[static_cast<size_t>(s * dp_ + l)].get(); }
-  // Lane 0's weights back into the wrapped one-device model (the tied weight from stage 0).
+  // Lane 0's weights back into the wrapped one-device model (the tied weight from stage 0). With one stage
+  // lane per process every process gets them: an all_reduce (sum) per parameter to which only the process
+  // that holds it contributes (x + 0 is x).
   void SyncToBase() {
     NoGradGuard no_grad;
     std::map<std::string, Tensor*> trained;
     for (int64_t s = pipe_->num_stages() - 1; s >= 0; --s) {
+      if (Lane(s, 0) == nullptr) continue;
       for (auto& [name, p] : Lane(s, 0)->NamedParameters()) trained[name] = p;
     }
-    for (auto& [name, p] : base_.module().NamedParameters()) p->copy_(trained.at(name)->to(p->device()));
+    const bool first_holder = mesh_.is_local(RankAt(0, 0));
+    for (auto& [name, p] : base_.module().NamedParameters()) {
+      if (!mesh_.multi_process()) {
+        p->copy_(trained.at(name)->to(p->device()));
+        continue;
+      }
+      auto it = trained.find(name);
+      const bool mine = it != trained.end() && (name != "tok_emb.weight" || first_holder);
+      Tensor v = mine ? it->second->to(Device("cpu")).clone() : zeros(p->shape(), p->dtype(), Device("cpu"));
+      distributed::ProcessGroup::World().AllReduce(v, runtime::ReduceOp::kSum);
+      p->copy_(v.to(p->device()));
+    }
   }
 
   distributed::ProcessMesh mesh_;

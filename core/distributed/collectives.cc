@@ -8,6 +8,7 @@
 #include "core/autograd/autograd.h"
 #include "core/base/error.h"
 #include "core/distributed/group.h"
+#include "core/distributed/process_group.h"
 #include "core/ops/ops.h"
 
 namespace oar::distributed {
@@ -45,10 +46,30 @@ std::vector<Device> DevicesOf(const ProcessMesh& mesh, const std::vector<int64_t
   return d;
 }
 
+// One rank per process: the processes of this rank's group along `dim` (sub-rank i = coordinate i).
+ProcessGroup& ProcessesAlong(const ProcessMesh& mesh, int dim) {
+  std::vector<int> ranks;
+  for (int64_t r : mesh.GroupAlong(mesh.first_local(), dim)) ranks.push_back(static_cast<int>(r));
+  return ProcessGroup::Subgroup(ranks);
+}
+
+// The tensors of the ranks this process holds (every one in one process), and back to one per rank.
+std::vector<Tensor> Held(const ProcessMesh& mesh, const std::vector<Tensor>& v) {
+  if (!mesh.multi_process()) return v;
+  return {v.at(static_cast<size_t>(mesh.first_local()))};
+}
+std::vector<Tensor> Spread(const ProcessMesh& mesh, std::vector<Tensor> held) {
+  if (!mesh.multi_process()) return held;
+  std::vector<Tensor> v(static_cast<size_t>(mesh.numel()));
+  v[static_cast<size_t>(mesh.first_local())] = std::move(held.at(0));
+  return v;
+}
+
 void CheckLocals(const ProcessMesh& mesh, const std::vector<Tensor>& locals, const char* what) {
   OAR_CHECK_ARG(static_cast<int64_t>(locals.size()) == mesh.numel(), "{}: {} local tensors for a mesh of {} ranks",
                 what, locals.size(), mesh.numel());
   for (size_t r = 0; r < locals.size(); ++r) {
+    if (!mesh.is_local(static_cast<int64_t>(r))) continue;
     OAR_CHECK_ARG(locals[r].defined() && locals[r].device() == mesh.devices()[r],
                   "{}: the local tensor of rank {} must be defined and on {}", what, r, mesh.devices()[r].str());
   }
@@ -78,6 +99,52 @@ std::vector<Tensor> Detached(const std::vector<Tensor>& ts) {
   return d;
 }
 
+// One rank per process: this rank's chunks to its group's processes, and the chunks they sent here. The
+// autograd node links the chunks sent (to coordinates j != self, in order) with those received (from i !=
+// self, in order); its VJP is the reverse all_to_all, which returns each received chunk's gradient to its
+// sender and brings back the gradients of the chunks sent.
+std::vector<std::vector<Tensor>> AllToAllProcesses(const ProcessMesh& mesh, int dim,
+                                                   const std::vector<std::vector<Tensor>>& chunks) {
+  const int64_t p = mesh.size(dim);
+  const auto me = static_cast<size_t>(mesh.first_local());
+  const auto self = static_cast<size_t>(mesh.Coord(mesh.first_local())[static_cast<size_t>(dim)]);
+  OAR_CHECK_ARG(static_cast<int64_t>(chunks[me].size()) == p, "all_to_all: rank {} has {} chunks for a group of {}", me,
+                chunks[me].size(), p);
+  std::vector<Tensor> send, got;
+  {
+    NoGradGuard no_grad;
+    for (const Tensor& c : chunks[me]) send.push_back(c.contiguous());
+    got = p > 1 ? ProcessesAlong(mesh, dim).AllToAll(send) : send;
+  }
+  ++g_all_to_all;
+  std::vector<Tensor> in_flat, out_flat;
+  for (size_t j = 0; j < static_cast<size_t>(p); ++j) {
+    if (j == self) continue;
+    in_flat.push_back(chunks[me][j]);
+    out_flat.push_back(got[j]);
+  }
+  const std::vector<Meta> metas = MetasOf(out_flat);
+  if (!out_flat.empty()) {
+    autograd::RecordCustom("all_to_all", in_flat, out_flat, [mesh, dim, metas, self, p, me](std::span<const Tensor> grads) {
+      const std::vector<Tensor> g = Filled(grads, metas);
+      std::vector<std::vector<Tensor>> back(static_cast<size_t>(mesh.numel()));
+      for (size_t i = 0, k = 0; i < static_cast<size_t>(p); ++i) {
+        back[me].push_back(i == self ? zeros({0}, metas[0].dtype, metas[0].device) : g[k++]);
+      }
+      const std::vector<std::vector<Tensor>> ret = AllToAllAlong(mesh, dim, back);
+      std::vector<Tensor> dx;
+      for (size_t j = 0; j < static_cast<size_t>(p); ++j) {
+        if (j != self) dx.push_back(ret[me][j]);
+      }
+      return dx;
+    });
+  }
+  std::vector<std::vector<Tensor>> received(chunks.size());
+  received[me].resize(static_cast<size_t>(p));
+  for (size_t j = 0, k = 0; j < static_cast<size_t>(p); ++j) received[me][j] = j == self ? chunks[me][j] : out_flat[k++];
+  return received;
+}
+
 }  // namespace
 
 std::string CollectiveCounts::ToString() const {
@@ -105,8 +172,14 @@ std::vector<Tensor> AllReduceAlong(const ProcessMesh& mesh, int dim, const std::
   std::vector<Tensor> out(locals.size());
   {
     NoGradGuard no_grad;
-    for (size_t r = 0; r < locals.size(); ++r) out[r] = locals[r].contiguous().clone();
-    for (const std::vector<int64_t>& g : GroupsAlong(mesh, dim)) {
+    for (size_t r = 0; r < locals.size(); ++r) {
+      if (mesh.is_local(static_cast<int64_t>(r))) out[r] = locals[r].contiguous().clone();
+    }
+    if (mesh.multi_process()) {
+      Tensor& mine = out[static_cast<size_t>(mesh.first_local())];
+      if (mesh.size(dim) > 1 && mine.numel() > 0) ProcessesAlong(mesh, dim).AllReduce(mine, op);
+    }
+    for (const std::vector<int64_t>& g : mesh.multi_process() ? std::vector<std::vector<int64_t>>{} : GroupsAlong(mesh, dim)) {
       if (g.size() < 2 || out[static_cast<size_t>(g[0])].numel() == 0) continue;
       std::vector<Tensor> ts;
       for (int64_t r : g) ts.push_back(out[static_cast<size_t>(r)]);
@@ -114,28 +187,30 @@ std::vector<Tensor> AllReduceAlong(const ProcessMesh& mesh, int dim, const std::
     }
   }
   ++g_all_reduce;
-  const std::vector<Meta> metas = MetasOf(out);
+  std::vector<Tensor> held_out = Held(mesh, out);
+  const std::vector<Meta> metas = MetasOf(held_out);
   std::vector<Tensor> saved_in, saved_out;
   if (op == runtime::ReduceOp::kMax || op == runtime::ReduceOp::kMin) {
-    saved_in = Detached(locals);
-    saved_out = Detached(out);
+    saved_in = Detached(Held(mesh, locals));
+    saved_out = Detached(held_out);
   }
-  autograd::RecordCustom("all_reduce", locals, out,
+  autograd::RecordCustom("all_reduce", Held(mesh, locals), held_out,
                          [mesh, dim, op, metas, saved_in, saved_out](std::span<const Tensor> grads) {
                            const std::vector<Tensor> g = Filled(grads, metas);
-                           if (op == runtime::ReduceOp::kSum || op == runtime::ReduceOp::kAvg) {
-                             return AllReduceAlong(mesh, dim, g, op);
-                           }
+                           auto reduce = [&](const std::vector<Tensor>& x, runtime::ReduceOp o) {
+                             return Held(mesh, AllReduceAlong(mesh, dim, Spread(mesh, x), o));
+                           };
+                           if (op == runtime::ReduceOp::kSum || op == runtime::ReduceOp::kAvg) return reduce(g, op);
                            // max/min: the ranks that hold the extreme share the summed gradient evenly.
-                           const std::vector<Tensor> total = AllReduceAlong(mesh, dim, g, runtime::ReduceOp::kSum);
+                           const std::vector<Tensor> total = reduce(g, runtime::ReduceOp::kSum);
                            std::vector<Tensor> mask;
                            for (size_t r = 0; r < g.size(); ++r) mask.push_back(cast(eq(saved_in[r], saved_out[r]), g[r].dtype()));
-                           const std::vector<Tensor> count = AllReduceAlong(mesh, dim, mask, runtime::ReduceOp::kSum);
+                           const std::vector<Tensor> count = reduce(mask, runtime::ReduceOp::kSum);
                            std::vector<Tensor> dx;
                            for (size_t r = 0; r < g.size(); ++r) dx.push_back(total[r] * mask[r] / count[r]);
                            return dx;
                          });
-  return out;
+  return Spread(mesh, held_out);
 }
 
 std::vector<Tensor> AllGatherAlong(const ProcessMesh& mesh, int dim, const std::vector<Tensor>& locals) {
@@ -143,7 +218,16 @@ std::vector<Tensor> AllGatherAlong(const ProcessMesh& mesh, int dim, const std::
   std::vector<Tensor> out(locals.size());
   {
     NoGradGuard no_grad;
-    for (const std::vector<int64_t>& g : GroupsAlong(mesh, dim)) {
+    if (mesh.multi_process()) {
+      const auto me = static_cast<size_t>(mesh.first_local());
+      const Tensor t = locals[me].contiguous();
+      Dims s = t.shape();
+      s.insert(0, mesh.size(dim));
+      out[me] = mesh.size(dim) < 2 ? t.clone().reshape(s)
+                : t.numel() == 0   ? zeros(s, t.dtype(), t.device())
+                                   : ProcessesAlong(mesh, dim).AllGather(t);
+    }
+    for (const std::vector<int64_t>& g : mesh.multi_process() ? std::vector<std::vector<int64_t>>{} : GroupsAlong(mesh, dim)) {
       std::vector<Tensor> ts;
       for (int64_t r : g) ts.push_back(locals[static_cast<size_t>(r)].contiguous());
       if (ts[0].numel() == 0 || g.size() < 2) {
@@ -159,11 +243,12 @@ std::vector<Tensor> AllGatherAlong(const ProcessMesh& mesh, int dim, const std::
     }
   }
   ++g_all_gather;
-  const std::vector<Meta> metas = MetasOf(out);
-  autograd::RecordCustom("all_gather", locals, out, [mesh, dim, metas](std::span<const Tensor> grads) {
-    return ReduceScatterAlong(mesh, dim, Filled(grads, metas), runtime::ReduceOp::kSum);
+  std::vector<Tensor> held_out = Held(mesh, out);
+  const std::vector<Meta> metas = MetasOf(held_out);
+  autograd::RecordCustom("all_gather", Held(mesh, locals), held_out, [mesh, dim, metas](std::span<const Tensor> grads) {
+    return Held(mesh, ReduceScatterAlong(mesh, dim, Spread(mesh, Filled(grads, metas)), runtime::ReduceOp::kSum));
   });
-  return out;
+  return Spread(mesh, held_out);
 }
 
 std::vector<Tensor> ReduceScatterAlong(const ProcessMesh& mesh, int dim, const std::vector<Tensor>& locals,
@@ -175,7 +260,18 @@ std::vector<Tensor> ReduceScatterAlong(const ProcessMesh& mesh, int dim, const s
   std::vector<Tensor> out(locals.size());
   {
     NoGradGuard no_grad;
-    for (const std::vector<int64_t>& g : GroupsAlong(mesh, dim)) {
+    if (mesh.multi_process()) {
+      const auto me = static_cast<size_t>(mesh.first_local());
+      const Tensor t = locals[me].contiguous();
+      OAR_CHECK_ARG(t.rank() >= 1 && t.dim(0) == p, "reduce_scatter: rank {} has shape {}; expected [{}, ...]", me,
+                    t.shape().ToString(), p);
+      Dims piece = t.shape();
+      piece.erase(0);
+      out[me] = p < 2 ? t.clone().reshape(piece)
+                : t.numel() == 0 ? zeros(piece, t.dtype(), t.device())
+                                 : ProcessesAlong(mesh, dim).ReduceScatter(t, op).reshape(piece);
+    }
+    for (const std::vector<int64_t>& g : mesh.multi_process() ? std::vector<std::vector<int64_t>>{} : GroupsAlong(mesh, dim)) {
       std::vector<Tensor> ts;
       for (int64_t r : g) {
         const Tensor& t = locals[static_cast<size_t>(r)];
@@ -196,15 +292,16 @@ std::vector<Tensor> ReduceScatterAlong(const ProcessMesh& mesh, int dim, const s
     }
   }
   ++g_reduce_scatter;
-  const std::vector<Meta> metas = MetasOf(out);
-  autograd::RecordCustom("reduce_scatter", locals, out, [mesh, dim, op, p, metas](std::span<const Tensor> grads) {
-    std::vector<Tensor> g = AllGatherAlong(mesh, dim, Filled(grads, metas));
+  std::vector<Tensor> held_out = Held(mesh, out);
+  const std::vector<Meta> metas = MetasOf(held_out);
+  autograd::RecordCustom("reduce_scatter", Held(mesh, locals), held_out, [mesh, dim, op, p, metas](std::span<const Tensor> grads) {
+    std::vector<Tensor> g = Held(mesh, AllGatherAlong(mesh, dim, Spread(mesh, Filled(grads, metas))));
     if (op == runtime::ReduceOp::kAvg) {
       for (Tensor& t : g) t = t / static_cast<double>(p);
     }
     return g;
   });
-  return out;
+  return Spread(mesh, held_out);
 }
 
 std::vector<std::vector<Tensor>> AllToAllAlong(const ProcessMesh& mesh, int dim,
@@ -213,6 +310,7 @@ std::vector<std::vector<Tensor>> AllToAllAlong(const ProcessMesh& mesh, int dim,
                 chunks.size(), mesh.numel());
   const int64_t p = mesh.size(dim);
   std::vector<std::vector<Tensor>> received(chunks.size(), std::vector<Tensor>(static_cast<size_t>(p)));
+  if (mesh.multi_process()) return AllToAllProcesses(mesh, dim, chunks);
   std::vector<Tensor> in_flat, out_flat;
   struct Slot {
     size_t dst, src_coord;

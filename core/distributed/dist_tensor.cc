@@ -53,15 +53,19 @@ Tensor PadTo(const Tensor& x, int64_t d, int64_t size) {
 }
 
 // S(d) -> R along mesh dim m.
-std::vector<Tensor> GatherShards(const ProcessMesh& mesh, int m, int64_t d, const std::vector<Tensor>& locals) {
-  const int64_t p = mesh.size(m), rank = locals[0].rank();
+// `shapes[r]`: rank r's local shape (known for every rank; with one rank per process only the local
+// tensors are defined).
+std::vector<Tensor> GatherShards(const ProcessMesh& mesh, int m, int64_t d, const std::vector<Tensor>& locals,
+                                 const std::vector<Dims>& shapes) {
+  const int64_t p = mesh.size(m), rank = shapes[0].size();
   const std::vector<int64_t> perm = FrontPerm(rank, d), inv = Inverse(perm);
   std::vector<Tensor> in(locals.size());
   std::vector<std::vector<int64_t>> sizes(locals.size());
   for (size_t r = 0; r < locals.size(); ++r) {
+    if (!mesh.is_local(static_cast<int64_t>(r))) continue;
     int64_t c = 0;
     for (int64_t q : mesh.GroupAlong(static_cast<int64_t>(r), m)) {
-      sizes[r].push_back(locals[static_cast<size_t>(q)].dim(d));
+      sizes[r].push_back(shapes[static_cast<size_t>(q)][static_cast<int>(d)]);
       c = std::max(c, sizes[r].back());
     }
     in[r] = PadTo(locals[r], d, c).permute(perm).contiguous();
@@ -69,6 +73,7 @@ std::vector<Tensor> GatherShards(const ProcessMesh& mesh, int m, int64_t d, cons
   std::vector<Tensor> g = AllGatherAlong(mesh, m, in);
   std::vector<Tensor> out(locals.size());
   for (size_t r = 0; r < locals.size(); ++r) {
+    if (!mesh.is_local(static_cast<int64_t>(r))) continue;
     const int64_t c = g[r].dim(1);
     bool even = true;
     for (int64_t s : sizes[r]) even &= s == c;
@@ -93,10 +98,11 @@ std::vector<Tensor> GatherShards(const ProcessMesh& mesh, int m, int64_t d, cons
 // P(op) -> S(d) along mesh dim m, op sum or avg.
 std::vector<Tensor> ScatterPartial(const ProcessMesh& mesh, int m, int64_t d, const std::vector<Tensor>& locals,
                                    runtime::ReduceOp op) {
-  const int64_t p = mesh.size(m), rank = locals[0].rank();
+  const int64_t p = mesh.size(m), rank = locals[static_cast<size_t>(mesh.first_local())].rank();
   const std::vector<int64_t> perm = FrontPerm(rank, d), inv = Inverse(perm);
   std::vector<Tensor> in(locals.size());
   for (size_t r = 0; r < locals.size(); ++r) {
+    if (!mesh.is_local(static_cast<int64_t>(r))) continue;
     const int64_t n = locals[r].dim(d), c = ShardSize(n, p, 0);
     Tensor x = locals[r];
     if (n % p != 0) {  // piece k (at its balanced offset) padded to c: block k of the reduce_scatter
@@ -116,6 +122,7 @@ std::vector<Tensor> ScatterPartial(const ProcessMesh& mesh, int m, int64_t d, co
   std::vector<Tensor> got = ReduceScatterAlong(mesh, m, in, op);
   std::vector<Tensor> out(locals.size());
   for (size_t r = 0; r < locals.size(); ++r) {
+    if (!mesh.is_local(static_cast<int64_t>(r))) continue;
     const int64_t n = locals[r].dim(d);
     const int64_t i = mesh.Coord(static_cast<int64_t>(r))[static_cast<size_t>(m)];
     out[r] = got[r].slice(0, 0, ShardSize(n, p, i)).permute(inv).contiguous();
@@ -128,6 +135,7 @@ std::vector<Tensor> SwapShards(const ProcessMesh& mesh, int m, int64_t i, int64_
   const int64_t p = mesh.size(m);
   std::vector<std::vector<Tensor>> chunks(locals.size());
   for (size_t r = 0; r < locals.size(); ++r) {
+    if (!mesh.is_local(static_cast<int64_t>(r))) continue;
     const int64_t n = locals[r].dim(j);
     for (int64_t k = 0; k < p; ++k) {
       const int64_t off = ShardOffset(n, p, k);
@@ -136,7 +144,9 @@ std::vector<Tensor> SwapShards(const ProcessMesh& mesh, int m, int64_t i, int64_
   }
   const std::vector<std::vector<Tensor>> got = AllToAllAlong(mesh, m, chunks);
   std::vector<Tensor> out(locals.size());
-  for (size_t r = 0; r < locals.size(); ++r) out[r] = concat(got[r], i).contiguous();
+  for (size_t r = 0; r < locals.size(); ++r) {
+    if (mesh.is_local(static_cast<int64_t>(r))) out[r] = concat(got[r], i).contiguous();
+  }
   return out;
 }
 
@@ -144,6 +154,7 @@ std::vector<Tensor> SliceShards(const ProcessMesh& mesh, int m, int64_t d, const
   const int64_t p = mesh.size(m);
   std::vector<Tensor> out(locals.size());
   for (size_t r = 0; r < locals.size(); ++r) {
+    if (!mesh.is_local(static_cast<int64_t>(r))) continue;
     const int64_t n = locals[r].dim(d), c = mesh.Coord(static_cast<int64_t>(r))[static_cast<size_t>(m)];
     const int64_t off = ShardOffset(n, p, c);
     out[r] = locals[r].slice(d, off, off + ShardSize(n, p, c)).contiguous();
@@ -155,14 +166,16 @@ std::vector<Tensor> MakePartial(const ProcessMesh& mesh, int m, runtime::ReduceO
   std::vector<Tensor> out = locals;
   if (op != runtime::ReduceOp::kSum) return out;  // avg, max, min of equal values are the value
   for (size_t r = 0; r < locals.size(); ++r) {
+    if (!mesh.is_local(static_cast<int64_t>(r))) continue;
     if (mesh.Coord(static_cast<int64_t>(r))[static_cast<size_t>(m)] != 0) out[r] = zeros_like(locals[r]);
   }
   return out;
 }
 
-std::vector<Tensor> RunStep(const ProcessMesh& mesh, const ReshardStep& s, const std::vector<Tensor>& locals) {
+std::vector<Tensor> RunStep(const ProcessMesh& mesh, const ReshardStep& s, const std::vector<Tensor>& locals,
+                            const std::vector<Dims>& shapes) {
   const int m = s.dim;
-  if (s.collective == "all_gather") return GatherShards(mesh, m, s.from.dim, locals);
+  if (s.collective == "all_gather") return GatherShards(mesh, m, s.from.dim, locals, shapes);
   if (s.collective == "all_reduce") return AllReduceAlong(mesh, m, locals, s.from.reduce);
   if (s.collective == "reduce_scatter") return ScatterPartial(mesh, m, s.to.dim, locals, s.from.reduce);
   if (s.collective == "all_to_all") return SwapShards(mesh, m, s.from.dim, s.to.dim, locals);
@@ -178,8 +191,13 @@ DistTensor::DistTensor(ProcessMesh mesh, Placements placements, Dims global_shap
   placements_ = CheckPlacements(mesh_, placements, shape_.size(), "DistTensor");
   OAR_CHECK_ARG(static_cast<int64_t>(locals_.size()) == mesh_.numel(), "DistTensor: {} local tensors for a mesh of {}",
                 locals_.size(), mesh_.numel());
+  const Tensor& first = locals_[static_cast<size_t>(mesh_.first_local())];
   for (size_t r = 0; r < locals_.size(); ++r) {
     const Tensor& t = locals_[r];
+    if (!mesh_.is_local(static_cast<int64_t>(r))) {
+      OAR_CHECK_ARG(!t.defined(), "DistTensor: rank {} runs in another process; its local tensor must be undefined", r);
+      continue;
+    }
     OAR_CHECK_ARG(t.defined(), "DistTensor: the local tensor of rank {} is undefined", r);
     const Dims want = RegionOf(mesh_, placements_, shape_, static_cast<int64_t>(r)).shape;
     OAR_CHECK_ARG(t.shape() == want,
@@ -188,8 +206,8 @@ DistTensor::DistTensor(ProcessMesh mesh, Placements placements, Dims global_shap
                   want.ToString());
     OAR_CHECK_ARG(t.device() == mesh_.devices()[r], "DistTensor: the local tensor of rank {} is on {}, expected {}", r,
                   t.device().str(), mesh_.devices()[r].str());
-    OAR_CHECK_ARG(t.dtype() == locals_[0].dtype(), "DistTensor: rank {} has dtype {}, rank 0 has {}", r,
-                  DTypeName(t.dtype()), DTypeName(locals_[0].dtype()));
+    OAR_CHECK_ARG(t.dtype() == first.dtype(), "DistTensor: rank {} has dtype {}, rank {} has {}", r,
+                  DTypeName(t.dtype()), mesh_.first_local(), DTypeName(first.dtype()));
   }
 }
 
@@ -197,20 +215,29 @@ std::string DistTensor::ToString() const {
   return "DistTensor(shape " + shape_.ToString() + ", " + PlacementsString(placements_) + ", " + mesh_.ToString() + ")";
 }
 
-bool DistTensor::requires_grad() const { return defined() && locals_[0].requires_grad(); }
+bool DistTensor::requires_grad() const {
+  return defined() && locals_[static_cast<size_t>(mesh_.first_local())].requires_grad();
+}
 
 DistTensor& DistTensor::set_requires_grad(bool value) {
-  for (Tensor& t : locals_) t.set_requires_grad(value);
+  for (Tensor& t : locals_) {
+    if (t.defined()) t.set_requires_grad(value);
+  }
   return *this;
 }
 
 DistTensor DistTensor::grad() const {
   bool any = false;
-  for (const Tensor& t : locals_) any |= t.grad().defined();
-  if (!any) return {};
+  for (const Tensor& t : locals_) any |= t.defined() && t.grad().defined();
+  // With one rank per process, a rank whose backward reached nothing still joins the reductions below.
+  if (!any && !mesh_.multi_process()) return {};
   NoGradGuard no_grad;
   std::vector<Tensor> g;
-  for (const Tensor& t : locals_) g.push_back(t.grad().defined() ? t.grad() : zeros(t.shape(), t.dtype(), t.device()));
+  for (const Tensor& t : locals_) {
+    g.push_back(!t.defined()         ? Tensor()
+                : t.grad().defined() ? t.grad()
+                                     : zeros(t.shape(), t.dtype(), t.device()));
+  }
   Placements out = placements_;
   for (int m = 0; m < mesh_.ndim(); ++m) {
     if (placements_[static_cast<size_t>(m)].is_replicate()) g = AllReduceAlong(mesh_, m, g, runtime::ReduceOp::kSum);
@@ -220,12 +247,14 @@ DistTensor DistTensor::grad() const {
 }
 
 void DistTensor::zero_grad() {
-  for (Tensor& t : locals_) t.zero_grad();
+  for (Tensor& t : locals_) {
+    if (t.defined()) t.zero_grad();
+  }
 }
 
 DistTensor DistTensor::detach() const {
   std::vector<Tensor> d;
-  for (const Tensor& t : locals_) d.push_back(t.detach());
+  for (const Tensor& t : locals_) d.push_back(t.defined() ? t.detach() : Tensor());
   return DistTensor(mesh_, placements_, shape_, d);
 }
 
@@ -234,6 +263,10 @@ DistTensor shard_tensor(const Tensor& global, const ProcessMesh& mesh, const Pla
   const Placements p = CheckPlacements(mesh, placements, global.rank(), "shard_tensor");
   std::vector<Tensor> locals;
   for (int64_t r = 0; r < mesh.numel(); ++r) {
+    if (!mesh.is_local(r)) {
+      locals.emplace_back();
+      continue;
+    }
     const LocalRegion reg = RegionOf(mesh, p, global.shape(), r);
     Tensor t = global;
     for (int d = 0; d < global.rank(); ++d) {
@@ -347,12 +380,18 @@ DistTensor Reshard(const DistTensor& x, const Placements& placements) {
   const std::vector<ReshardStep> plan = PlanReshard(x.mesh(), x.placements(), placements, x.shape(), x.dtype());
   if (plan.empty()) return x;
   std::vector<Tensor> locals = x.locals();
-  for (const ReshardStep& s : plan) locals = RunStep(x.mesh(), s, locals);
+  Placements state = x.placements();
+  for (const ReshardStep& s : plan) {
+    std::vector<Dims> shapes;
+    for (int64_t r = 0; r < x.mesh().numel(); ++r) shapes.push_back(RegionOf(x.mesh(), state, x.shape(), r).shape);
+    locals = RunStep(x.mesh(), s, locals, shapes);
+    state[static_cast<size_t>(s.dim)] = s.to;
+  }
   return DistTensor(x.mesh(), CheckPlacements(x.mesh(), placements, x.rank(), "reshard"), x.shape(), locals);
 }
 
 Tensor FullTensor(const DistTensor& x) {
-  return Reshard(x, Placements(static_cast<size_t>(x.mesh().ndim()), Placement::Replicate())).local(0);
+  return Reshard(x, Placements(static_cast<size_t>(x.mesh().ndim()), Placement::Replicate())).local(x.mesh().first_local());
 }
 
 }  // namespace oar::distributed

@@ -23,8 +23,9 @@ namespace oar::distributed {
 class DistTensor {
  public:
   DistTensor() = default;
-  /// From the local tensor of every rank; throws kInvalidArgument unless each local has the shape that
-  /// RegionOf gives its rank, one dtype, and lives on its rank's device.
+  /// From the local tensor of every rank (with one rank per process, only this process's rank's is defined;
+  /// the others are undefined); throws kInvalidArgument unless each local has the shape that RegionOf
+  /// gives its rank, one dtype, and lives on its rank's device.
   DistTensor(ProcessMesh mesh, Placements placements, Dims global_shape, std::vector<Tensor> locals);
 
   bool defined() const { return !locals_.empty(); }
@@ -32,7 +33,8 @@ class DistTensor {
   const Placements& placements() const { return placements_; }
   const Dims& shape() const { return shape_; }
   int64_t rank() const { return shape_.size(); }
-  DType dtype() const { return locals_.at(0).dtype(); }
+  DType dtype() const { return locals_.at(static_cast<size_t>(mesh_.first_local())).dtype(); }
+  /// One per rank; with one rank per process (ProcessMesh::ForProcesses) only this process's is defined.
   const std::vector<Tensor>& locals() const { return locals_; }
   const Tensor& local(int64_t rank) const { return locals_.at(static_cast<size_t>(rank)); }
   /// The locals themselves (an optimiser updates parameters through these).
@@ -94,7 +96,8 @@ double StepCost(const ProcessMesh& mesh, const ReshardStep& step, const Placemen
 /// "dim 1: S(0) -> R all_gather (12.3 us); ..."
 std::string PlanString(const std::vector<ReshardStep>& plan);
 
-/// The whole tensor on rank 0's device (Reshard to all-Replicate).
+/// The whole tensor on rank 0's device (Reshard to all-Replicate); with one rank per process, on this
+/// process's device (every process must call it: it may communicate).
 Tensor FullTensor(const DistTensor& x);
 
 }  // namespace oar::distributed

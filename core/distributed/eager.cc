@@ -85,8 +85,9 @@ std::vector<DistTensor> Execute(const SpmdRule& rule, std::span<const DistTensor
   for (size_t i = 0; i < inputs.size(); ++i) {
     ready.push_back(inputs[i].defined() ? Reshard(inputs[i], dec.inputs[i]) : DistTensor());
   }
-  std::vector<std::vector<Tensor>> outs(out_shapes.size());
+  std::vector<std::vector<Tensor>> outs(out_shapes.size(), std::vector<Tensor>(static_cast<size_t>(mesh.numel())));
   for (int64_t r = 0; r < mesh.numel(); ++r) {
+    if (!mesh.is_local(r)) continue;  // another process runs it
     std::vector<Tensor> locals;
     for (const DistTensor& t : ready) locals.push_back(t.defined() ? t.local(r) : Tensor());
     std::vector<Dims> local_shapes;
@@ -96,7 +97,7 @@ std::vector<DistTensor> Execute(const SpmdRule& rule, std::span<const DistTensor
     std::vector<Tensor> res = local({r, locals, dec, local_shapes});
     OAR_CHECK(res.size() >= out_shapes.size(), kInternal, "{}: the local call returned {} results for {} outputs",
               rule.name, res.size(), out_shapes.size());
-    for (size_t o = 0; o < out_shapes.size(); ++o) outs[o].push_back(res[o]);
+    for (size_t o = 0; o < out_shapes.size(); ++o) outs[o][static_cast<size_t>(r)] = res[o];
   }
   std::vector<DistTensor> result;
   for (size_t o = 0; o < out_shapes.size(); ++o) {
@@ -176,6 +177,17 @@ DistTensor linear(const DistTensor& x, const DistTensor& w, const DistTensor& bi
                 w.shape().ToString());
   Dims out = x.shape();
   out[out.size() - 1] = w.shape()[0];
+  if (bias.defined()) {
+    // Row-parallel (the contraction sharded on some mesh dim): the product is Partial(sum) and the bias
+    // is added once, after it — one all_reduce — rather than gathering x and w so that the fused rule
+    // (which cannot add a bias to a partial) applies.
+    bool contracted = false;
+    for (int m = 0; m < x.mesh().ndim(); ++m) {
+      contracted |= x.placements()[static_cast<size_t>(m)].is_shard(x.rank() - 1) ||
+                    w.placements()[static_cast<size_t>(m)].is_shard(1);
+    }
+    if (contracted) return add(linear(x, w, DistTensor()), bias);
+  }
   std::vector<DistTensor> in{x, w};
   if (bias.defined()) in.push_back(bias);
   return One(Execute(LinearRule(x.shape(), w.shape(), bias.defined()), in, {out}, [](const LocalCall& c) {
@@ -240,7 +252,8 @@ DistTensor cross_entropy(const DistTensor& logits, const DistTensor& target) {
   parts = Reshard(parts, Placements(static_cast<size_t>(parts.mesh().ndim()), Placement::Replicate()));
   std::vector<Tensor> loss;
   for (const Tensor& p : parts.locals()) {
-    loss.push_back((p.slice(0, 0, 1) / maximum(p.slice(0, 1, 2), full_like(p.slice(0, 1, 2), 1.0))).reshape({}));
+    loss.push_back(!p.defined() ? Tensor()
+                                : (p.slice(0, 0, 1) / maximum(p.slice(0, 1, 2), full_like(p.slice(0, 1, 2), 1.0))).reshape({}));
   }
   return DistTensor(parts.mesh(), parts.placements(), Dims{}, loss);
 }
@@ -265,6 +278,7 @@ void Backward(const DistTensor& loss) {
   const ProcessMesh& mesh = loss.mesh();
   std::vector<Tensor> roots, seeds;
   for (int64_t r = 0; r < mesh.numel(); ++r) {
+    if (!mesh.is_local(r)) continue;
     double seed = 1;
     const std::vector<int64_t> c = mesh.Coord(r);
     for (int m = 0; m < mesh.ndim(); ++m) {
@@ -275,7 +289,9 @@ void Backward(const DistTensor& loss) {
       if (p.is_partial() && p.reduce == runtime::ReduceOp::kAvg) seed /= static_cast<double>(mesh.size(m));
     }
     const Tensor& l = loss.local(r);
-    if (seed == 0 || !l.requires_grad()) continue;
+    // With one rank per process every process runs its backward (seeded 0 off the seeding ranks): the
+    // collectives' adjoints are collectives its peers wait for.
+    if ((seed == 0 && !mesh.multi_process()) || !l.requires_grad()) continue;
     roots.push_back(l);
     seeds.push_back(full(l.shape(), seed, l.dtype(), l.device()));
   }

@@ -57,6 +57,10 @@ const char* ReduceName(runtime::ReduceOp op) {
 }  // namespace
 
 ProcessMesh::ProcessMesh(std::vector<int64_t> shape, std::vector<std::string> dim_names, std::vector<Device> devices)
+    : ProcessMesh(std::move(shape), std::move(dim_names), std::move(devices), false) {}
+
+ProcessMesh::ProcessMesh(std::vector<int64_t> shape, std::vector<std::string> dim_names, std::vector<Device> devices,
+                         bool per_process)
     : shape_(std::move(shape)), dim_names_(std::move(dim_names)), devices_(std::move(devices)) {
   OAR_CHECK_ARG(!shape_.empty(), "ProcessMesh: the shape is empty");
   OAR_CHECK_ARG(dim_names_.size() == shape_.size(), "ProcessMesh: {} dim names for a {}-d mesh", dim_names_.size(),
@@ -75,7 +79,7 @@ ProcessMesh::ProcessMesh(std::vector<int64_t> shape, std::vector<std::string> di
   for (const Device& d : devices_) {
     OAR_CHECK_ARG(d.type() == devices_[0].type(), "ProcessMesh: every device must be of one type; got {} and {}",
                   devices_[0].str(), d.str());
-    OAR_CHECK_ARG(seen.insert(d.index()).second, "ProcessMesh: device {} appears twice", d.str());
+    OAR_CHECK_ARG(per_process || seen.insert(d.index()).second, "ProcessMesh: device {} appears twice", d.str());
   }
 }
 
@@ -103,6 +107,20 @@ ProcessMesh ProcessMesh::Parse(std::string_view spec, std::string_view device_ty
   std::vector<Device> devices;
   for (int64_t i = 0; i < n; ++i) devices.emplace_back(device_type, static_cast<int>(i));
   return ProcessMesh(std::move(shape), std::move(names), std::move(devices));
+}
+
+ProcessMesh ProcessMesh::ForProcesses(std::string_view spec, Device device, int64_t rank, int64_t world_size) {
+  std::vector<int64_t> shape;
+  std::vector<std::string> names;
+  ParseSpec(spec, shape, names);
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  OAR_CHECK_ARG(n == world_size, "--mesh {}: {} ranks, but the launcher started {} processes (one rank per process)",
+                spec, n, world_size);
+  OAR_CHECK_ARG(rank >= 0 && rank < n, "ProcessMesh: process rank {} is outside the mesh of {}", rank, n);
+  ProcessMesh m(std::move(shape), std::move(names), std::vector<Device>(static_cast<size_t>(n), device), true);
+  m.local_rank_ = rank;
+  return m;
 }
 
 int ProcessMesh::DimIndex(std::string_view name) const {
@@ -141,7 +159,10 @@ std::vector<int64_t> ProcessMesh::GroupAlong(int64_t rank, int dim) const {
 std::string ProcessMesh::ToString() const {
   std::string s;
   for (size_t i = 0; i < shape_.size(); ++i) s += (i ? "," : "") + dim_names_[i] + "=" + std::to_string(shape_[i]);
-  if (!devices_.empty()) {
+  if (multi_process()) {
+    s += " over " + std::to_string(devices_.size()) + " processes (this one rank " + std::to_string(local_rank_) +
+         " on " + devices_.front().str() + ")";
+  } else if (!devices_.empty()) {
     s += " over " + devices_.front().str();
     if (devices_.size() > 1) s += ".." + std::to_string(devices_.back().index());
   }

@@ -34,6 +34,12 @@ class ProcessMesh {
   ProcessMesh(std::vector<int64_t> shape, std::vector<std::string> dim_names, std::vector<Device> devices);
   /// Parse "dp=2,tp=2" over devices `type`:0 .. `type`:(n-1) — every rank of the mesh in this process.
   static ProcessMesh Parse(std::string_view spec, std::string_view device_type);
+  /// One rank per process (mpirun and other launchers): "dp=2,tp=2" over the processes of the job, mesh
+  /// rank r = process rank r, this process being `rank` on `device` (every rank's device is its own
+  /// process's; devices() lists `device` for each). Only the local rank holds a tensor; collectives along
+  /// a mesh dim go through the MPI process group of that dim's processes. Throws kInvalidArgument unless
+  /// the mesh has `world_size` ranks and 0 <= rank < world_size.
+  static ProcessMesh ForProcesses(std::string_view spec, Device device, int64_t rank, int64_t world_size);
   /// Parse only the shape and names of "dp=2,tp=2".
   static void ParseSpec(std::string_view spec, std::vector<int64_t>& shape, std::vector<std::string>& names);
 
@@ -52,17 +58,29 @@ class ProcessMesh {
   int64_t Rank(const std::vector<int64_t>& coord) const;
   /// The ranks that differ from `rank` only along mesh dim `dim`, in coordinate order (rank's group on it).
   std::vector<int64_t> GroupAlong(int64_t rank, int dim) const;
-  /// "dp=2,tp=2 over kunlun_sim:0..3".
+  /// "dp=2,tp=2 over kunlun_sim:0..3" ("dp=2,tp=2 over 4 processes (this one rank 1 on cpu:0)").
   std::string ToString() const;
 
+  /// Whether each rank is its own process (ForProcesses) rather than every rank in this one.
+  bool multi_process() const { return local_rank_ >= 0; }
+  /// Whether this process holds rank r's tensors (every rank in one process; only its own otherwise).
+  bool is_local(int64_t r) const { return local_rank_ < 0 || r == local_rank_; }
+  /// The first rank this process holds (0 in one process).
+  int64_t first_local() const { return local_rank_ < 0 ? 0 : local_rank_; }
+
   friend bool operator==(const ProcessMesh& a, const ProcessMesh& b) {
-    return a.shape_ == b.shape_ && a.dim_names_ == b.dim_names_ && a.devices_ == b.devices_;
+    return a.shape_ == b.shape_ && a.dim_names_ == b.dim_names_ && a.devices_ == b.devices_ &&
+           a.local_rank_ == b.local_rank_;
   }
 
  private:
+  ProcessMesh(std::vector<int64_t> shape, std::vector<std::string> dim_names, std::vector<Device> devices,
+              bool per_process);
+
   std::vector<int64_t> shape_;
   std::vector<std::string> dim_names_;
   std::vector<Device> devices_;
+  int64_t local_rank_ = -1;  // ForProcesses: this process's rank; -1: every rank here
 };
 
 /// How a tensor is laid out along one mesh dim.

@@ -8,6 +8,7 @@
 #include "core/autograd/autograd.h"
 #include "core/base/error.h"
 #include "core/distributed/group.h"
+#include "core/distributed/process_group.h"
 #include "core/ops/ops.h"
 
 namespace oar::distributed {
@@ -85,7 +86,83 @@ Pipeline::Pipeline(std::vector<PipelineStage> stages) : stages_(std::move(stages
   }
 }
 
+Pipeline::Pipeline(std::vector<PipelineStage> stages, PipelineProcesses where) : stages_(std::move(stages)) {
+  OAR_CHECK_ARG(!stages_.empty(), "pipeline: no stages");
+  const auto lanes = static_cast<int64_t>(stages_[0].lanes.size());
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    OAR_CHECK_ARG(static_cast<int64_t>(stages_[s].lanes.size()) == lanes && lanes > 0,
+                  "pipeline: every stage needs as many lanes as stage 0 ({}); stage {} has {}", lanes, s,
+                  stages_[s].lanes.size());
+  }
+  OAR_CHECK_ARG(where.stage >= 0 && where.stage < num_stages() && where.lane >= 0 && where.lane < lanes &&
+                    static_cast<int64_t>(where.ranks.size()) == num_stages() * lanes,
+                "pipeline: process at stage {} lane {} with {} ranks does not fit {} stages of {} lanes", where.stage,
+                where.lane, where.ranks.size(), num_stages(), lanes);
+  OAR_CHECK_ARG(static_cast<bool>(stages_[static_cast<size_t>(where.stage)].forward),
+                "pipeline: stage {} (this process's) has no forward", where.stage);
+  processes_ = std::make_unique<PipelineProcesses>(std::move(where));
+}
+
 Pipeline::~Pipeline() = default;
+
+PipelineResult Pipeline::RunProcess(PipelineSchedule schedule, int64_t micro_batches, double loss_scale) {
+  const int64_t S = num_stages(), L = num_lanes(), M = micro_batches;
+  const int64_t s = processes_->stage, l = processes_->lane;
+  using K = PipelineAction::Kind;
+  ProcessGroup& world = ProcessGroup::World();
+  auto rank_of = [&](int64_t stage) { return processes_->ranks[static_cast<size_t>(stage * L + l)]; };
+  const Device device = stages_[static_cast<size_t>(s)].lanes[static_cast<size_t>(l)];
+  std::vector<Tensor> outs(static_cast<size_t>(M)), ins(static_cast<size_t>(M));
+  PipelineResult result;
+  result.peak_live.assign(static_cast<size_t>(S), 0);
+  if (s + 1 == S) result.losses.resize(static_cast<size_t>(M));
+  int64_t live = 0;
+  for (const PipelineAction& a : StageOrder(schedule, S, M, s)) {
+    const auto m = static_cast<size_t>(a.micro);
+    if (a.kind == K::kForward) {
+      Tensor in;
+      if (s > 0) {
+        in = world.Recv(rank_of(s - 1), device);
+        in.set_requires_grad(true);
+      }
+      Tensor out = stages_[static_cast<size_t>(s)].forward(a.micro, l, in);
+      OAR_CHECK_ARG(out.defined() && out.device() == device,
+                    "pipeline: stage {} lane {} must return its output on {} (micro-batch {})", s, l, device.str(),
+                    a.micro);
+      if (s + 1 == S) {
+        OAR_CHECK_ARG(out.numel() == 1 && out.rank() == 0,
+                      "pipeline: the last stage must return the micro-batch's scalar loss, got shape {}",
+                      out.shape().ToString());
+        result.losses[m] = out.detach();
+      } else {
+        world.Send(out.detach(), rank_of(s + 1));
+        ++result.transfers;
+      }
+      outs[m] = std::move(out);
+      ins[m] = std::move(in);
+      result.peak_live[static_cast<size_t>(s)] = std::max(result.peak_live[static_cast<size_t>(s)], ++live);
+    } else {
+      const Tensor& out = outs[m];
+      const Tensor seed =
+          s + 1 == S ? full({}, loss_scale, out.dtype(), out.device()) : world.Recv(rank_of(s + 1), device);
+      if (out.requires_grad()) oar::backward({out}, {seed});
+      if (s > 0) {
+        const Tensor g = ins[m].grad();
+        OAR_CHECK_ARG(g.defined(), "pipeline: stage {}'s output does not depend on its input (micro-batch {})", s,
+                      a.micro);
+        world.Send(g, rank_of(s - 1));
+        ++result.transfers;
+      }
+      outs[m] = Tensor();  // the micro-batch's activations on this stage are released here
+      ins[m] = Tensor();
+      --live;
+    }
+    if (!result.trace.empty()) result.trace += ' ';
+    result.trace += "s" + std::to_string(s) + ":" + a.ToString();
+  }
+  world.WaitSends();
+  return result;
+}
 
 Tensor Pipeline::Send(const Tensor& t, int64_t from, int64_t to, int64_t lane, PipelineResult& result) {
   NoGradGuard no_grad;
@@ -103,6 +180,7 @@ PipelineResult Pipeline::Run(PipelineSchedule schedule, int64_t micro_batches, d
   OAR_CHECK_ARG(micro_batches >= 1, "pipeline: need at least one micro-batch, got {}", micro_batches);
   const int64_t S = num_stages(), L = num_lanes(), M = micro_batches;
   if (loss_scale <= 0) loss_scale = 1.0 / static_cast<double>(M);
+  if (processes_ != nullptr) return RunProcess(schedule, M, loss_scale);
   using K = PipelineAction::Kind;
   std::vector<std::vector<PipelineAction>> orders;
   for (int64_t s = 0; s < S; ++s) orders.push_back(StageOrder(schedule, S, M, s));

@@ -1,4 +1,4 @@
-// Pipeline parallelism in one process: a model cut into stages, stage s on its own devices, a batch cut
+// Pipeline parallelism in one process (or one stage lane per process, PipelineProcesses): a model cut into stages, stage s on its own devices, a batch cut
 // into micro-batches that flow through the stages under a schedule (FThenB or 1F1B), gradients
 // accumulated over the micro-batches.
 //
@@ -72,9 +72,18 @@ struct PipelineStage {
   std::function<Tensor(int64_t micro, int64_t lane, const Tensor& input)> forward;
 };
 
+/// One stage lane per process (mpirun): where this process sits, and the process (world rank) of every
+/// stage lane. Activations and gradients then go between the processes with MPI send/recv.
+struct PipelineProcesses {
+  int64_t stage = 0, lane = 0;
+  /// ranks[s * lanes + l]: the world rank that runs stage s's lane l.
+  std::vector<int> ranks;
+};
+
 /// What one Run did.
 struct PipelineResult {
-  /// The micro-batches' losses, detached, on the last stage's devices: losses[micro * lanes + lane].
+  /// The micro-batches' losses, detached, on the last stage's devices: losses[micro * lanes + lane]. With
+  /// one stage lane per process: this lane's losses[micro] on the last stage, none on the others.
   std::vector<Tensor> losses;
   /// Per stage: the most micro-batches whose forward had run and whose backward had not (their
   /// activations alive at once).
@@ -93,6 +102,12 @@ class Pipeline {
   /// Throws kInvalidArgument for no stages, a stage without lanes or forward, lane counts that differ,
   /// repeated devices or devices of different types.
   explicit Pipeline(std::vector<PipelineStage> stages);
+  /// One stage lane per process: this process runs only `where.stage`'s forward for lane `where.lane`
+  /// (the other stages' forwards are not called; their lanes' devices are the other processes'), in the
+  /// schedule's order for its stage, receiving the previous stage's activations and the next stage's
+  /// gradients from their processes (blocking, within the process group's timeout) and sending without
+  /// waiting. Throws kInvalidArgument for a `where` that does not fit the stages.
+  Pipeline(std::vector<PipelineStage> stages, PipelineProcesses where);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -110,7 +125,10 @@ class Pipeline {
   // `t` (on stage `from`'s lane) onto stage `to`'s lane `lane`.
   Tensor Send(const Tensor& t, int64_t from, int64_t to, int64_t lane, PipelineResult& result);
 
+  PipelineResult RunProcess(PipelineSchedule schedule, int64_t micro_batches, double loss_scale);
+
   std::vector<PipelineStage> stages_;
+  std::unique_ptr<PipelineProcesses> processes_;  // set: one stage lane per process
   std::unique_ptr<Group> group_;  // over every device (rank = stage * lanes + lane); null without a CCL
 };
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/runtime/ccl.h"
 #include "core/tensor/tensor.h"
@@ -39,6 +40,10 @@ class ProcessGroup {
   /// Every process of the job (initialises MPI on first use). kUnimplemented without MPI; kFailedPrecondition
   /// when the launcher's world size is not MPI's (e.g. RANK/WORLD_SIZE set but not started by mpirun).
   static ProcessGroup& World();
+  /// The processes `world_ranks` of World() (distinct, ascending or not: rank i of the subgroup is
+  /// world_ranks[i]), created on first use by its members only (MPI_Comm_create_group) and kept for the
+  /// process; World() itself when it is every rank in order. The calling process must be a member.
+  static ProcessGroup& Subgroup(const std::vector<int>& world_ranks);
   ~ProcessGroup();
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -48,11 +53,30 @@ class ProcessGroup {
   /// `t` becomes op of every process's tensor (same shape and dtype everywhere; float32, float64, int32
   /// or int64), on t's device (a device tensor goes through the host).
   void AllReduce(Tensor& t, runtime::ReduceOp op);
+  /// [size, ...shape]: every process's tensor in rank order (same shape and dtype everywhere), on t's device.
+  Tensor AllGather(const Tensor& t);
+  /// `t` of shape [size, ...]: this rank gets op (kSum, kAvg) over every process's block `rank()`: [...].
+  Tensor ReduceScatter(const Tensor& t, runtime::ReduceOp op);
+  /// chunks[j] goes to rank j (chunks[rank()] stays); returns received[i], what rank i sent here. Chunks
+  /// may differ in shape (their shapes are exchanged first); one dtype. On chunks[rank()]'s device.
+  std::vector<Tensor> AllToAll(const std::vector<Tensor>& chunks);
+  /// Send `t` to rank `dst` without waiting for it to be received (the data is copied to the host first;
+  /// WaitSends waits for every send still in flight).
+  void Send(const Tensor& t, int dst);
+  /// The next tensor rank `src` sent here (in send order), its shape and dtype the sender's, on `device`.
+  Tensor Recv(int src, Device device);
+  /// Wait until every Send of this process has been received.
+  void WaitSends();
   /// Wait until every process arrives.
   void Barrier();
 
  private:
   ProcessGroup();
+  explicit ProcessGroup(const std::vector<int>& world_ranks);
+  int WorldRank(int r) const;
+  int WorldSize() const;
+  // Check that every peer is at this collective (its sequence number), or abort after the timeout.
+  std::string Arrive(const std::string& op, const Tensor& t);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, size_ = 1;

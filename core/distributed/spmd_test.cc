@@ -277,6 +277,45 @@ TEST(SpmdAutograd, MegatronMlpHasOneAllReduceEachWayAndOneDeviceGradients) {
   ExpectClose(FullTensor(dx.grad()), rx.grad(), 1e-5, "x grad");
 }
 
+// Regression (conformance L3): a row-parallel Linear with a replicated bias gathered its input and its
+// weight (two all_gathers) instead of one all_reduce of the partial product. With biases on both layers the
+// Megatron MLP still lowers to exactly one all_reduce forward and one backward.
+TEST(SpmdAutograd, MegatronMlpWithBiasesHasOneAllReduceEachWay) {
+  const ProcessMesh mesh = Line();
+  const Tensor x = Rand({3, 8}, 30), w1 = Rand({16, 8}, 31), b1 = Rand({16}, 32), w2 = Rand({8, 16}, 33),
+               b2 = Rand({8}, 34);
+  Tensor rx = x.detach().set_requires_grad(true), rw1 = w1.detach().set_requires_grad(true),
+         rb1 = b1.detach().set_requires_grad(true), rw2 = w2.detach().set_requires_grad(true),
+         rb2 = b2.detach().set_requires_grad(true);
+  const Tensor ry = oar::linear(oar::silu(oar::linear(rx, rw1, rb1)), rw2, rb2);
+  oar::sum(ry * ry).backward();
+  DistTensor dx = shard_tensor(x, mesh, {R}).detach().set_requires_grad(true);
+  DistTensor dw1 = shard_tensor(w1, mesh, {S(0)}).detach().set_requires_grad(true);
+  DistTensor db1 = shard_tensor(b1, mesh, {S(0)}).detach().set_requires_grad(true);
+  DistTensor dw2 = shard_tensor(w2, mesh, {S(1)}).detach().set_requires_grad(true);
+  DistTensor db2 = shard_tensor(b2, mesh, {R}).detach().set_requires_grad(true);
+  db2.set_annotated(true);
+  ResetCollectiveCounts();
+  const DistTensor h = silu(linear(dx, dw1, db1));
+  EXPECT_EQ(h.placements(), (Placements{S(1)}));
+  const DistTensor y = Reshard(linear(h, dw2, db2), {R});
+  const CollectiveCounts fwd = GetCollectiveCounts();
+  EXPECT_EQ(fwd.all_reduce, 1) << fwd.ToString();
+  EXPECT_EQ(fwd.total(), 1) << fwd.ToString();
+  const DistTensor loss = sum(mul(y, y));
+  ResetCollectiveCounts();
+  Backward(loss);
+  const CollectiveCounts bwd = GetCollectiveCounts();
+  EXPECT_EQ(bwd.all_reduce, 1) << bwd.ToString();
+  EXPECT_EQ(bwd.total(), 1) << bwd.ToString();
+  ExpectClose(FullTensor(y), ry, 1e-5, "output");
+  ExpectClose(FullTensor(dw1.grad()), rw1.grad(), 1e-5, "w1 grad");
+  ExpectClose(FullTensor(db1.grad()), rb1.grad(), 1e-5, "b1 grad");
+  ExpectClose(FullTensor(dw2.grad()), rw2.grad(), 1e-5, "w2 grad");
+  ExpectClose(FullTensor(db2.grad()), rb2.grad(), 1e-5, "b2 grad");
+  ExpectClose(FullTensor(dx.grad()), rx.grad(), 1e-5, "x grad");
+}
+
 TEST(SpmdAutograd, DataAndTensorParallelGradientsMatchOneDevice) {
   const ProcessMesh mesh = Grid();
   const Tensor x = Rand({4, 8}, 30), w1 = Rand({6, 8}, 31), w2 = Rand({8, 6}, 32), g = Rand({8}, 33);

@@ -65,8 +65,8 @@ void AddTrainCommands(CLI::App& app) {
                   "float rounding rather than bitwise");
     cmd->add_option("--mesh", a->mesh,
                     "Train over a mesh of devices of --device's type in this process, e.g. dp=2,tp=2 (data "
-                    "parallel on dp, tensor parallel on tp, pipeline stages on pp, e.g. pp=2,dp=2; llama only); the "
-                    "step lines equal the one-device run's");
+                    "parallel on dp, tensor parallel on tp, pipeline stages on pp, e.g. pp=2,dp=2; llama only), or "
+                    "under mpirun over the processes, one rank each; the step lines equal the one-device run's");
     cmd->add_option("--schedule", a->parallel.schedule,
                     "Pipeline schedule with a pp mesh dim: 1f1b (at most pp micro-batches' activations alive per "
                     "stage) or fthenb (every forward, then every backward)")
@@ -96,22 +96,38 @@ void AddTrainCommands(CLI::App& app) {
       std::string where;
       const distributed::LaunchInfo launch = distributed::LaunchInfo::FromEnv();
       if (launch.world_size > 1) {
-        // One process per rank (mpirun, torchrun-style launchers): data parallel over the processes.
+        // One process per rank (mpirun, torchrun-style launchers). --mesh dp=N (or none): plain data
+        // parallel over the processes; any other mesh (tp, pp, dp x tp, ...): the mesh's ranks are the
+        // processes, with collectives through MPI.
         std::vector<int64_t> shape;
         std::vector<std::string> names;
         distributed::ProcessMesh::ParseSpec(a->mesh.empty() ? "dp=1" : a->mesh, shape, names);
-        OAR_CHECK_ARG(shape.size() == 1 && names[0] == "dp" && shape[0] == launch.world_size,
-                      "--mesh under a launcher of {} processes: only data parallel across processes so far, "
-                      "--mesh dp={} (tensor parallel runs over the devices of one process: --mesh tp=N without "
-                      "mpirun); got '{}'",
-                      launch.world_size, launch.world_size, a->mesh);
+        const bool plain_dp = a->mesh.empty() || (shape.size() == 1 && names[0] == "dp");
+        OAR_CHECK_ARG(!plain_dp || a->mesh.empty() || shape[0] == launch.world_size,
+                      "--mesh {} under a launcher of {} processes: one process per mesh rank, so the mesh needs {} "
+                      "ranks (e.g. --mesh dp={})",
+                      a->mesh, launch.world_size, launch.world_size, launch.world_size);
         distributed::ProcessGroup& world = distributed::ProcessGroup::World();
         if (world.rank() != 0) std::freopen("/dev/null", "w", stdout);  // only rank 0 prints
-        e = examples::MakeExample(a->model, ChosenDevice(a->device), a->seed);
-        examples::SetDataParallel(*e, world.rank(), world.size(),
-                                  [&world](Tensor& t) { world.AllReduce(t, runtime::ReduceOp::kAvg); });
-        where = e->device().str() + " in each of " + std::to_string(world.size()) + " processes (dp=" +
-                std::to_string(world.size()) + " under " + launch.launcher + ")";
+        if (plain_dp) {
+          e = examples::MakeExample(a->model, ChosenDevice(a->device), a->seed);
+          examples::SetDataParallel(*e, world.rank(), world.size(),
+                                    [&world](Tensor& t) { world.AllReduce(t, runtime::ReduceOp::kAvg); });
+          where = e->device().str() + " in each of " + std::to_string(world.size()) + " processes (dp=" +
+                  std::to_string(world.size()) + " under " + launch.launcher + ")";
+        } else {
+          const distributed::ProcessMesh mesh =
+              distributed::ProcessMesh::ForProcesses(a->mesh, ChosenDevice(a->device), world.rank(), world.size());
+          e = examples::MakeParallelExample(a->model, mesh, a->seed, a->parallel);
+          where = a->mesh + " over " + std::to_string(world.size()) + " processes on " + e->device().str() +
+                  " each (under " + launch.launcher + ")";
+          if (std::find(names.begin(), names.end(), "pp") != names.end()) {
+            const int64_t pp = mesh.size(mesh.DimIndex("pp"));
+            where += " (" + distributed::ScheduleName(distributed::ParsePipelineSchedule(a->parallel.schedule)) +
+                     ", " + std::to_string(a->parallel.micro_batches > 0 ? a->parallel.micro_batches : pp) +
+                     " micro-batches)";
+          }
+        }
       } else if (a->mesh.empty()) {
         e = examples::MakeExample(a->model, ChosenDevice(a->device), a->seed);
         where = e->device().str();
