@@ -245,7 +245,9 @@ class Collect : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
-      if (!r.error_occurred) times[r.run_name.function_name] = r.real_accumulated_time / static_cast<double>(r.iterations);  // s
+      // With --benchmark_repetitions the summary uses the median (not the stddev or cv aggregates).
+      if (r.error_occurred || (r.run_type == Run::RT_Aggregate && r.aggregate_name != "median")) continue;
+      times[r.run_name.function_name] = r.real_accumulated_time / static_cast<double>(r.iterations);  // s
     }
     ConsoleReporter::ReportRuns(runs);
   }

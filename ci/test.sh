@@ -4,11 +4,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each step's wall time, printed when the next one starts and at the end (CI's 45-minute budget).
+step_start=$SECONDS step_name="install dependencies"
+step() {
+  echo "-- ${step_name}: $((SECONDS - step_start)) s (total $SECONDS s)"
+  step_start=$SECONDS step_name=$1
+}
+trap 'echo "-- ${step_name}: $((SECONDS - step_start)) s (total $SECONDS s)"' EXIT
+
 ci/install-deps.sh --level-zero
 
+step "build and test"
 echo "== configure, build and test (cmake --workflow --preset default)"
 cmake --workflow --preset default
 
+step "vendor plugins"
 echo "== vendor plugins without their hardware: each loads and says why it has no devices"
 build/bin/oar devices | tee build/devices.txt
 for vendor in cuda level_zero; do
@@ -18,10 +28,12 @@ for vendor in cuda level_zero; do
   fi
 done
 
+step "fuzzing"
 echo "== fuzzing, separate step (ci/fuzz.sh): the libFuzzer targets of fuzz/, built with clang + ASan + UBSan,"
 echo "   20 s each over their committed seeds and reproducers (about 4 minutes on 2 cores)"
 OAR_FUZZ_SECONDS=${OAR_FUZZ_SECONDS:-20} ci/fuzz.sh
 
+step "hip"
 echo "== optional backend, separate step: HIP (AMD/Hygon) — installs hipcc + libamdhip64-dev (~1.3 GB),"
 echo "   builds the hip plugin from the shared CUDA/HIP kernel sources and runs its no-hardware tests"
 ci/install-deps.sh --hip
@@ -30,9 +42,10 @@ cmake -S . -B build-hip -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RE
 cmake --build build-hip -j "$(nproc)" --target oar_plugin_hip oar_hip_plugin_test oar_gpu_kernels_host_test
 ctest --test-dir build-hip -R "Gpu|gpu|hip" --output-on-failure
 
+step "installed layout"
 echo "== install into a fresh prefix and run the installed oar with no environment"
 prefix=$(mktemp -d /tmp/oar-install.XXXXXX)
-trap 'rm -rf "$prefix"' EXIT
+trap 'rm -rf "$prefix"; echo "-- ${step_name}: $((SECONDS - step_start)) s (total $SECONDS s)"' EXIT
 cmake --install build --prefix "$prefix" > /dev/null
 env -u OAR_PLUGIN_PATH -u OAR_DEVICE "$prefix/bin/oar" devices | tee "$prefix/devices.txt"
 grep -q "cpu:0" "$prefix/devices.txt" || { echo "installed oar does not list cpu:0"; exit 1; }
@@ -40,9 +53,11 @@ grep -q "$prefix/lib/oar/plugins/liboar_plugin_cpu.so" "$prefix/devices.txt" || 
   echo "installed oar did not load the installed cpu plugin"; exit 1; }
 echo "installed layout OK"
 
+step "out-of-tree application"
 echo "== a model developer's application against the installed core only (find_package(Oar), relocated prefix)"
 examples/standalone/out_of_tree.sh build kunlun_sim:1
 
+step "sanitizers"
 echo "== sanitizers, separate step (~15 min from scratch on 2 cores): asan = ASan+UBSan on the core, simulator"
 echo "   and conformance unit tests; tsan = ThreadSanitizer on the runtime, simulator and distributed tests"
 ci/sanitizers.sh asan tsan
