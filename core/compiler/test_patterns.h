@@ -31,6 +31,10 @@ inline Tensor LayerNorm(const Tensor& x, const Tensor& w) {
   return d * rsqrt(mean(d * d, {-1}, true) + 1e-5) * w + w;
 }
 inline Tensor Silu(const Tensor& x, const Tensor& w) { return x * sigmoid(x) * w + 0.5; }
+// GELU's tanh form (the generated C has its own vectorisable tanh), times w; |x| spans both tanh branches.
+inline Tensor TanhGelu(const Tensor& x, const Tensor& w) {
+  return x * 0.5 * (tanh((x + x * x * x * 0.044715) * 0.7978845608) + 1.0) * w;
+}
 // Two independent reductions sharing a prologue, a row output (the mean) and a full one.
 inline Tensor MeanAndCentered(const Tensor& x, const Tensor&) { return (x - mean(x, {-1}, true)) * amin(x, {-1}, true); }
 
@@ -55,6 +59,7 @@ inline const Case kCases[] = {
     {"softmax", Softmax, GroupTemplate::kRowReduce, 2},
     {"layer_norm", LayerNorm, GroupTemplate::kRowReduce, 2},
     {"silu", Silu, GroupTemplate::kElementwise, 0},
+    {"tanh_gelu", TanhGelu, GroupTemplate::kElementwise, 0},
     {"mean_centered", MeanAndCentered, GroupTemplate::kRowReduce, 1},
     // The composite ops, through their schema decompositions.
     {"softmax_op", [](const Tensor& x, const Tensor&) { return softmax(x, -1); }, GroupTemplate::kRowReduce, 2},
