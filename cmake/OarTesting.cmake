@@ -10,7 +10,14 @@ function(oar_add_gtest name)
   endif()
   cmake_parse_arguments(T "NO_DISCOVER" "PREFIX" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
-  target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main oar_warnings)
+  # Tests of the core and above use a main that drains the runtime's devices before returning
+  # (core/runtime/gtest_main.cc); plugins and the SDK stay below the runtime and use GoogleTest's.
+  if(CMAKE_CURRENT_SOURCE_DIR MATCHES "^${PROJECT_SOURCE_DIR}/(plugins|sdk)(/|$)")
+    set(main GTest::gtest_main)
+  else()
+    set(main oar_gtest_main)
+  endif()
+  target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest ${main} oar_warnings)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   if(NOT T_NO_DISCOVER)  # NO_DISCOVER: the caller adds the program's ctest entries itself
     set(prefix)
