@@ -7,6 +7,7 @@
 #   BUILD=dir JOBS=n CUDA_ARCHS=90     build folder (default build-gpu), parallel jobs (16), SASS targets
 #   STEPS_MLP / STEPS_CNN / STEPS_LLAMA training steps per model (defaults keep the run short)
 #   LEVEL=L2                           the conformance level to certify
+#   MODELS="mlp cnn llama"             the example models trained on both devices
 #   METRIC_TOLERANCE=0.05              largest relative difference of a final metric, cuda vs cpu
 #   SKIP_BUILD=1                       reuse an existing build, or a bundle made by ci/gpu-bundle.sh
 #                                      (BUILD=gpu-bundle): its lib/deps goes on LD_LIBRARY_PATH
@@ -31,6 +32,7 @@ STEPS_MLP=${STEPS_MLP:-300}
 STEPS_CNN=${STEPS_CNN:-60}
 STEPS_LLAMA=${STEPS_LLAMA:-60}
 LEVEL=${LEVEL:-L2}
+MODELS=${MODELS:-mlp cnn llama}
 METRIC_TOLERANCE=${METRIC_TOLERANCE:-0.05}
 VENDOR=${VENDOR:-cuda}
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
@@ -105,7 +107,7 @@ fi
 step conformance 1800 "$BUILD/bin/oar" conformance --device "$DEVICE" --level "$LEVEL" --jobs "$JOBS" --report-dir "$OUT/conformance"
 
 # Train each example on both devices with the same seed; the final metrics must agree.
-for model in mlp cnn llama; do
+for model in $MODELS; do
   var="STEPS_${model^^}"
   steps=${!var}
   for device in cpu:0 "$DEVICE"; do
