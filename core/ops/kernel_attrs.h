@@ -25,8 +25,8 @@ int64_t IntegralValue(double v, DType dtype);
 /// tensor (`value_dtype`) becomes INT (IntegralValue); an INTS payload points into `v`.
 runtime::KernelAttr ToKernelAttr(const OpSchema& s, size_t i, const AttrValue& v, DType value_dtype);
 
-/// The plugin ABI's form of a kernel attribute (an INTS payload points where `a`'s does).
-oar_attr_t ToAbiAttr(const runtime::KernelAttr& a);
+/// The plugin ABI's form of a kernel attribute: the runtime's, the one Launch uses.
+using runtime::ToAbiAttr;
 
 }  // namespace oar::ops
 

@@ -22,6 +22,7 @@ struct CachingAllocator::Block {
   Block* prev = nullptr;     // neighbours within the same segment
   Block* next = nullptr;
   CachingAllocator* owner = nullptr;
+  Block* next_fast = nullptr;  // on a fast-path list (still `allocated` as far as the pools know)
   size_t segment = 0;        // for the first block of a segment: its index in segments_
   // Allocated: the stream it was handed out for, and other streams that use it (RecordStream).
   void* stream = nullptr;
@@ -103,6 +104,7 @@ CachingAllocator::Block* CachingAllocator::NewBlock() {
   b->allocated = b->small = false;
   b->prev = b->next = nullptr;
   b->owner = nullptr;
+  b->next_fast = nullptr;
   b->segment = 0;
   b->stream = nullptr;
   b->recorded.clear();
@@ -266,6 +268,27 @@ CachingAllocator::Block* CachingAllocator::Malloc(size_t nbytes) {
   void* stream = CurrentStream();
   std::lock_guard<Lock> lock(mutex_);
   if (!pending_.empty()) ProcessPending();
+  if (num_fast_ > 0) {
+    if (rounded <= kFastMax) {
+      for (FastLists& lists : fast_) {
+        if (lists.stream != stream) continue;
+        Block*& head = lists.head[rounded / kRound - 1];
+        Block* block = head;
+        if (block == nullptr) break;
+        // Freed by this stream with nothing else recorded: stream order makes the reuse safe, as it does
+        // for a block from the pools whose only tag is this stream (OrderForStream waits for nothing).
+        head = block->next_fast;
+        block->next_fast = nullptr;
+        --num_fast_;
+        stats_.allocated_bytes += block->size;
+        stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+        ++stats_.num_allocations;
+        ++stats_.num_fast_reuses;
+        return block;
+      }
+    }
+    FlushFast();  // the pools serve this one: they see every free block, coalesced
+  }
   Block* block = nullptr;
   try {
     block = TryMalloc(rounded, small, /*exact=*/false, stream);
@@ -295,6 +318,19 @@ CachingAllocator::Block* CachingAllocator::Malloc(size_t nbytes) {
 void CachingAllocator::Free(Block* block) {
   if (block == nullptr) return;
   std::lock_guard<Lock> lock(mutex_);
+  if (block->size <= kFastMax && block->recorded.empty() && num_fast_ < kFastBlocks) {
+    FastLists* lists = nullptr;
+    for (FastLists& l : fast_) {
+      if (l.stream == block->stream) lists = &l;
+    }
+    if (lists == nullptr) lists = &fast_.emplace_back(FastLists{.stream = block->stream});
+    Block*& head = lists->head[block->size / kRound - 1];
+    block->next_fast = head;
+    head = block;
+    ++num_fast_;
+    stats_.allocated_bytes -= block->size;
+    return;
+  }
   if (!block->recorded.empty()) {
     // Other streams use the block: it waits until the work they have queued by now has completed.
     try {
@@ -312,6 +348,22 @@ void CachingAllocator::Free(Block* block) {
     return;
   }
   FreeLocked(block);
+}
+
+void CachingAllocator::FlushFast() {
+  if (num_fast_ == 0) return;
+  for (FastLists& lists : fast_) {
+    for (Block*& head : lists.head) {
+      while (head != nullptr) {
+        Block* b = head;
+        head = b->next_fast;
+        b->next_fast = nullptr;
+        stats_.allocated_bytes += b->size;  // FreeLocked counts it out again
+        FreeLocked(b);
+      }
+    }
+  }
+  num_fast_ = 0;
 }
 
 void CachingAllocator::ProcessPending() {
@@ -399,6 +451,7 @@ void CachingAllocator::ReleaseFreeSegments() {
 void CachingAllocator::EmptyCache() {
   std::lock_guard<Lock> lock(mutex_);
   ProcessPending();
+  FlushFast();
   ReleaseFreeSegments();
 }
 
@@ -434,6 +487,7 @@ void CachingAllocator::ForgetStream(void* stream) {
   if (stream == nullptr) return;
   std::lock_guard<Lock> lock(mutex_);
   ProcessPending();
+  FlushFast();  // the lists are keyed by stream: a later stream at the same address must not find them
   for (Block* head : segments_) {
     for (Block* b = head; b != nullptr; b = b->next) {
       if (b->stream == stream) b->stream = nullptr;
@@ -451,6 +505,18 @@ std::shared_ptr<Storage> CachingAllocator::AllocateStorage(Device device, size_t
   Block* block = Malloc(nbytes);
   if (block == nullptr) return std::make_shared<Storage>(device, nullptr, 0, nullptr, nullptr);
   return std::make_shared<Storage>(device, block->ptr, nbytes, &DeleteBlockStorage, block);
+}
+
+Tensor CachingAllocator::AllocateTensor(Device device, size_t nbytes, DType dtype, const Dims& shape,
+                                        const Dims& strides) {
+  Block* block = Malloc(nbytes);
+  if (block == nullptr) return Tensor::WithNewStorage(device, nullptr, 0, nullptr, nullptr, dtype, shape, strides);
+  try {
+    return Tensor::WithNewStorage(device, block->ptr, nbytes, &DeleteBlockStorage, block, dtype, shape, strides);
+  } catch (...) {
+    Free(block);
+    throw;
+  }
 }
 
 }  // namespace oar::runtime

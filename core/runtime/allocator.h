@@ -18,10 +18,19 @@
 // queued at free time). A free block last used by stream X and handed out for stream Y != X makes Y wait
 // for X's work queued so far (an event recorded on X, waited for on Y) before Y's first use.
 //
+// Small-block fast path: a block of at most kFastMax bytes freed with no other stream recorded goes onto a
+// free list of its own stream and size (not coalesced, still counted as cached); the next Malloc of that
+// size for that stream takes it back without the pool's tree. That is the reuse stream order already makes
+// safe (the same stream, nothing else recorded), so it needs no event. Any Malloc the lists cannot serve
+// first returns every listed block to the pools (coalescing as Free would have), so everything else —
+// best fit, coalescing, cross-stream waits, ForgetStream, EmptyCache, the retry on exhaustion — sees the
+// same free blocks as without the lists. At most kFastBlocks blocks are listed at a time.
+//
 // Thread-safety: all methods are thread-safe.
 #ifndef OAR_CORE_RUNTIME_ALLOCATOR_H_
 #define OAR_CORE_RUNTIME_ALLOCATOR_H_
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +42,7 @@
 #include <vector>
 
 #include "core/tensor/storage.h"
+#include "core/tensor/tensor.h"
 
 namespace oar::runtime {
 
@@ -64,6 +74,7 @@ struct AllocatorStats {
   uint64_t num_cache_flushes = 0;     // times the cache was emptied to satisfy a request
   uint64_t num_deferred_frees = 0;    // frees that waited for other streams' events (RecordStream)
   uint64_t num_cross_stream_waits = 0;  // reuses by another stream that had to wait for the last user's work
+  uint64_t num_fast_reuses = 0;       // Mallocs served by the small-block fast path
   uint64_t cached_bytes() const { return reserved_bytes - allocated_bytes; }
 };
 
@@ -75,6 +86,9 @@ class CachingAllocator {
   static constexpr size_t kSmallRequest = 1 << 20;
   static constexpr size_t kSmallSegment = 2 << 20;
   static constexpr size_t kLargeRound = 2 << 20;
+  /// The small-block fast path: sizes up to this (rounded) and at most this many blocks listed.
+  static constexpr size_t kFastMax = 32 << 10;
+  static constexpr int kFastBlocks = 64;
 
   /// `device` names the device in error messages.
   CachingAllocator(std::string device, RawMemory raw);
@@ -89,6 +103,10 @@ class CachingAllocator {
 
   /// A Storage on `device` owning a fresh block.
   std::shared_ptr<Storage> AllocateStorage(Device device, size_t nbytes);
+  /// A tensor (offset 0) of `dtype`, `shape` and `strides` viewing a fresh block of `nbytes` on `device`:
+  /// the same as Tensor(AllocateStorage(device, nbytes), ...), with the Storage and the tensor's metadata in
+  /// one heap allocation.
+  Tensor AllocateTensor(Device device, size_t nbytes, DType dtype, const Dims& shape, const Dims& strides);
 
   /// Work on `stream` (not the block's own) uses `block`: when it is freed, the block is not reused until
   /// the work `stream` has queued by then completes.
@@ -127,6 +145,8 @@ class CachingAllocator {
   /// Release the deferred frees whose events have completed; the lock is held.
   void ProcessPending();
   void ReleaseFreeSegments();
+  /// Every block on the fast path's lists back to the pools; the lock is held.
+  void FlushFast();
   Block* NewBlock();
   void DeleteBlock(Block* b);
 
@@ -160,6 +180,14 @@ class CachingAllocator {
   std::vector<Pool::node_type> spare_nodes_;  // recycled set nodes, for the same reason
   std::vector<Block*> segments_;      // first block of every segment (for teardown)
   std::vector<Block*> pending_;       // freed, waiting for other streams' events
+  /// The fast path's lists of one stream: head[i] holds blocks of (i + 1) * kRound bytes, linked by
+  /// Block::next_fast.
+  struct FastLists {
+    void* stream = nullptr;
+    std::array<Block*, kFastMax / kRound> head{};
+  };
+  std::vector<FastLists> fast_;       // one per stream that freed a listed block (few)
+  int num_fast_ = 0;                  // blocks listed
   bool exact_segments_ = false;       // the device is smaller than a segment
   AllocatorStats stats_;
 };

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -312,6 +313,72 @@ TEST(CachingAllocator, CoalescedBlocksRememberEveryStreamThatUsedThem) {
   a.Free(a.Malloc(1024));
   ASSERT_EQ(streams.waits.size(), 2u);
   EXPECT_EQ(streams.waits[0].second + streams.waits[1].second, 3);
+}
+
+// The small-block fast path: a block freed by its own stream with nothing else recorded is handed back to
+// that stream's next Malloc of its size (most recently freed first) without the pools; Mallocs it cannot
+// serve see every freed block coalesced in the pools as before.
+TEST(CachingAllocator, SmallBlocksFreedByAStreamGoBackToThatStreamFirst) {
+  FakeDevice dev{64 << 20};
+  FakeStreams streams;
+  CachingAllocator a("fake:0", WithStreams(dev, streams));
+  Block* x = a.Malloc(4096);
+  Block* sep = a.Malloc(512);
+  Block* y = a.Malloc(4096);
+  char* y_ptr = Ptr(y);
+  a.Free(x);
+  a.Free(y);
+  EXPECT_EQ(a.stats().allocated_bytes, 512u);  // listed blocks count as cached
+  Block* again = a.Malloc(4000);  // rounds to 4096: the block freed last (the pools' best fit is x)
+  EXPECT_EQ(Ptr(again), y_ptr);
+  EXPECT_EQ(a.stats().num_fast_reuses, 1u);
+  EXPECT_EQ(a.stats().allocated_bytes, 512u + 4096u);
+  EXPECT_EQ(a.stats().num_allocations, 4u);
+  a.Free(again);
+  // Another stream does not take them: its Malloc goes to the pools, which now hold both blocks again.
+  streams.current = 2;
+  Block* other = a.Malloc(4096);
+  EXPECT_EQ(a.stats().num_fast_reuses, 1u);
+  ASSERT_EQ(streams.waits.size(), 1u);
+  EXPECT_EQ(streams.waits[0], std::make_pair(2, 1));  // and waits for stream 1's work, as from the pools
+  a.Free(other);
+  a.Free(sep);
+  EXPECT_EQ(a.stats().allocated_bytes, 0u);
+  a.EmptyCache();  // listed blocks are returned with the rest
+  EXPECT_EQ(dev.used, 0u);
+  EXPECT_EQ(streams.live_events, 0);
+}
+
+// The lists are keyed by stream: ForgetStream must empty them, or a block listed for a destroyed stream
+// would later make another stream wait on it (an event recorded on a stream that no longer exists).
+TEST(CachingAllocator, ForgetStreamEmptiesThatStreamsFastList) {
+  FakeDevice dev{64 << 20};
+  FakeStreams streams;
+  CachingAllocator a("fake:0", WithStreams(dev, streams));
+  streams.current = 7;
+  a.Free(a.Malloc(1000));  // listed for stream 7
+  a.ForgetStream(FakeStreams::S(7));
+  streams.current = 4;
+  a.Free(a.Malloc(1000));
+  EXPECT_TRUE(streams.waits.empty()) << "stream 4 waited for forgotten stream " << streams.waits[0].second;
+  EXPECT_EQ(streams.live_events, 0);
+}
+
+// At most kFastBlocks blocks wait on the lists; the rest go to the pools and coalesce at once.
+TEST(CachingAllocator, TheFastListsAreBounded) {
+  FakeDevice dev{64 << 20};
+  CachingAllocator a("fake:0", dev.Raw());
+  std::vector<Block*> blocks;
+  for (int i = 0; i < CachingAllocator::kFastBlocks + 8; ++i) blocks.push_back(a.Malloc(512));
+  char* first = Ptr(blocks[0]);
+  for (Block* b : blocks) a.Free(b);
+  // The last 8 went to the pools: this Malloc, which the lists cannot serve, finds all of them coalesced
+  // with the rest (the lists are emptied first), starting at the first block.
+  Block* all = a.Malloc(512 * (CachingAllocator::kFastBlocks + 8));
+  EXPECT_EQ(Ptr(all), first);
+  EXPECT_EQ(a.stats().num_device_mallocs, 1u);
+  a.Free(all);
+  EXPECT_EQ(a.stats().allocated_bytes, 0u);
 }
 
 }  // namespace

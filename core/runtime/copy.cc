@@ -120,7 +120,7 @@ Tensor Empty(const Dims& shape, DType dtype, Device device) {
   for (int64_t d : shape) OAR_CHECK_ARG(d >= 0, "empty: shape {} has a negative extent", shape.ToString());
   DeviceContext& ctx = Runtime::Get().Context(device);
   const size_t nbytes = static_cast<size_t>(shape.Product()) * DTypeSize(dtype);
-  return Tensor(ctx.allocator().AllocateStorage(device, nbytes), dtype, shape, ContiguousStrides(shape), 0);
+  return ctx.allocator().AllocateTensor(device, nbytes, dtype, shape, ContiguousStrides(shape));
 }
 
 Tensor CopySpanTo(const Tensor& t, Device device) {

@@ -22,28 +22,6 @@ struct KeyBuffer {
   std::span<const int32_t> span() const { return {dtypes.data(), static_cast<size_t>(n)}; }
 };
 
-oar_attr_t ToAbi(const KernelAttr& k) {
-  oar_attr_t a{};
-  a.struct_size = OAR_ATTR_STRUCT_SIZE;
-  a.name = k.name;
-  if (const auto* i = std::get_if<int64_t>(&k.value)) {
-    a.type = OAR_ATTR_INT;
-    a.v.i = *i;
-  } else if (const auto* b = std::get_if<bool>(&k.value)) {
-    a.type = OAR_ATTR_BOOL;
-    a.v.b = *b;
-  } else if (const auto* f = std::get_if<double>(&k.value)) {
-    a.type = OAR_ATTR_FLOAT;
-    a.v.f = *f;
-  } else {
-    const auto& list = std::get<std::span<const int64_t>>(k.value);
-    a.type = OAR_ATTR_INTS;
-    a.v.ints.data = list.data();
-    a.v.ints.size = list.size();
-  }
-  return a;
-}
-
 KeyBuffer MakeKey(std::span<const Tensor> inputs, std::span<const Tensor> outputs) {
   KeyBuffer key;
   for (const Tensor& t : inputs) key.dtypes[key.n++] = static_cast<int32_t>(t.dtype());
@@ -242,8 +220,8 @@ Tensor EmptyInFormat(DeviceContext& ctx, const oar_format_api_t& fapi, const Ten
   ThrowIfError(fapi.storage_bytes(ctx.ordinal(), format, static_cast<int32_t>(like.dtype()), like.rank(),
                                   like.shape().data(), &bytes),
                [&] { return fmt::format("{}: storage_bytes for format {}", ctx.device().str(), format); });
-  return Tensor(ctx.allocator().AllocateStorage(ctx.device(), bytes), like.dtype(), like.shape(),
-                ContiguousStrides(like.shape()), 0);
+  return ctx.allocator().AllocateTensor(ctx.device(), bytes, like.dtype(), like.shape(),
+                                       ContiguousStrides(like.shape()));
 }
 
 /// The format_cast kernel converting `dtype` from `from` (to `to`), if the device has one that accepts
@@ -340,7 +318,13 @@ LaunchPath LaunchOn(DeviceContext& ctx, int op_id, std::span<const Tensor> input
   for (const Tensor& t : outputs) t.storage()->DropShadows();
   const KeyBuffer key = MakeKey(inputs, outputs);
   if (TryPrivateFormat(ctx, op_id, key.span(), inputs, outputs, attrs)) return LaunchPath::kPrivateFormat;
-  const KernelEntry* entry = ctx.plugin().kernels().Find(op_id, key.span(), OAR_FORMAT_PLAIN);
+  const Plugin& plugin = ctx.plugin();
+  const KernelEntry* entry = plugin.kernels().Find(op_id, key.span(), OAR_FORMAT_PLAIN);
+  if (entry != nullptr && !OAR_HAS_SLOT(plugin.kernel(), supports)) [[likely]] {
+    // Nothing to ask (the cpu plugin): no reason string built and dropped per op.
+    Call(ctx, op_id, *entry, inputs, outputs, attrs);
+    return LaunchPath::kDevice;
+  }
   std::string why;
   if (entry == nullptr) {
     why = fmt::format("{} has no kernel for these dtypes", ctx.device().type());
@@ -368,6 +352,28 @@ ScopedLaunchObserver::ScopedLaunchObserver(LaunchObserver observer)
 }
 ScopedLaunchObserver::~ScopedLaunchObserver() { t_observer = previous_; }
 
+oar_attr_t ToAbiAttr(const KernelAttr& k) {
+  oar_attr_t a{};
+  a.struct_size = OAR_ATTR_STRUCT_SIZE;
+  a.name = k.name;
+  if (const auto* i = std::get_if<int64_t>(&k.value)) {
+    a.type = OAR_ATTR_INT;
+    a.v.i = *i;
+  } else if (const auto* b = std::get_if<bool>(&k.value)) {
+    a.type = OAR_ATTR_BOOL;
+    a.v.b = *b;
+  } else if (const auto* f = std::get_if<double>(&k.value)) {
+    a.type = OAR_ATTR_FLOAT;
+    a.v.f = *f;
+  } else {
+    const auto& list = std::get<std::span<const int64_t>>(k.value);
+    a.type = OAR_ATTR_INTS;
+    a.v.ints.data = list.data();
+    a.v.ints.size = list.size();
+  }
+  return a;
+}
+
 void Launch(Device device, int op_id, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
             std::span<const KernelAttr> kernel_attrs) {
   if (t_observer != nullptr) {
@@ -387,7 +393,7 @@ void Launch(Device device, int op_id, std::span<const Tensor> inputs, std::span<
   OAR_CHECK(kernel_attrs.size() <= static_cast<size_t>(kMaxKernelAttrs), kInvalidArgument,
             "op '{}': at most {} attributes, got {}", OpName(op_id), kMaxKernelAttrs, kernel_attrs.size());
   std::array<oar_attr_t, kMaxKernelAttrs> abi_attrs;
-  for (size_t i = 0; i < kernel_attrs.size(); ++i) abi_attrs[i] = ToAbi(kernel_attrs[i]);
+  for (size_t i = 0; i < kernel_attrs.size(); ++i) abi_attrs[i] = ToAbiAttr(kernel_attrs[i]);
   const std::span<const oar_attr_t> attrs(abi_attrs.data(), kernel_attrs.size());
   DeviceContext& ctx = Runtime::Get().Context(device);
   for (const Tensor& t : inputs) {

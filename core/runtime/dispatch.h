@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "core/tensor/tensor.h"
+#include "oar/plugin/kernel.h"
 
 namespace oar::runtime {
 
@@ -19,6 +20,10 @@ struct KernelAttr {
   const char* name = "";
   std::variant<int64_t, bool, double, std::span<const int64_t>> value;
 };
+
+/// The plugin ABI's form of a kernel attribute (name and an INTS payload point where `a`'s do): what Launch
+/// passes, and what kernel selection's supports() query must pass to ask about the same call.
+oar_attr_t ToAbiAttr(const KernelAttr& a);
 
 /// At most this many attributes per call.
 inline constexpr int kMaxKernelAttrs = 16;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <new>
 #include <optional>
 #include <utility>
 
@@ -12,7 +13,7 @@
 namespace oar {
 namespace {
 
-const TensorImpl& Checked(const std::shared_ptr<TensorImpl>& impl) {
+const TensorImpl& Checked(const TensorImpl* impl) {
   OAR_CHECK(impl != nullptr, kFailedPrecondition, "the tensor is undefined (default-constructed)");
   return *impl;
 }
@@ -104,6 +105,46 @@ TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, DType dtype, Dims shape
     : storage(std::move(storage)), dtype(dtype), shape(shape), strides(strides), offset(offset) {}
 TensorImpl::~TensorImpl() = default;
 
+namespace {
+// A Storage and the TensorImpl of the first tensor viewing it, in one std::make_shared allocation. The
+// TensorImpl is constructed in place by WithNewStorage and destroyed by TensorImpl::Destroy when the last
+// Tensor handle goes; the allocation itself lives until the last reference to the Storage (that TensorImpl's
+// and those of any views made since) goes.
+struct StorageWithImpl {
+  Storage storage;
+  alignas(TensorImpl) unsigned char impl[sizeof(TensorImpl)];
+
+  StorageWithImpl(Device device, void* data, size_t nbytes, StorageDeleter deleter, void* context)
+      : storage(device, data, nbytes, deleter, context) {}
+};
+}  // namespace
+
+void TensorImpl::Destroy() {
+  if (!co_allocated_) {
+    delete this;
+    return;
+  }
+  // The storage reference keeps the allocation holding *this: move it out, destroy *this, then drop it.
+  std::shared_ptr<Storage> keep = std::move(storage);
+  this->~TensorImpl();
+}
+
+Tensor Tensor::WithNewStorage(Device device, void* data, size_t nbytes, StorageDeleter deleter, void* context,
+                              DType dtype, const Dims& shape, const Dims& strides) {
+  OAR_CHECK_ARG(shape.size() == strides.size(), "Tensor: shape {} and strides {} differ in rank", shape.ToString(),
+                strides.ToString());
+  OAR_CHECK_ARG(DTypeSize(dtype) != 0, "Tensor: invalid dtype {}", static_cast<int>(dtype));
+  auto both = std::make_shared<StorageWithImpl>(device, data, nbytes, deleter, context);
+  void* place = both->impl;
+  Storage* raw = &both->storage;
+  std::shared_ptr<Storage> storage(std::move(both), raw);  // the same ownership, aliased
+  auto* impl = new (place) TensorImpl(std::move(storage), dtype, shape, strides, 0);
+  impl->co_allocated_ = true;
+  Tensor t;
+  t.impl_ = impl;
+  return t;
+}
+
 bool Tensor::requires_grad() const { return impl_ && impl_->autograd && impl_->autograd->requires_grad; }
 
 Tensor& Tensor::set_requires_grad(bool value) {
@@ -144,12 +185,13 @@ AutogradMeta& Tensor::mutable_autograd_meta() {
   return *t.autograd;
 }
 
-Tensor::Tensor(std::shared_ptr<Storage> storage, DType dtype, Dims shape, Dims strides, int64_t offset) {
+Tensor::Tensor(std::shared_ptr<Storage> storage, DType dtype, Dims shape, Dims strides, int64_t offset)
+    : impl_(nullptr) {
   OAR_CHECK_ARG(storage != nullptr, "Tensor: storage is null");
   OAR_CHECK_ARG(shape.size() == strides.size(), "Tensor: shape {} and strides {} differ in rank",
                 shape.ToString(), strides.ToString());
   OAR_CHECK_ARG(DTypeSize(dtype) != 0, "Tensor: invalid dtype {}", static_cast<int>(dtype));
-  impl_ = std::make_shared<TensorImpl>(std::move(storage), dtype, shape, strides, offset);
+  impl_ = new TensorImpl(std::move(storage), dtype, shape, strides, offset);
 }
 
 void Tensor::ThrowUndefined() {

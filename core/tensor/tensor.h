@@ -10,6 +10,7 @@
 #ifndef OAR_CORE_TENSOR_TENSOR_H_
 #define OAR_CORE_TENSOR_TENSOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -29,9 +30,20 @@ struct AutogradMeta;
 class Tensor {
  public:
   /// An undefined tensor (defined() == false).
-  Tensor() = default;
+  Tensor() noexcept : impl_(nullptr) {}
   /// A view of `storage`: elements at storage + (offset + sum(index_i * strides_i)) * element size.
   Tensor(std::shared_ptr<Storage> storage, DType dtype, Dims shape, Dims strides, int64_t offset);
+  /// A tensor (offset 0) viewing a new Storage(device, data, nbytes, deleter, context), the Storage and the
+  /// tensor's metadata in one heap allocation (what every op's output is: runtime::Empty).
+  static Tensor WithNewStorage(Device device, void* data, size_t nbytes, StorageDeleter deleter, void* context,
+                               DType dtype, const Dims& shape, const Dims& strides);
+
+  // A Tensor counts references to its TensorImpl itself (an intrusive count: no separate control block).
+  Tensor(const Tensor& other) noexcept;
+  Tensor(Tensor&& other) noexcept : impl_(other.impl_) { other.impl_ = nullptr; }
+  Tensor& operator=(const Tensor& other) noexcept;
+  Tensor& operator=(Tensor&& other) noexcept;
+  ~Tensor();
 
   // The accessors are inline (they are on every op's path); each throws kFailedPrecondition on an
   // undefined tensor.
@@ -110,7 +122,7 @@ class Tensor {
   AutogradMeta& mutable_autograd_meta();
 
   /// Identity of the underlying implementation object (for tests and caches).
-  const TensorImpl* impl() const { return impl_.get(); }
+  const TensorImpl* impl() const { return impl_; }
 
  private:
   /// The implementation, or a thrown kFailedPrecondition when undefined.
@@ -120,7 +132,7 @@ class Tensor {
   }
   [[noreturn]] static void ThrowUndefined();
 
-  std::shared_ptr<TensorImpl> impl_;
+  TensorImpl* impl_;  // null, or one reference counted in impl_->refs_ (every constructor sets it)
 };
 
 class TensorImpl {
@@ -134,7 +146,46 @@ class TensorImpl {
   Dims strides;
   int64_t offset;
   std::unique_ptr<AutogradMeta> autograd;  // null unless the tensor takes part in autograd
+
+ private:
+  friend class Tensor;
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+  void Retain() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Release() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) Destroy();
+  }
+  /// The last reference went: delete, or (co-allocated with its storage) destroy in place and drop the
+  /// storage reference that keeps the shared allocation alive.
+  void Destroy();
+
+  std::atomic<int32_t> refs_{1};
+  bool co_allocated_ = false;  // lives inside its storage's allocation (Tensor::WithNewStorage)
 };
+
+inline Tensor::Tensor(const Tensor& other) noexcept : impl_(other.impl_) {
+  if (impl_ != nullptr) impl_->Retain();
+}
+// Both assignments take the new reference before dropping the old one, as std::shared_ptr does: the old
+// TensorImpl may own `other` (a tensor assigned its own gradient).
+inline Tensor& Tensor::operator=(const Tensor& other) noexcept {
+  TensorImpl* old = impl_;
+  impl_ = other.impl_;
+  if (impl_ != nullptr) impl_->Retain();
+  if (old != nullptr) old->Release();
+  return *this;
+}
+inline Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this == &other) return *this;
+  TensorImpl* old = impl_;
+  impl_ = other.impl_;
+  other.impl_ = nullptr;
+  if (old != nullptr) old->Release();
+  return *this;
+}
+inline Tensor::~Tensor() {
+  if (impl_ != nullptr) impl_->Release();
+}
 
 inline DType Tensor::dtype() const { return checked().dtype; }
 inline Device Tensor::device() const { return checked().storage->device(); }

@@ -100,6 +100,84 @@ TEST(TensorViews, ExpandSqueezeUnsqueeze) {
   EXPECT_THROW(t.unsqueeze(4), Error);
 }
 
+// Tensor::WithNewStorage puts the Storage and the TensorImpl in one allocation: the storage (and its
+// bytes) must live exactly as long as the last tensor or storage reference, whichever goes last.
+struct FreeCounter {
+  int frees = 0;
+  static void Delete(void* context, void* data, size_t) {
+    ++static_cast<FreeCounter*>(context)->frees;
+    std::free(data);
+  }
+};
+
+TEST(TensorHandle, CoAllocatedStorageOutlivesItsFirstTensorWhileViewsRemain) {
+  FreeCounter counter;
+  auto* data = static_cast<float*>(std::malloc(sizeof(float) * 6));
+  std::iota(data, data + 6, 0.0f);
+  const Dims shape{2, 3};
+  Tensor view;
+  std::shared_ptr<Storage> kept;
+  {
+    Tensor t = Tensor::WithNewStorage(Device("cpu"), data, sizeof(float) * 6, &FreeCounter::Delete, &counter,
+                                      DType::kFloat32, shape, ContiguousStrides(shape));
+    EXPECT_EQ(t.shape(), shape);
+    EXPECT_EQ(t.offset(), 0);
+    EXPECT_EQ(t.data_ptr(), data);
+    view = t.transpose(0, 1);
+    kept = t.storage();
+  }
+  EXPECT_EQ(counter.frees, 0);  // the view and `kept` still hold the storage
+  EXPECT_EQ(At(view, {2, 1}), 5.0f);
+  view = Tensor();
+  EXPECT_EQ(counter.frees, 0);
+  EXPECT_EQ(static_cast<float*>(kept->data())[4], 4.0f);
+  kept.reset();
+  EXPECT_EQ(counter.frees, 1);
+}
+
+TEST(TensorHandle, CoAllocatedStorageGoesWithItsLastTensor) {
+  FreeCounter counter;
+  const Dims shape{4};
+  Tensor a = Tensor::WithNewStorage(Device("cpu"), std::malloc(16), 16, &FreeCounter::Delete, &counter,
+                                    DType::kFloat32, shape, ContiguousStrides(shape));
+  Tensor b = a;
+  a = Tensor();
+  EXPECT_EQ(counter.frees, 0);
+  b = Tensor();
+  EXPECT_EQ(counter.frees, 1);
+  EXPECT_THROW(Tensor::WithNewStorage(Device("cpu"), nullptr, 0, nullptr, nullptr, DType::kFloat32, Dims{2},
+                                      Dims{}),
+               Error);
+}
+
+TEST(TensorHandle, CopiesMovesAndSelfAssignmentKeepOneCountPerHandle) {
+  FreeCounter counter;
+  const Dims shape{3};
+  Tensor a = Tensor::WithNewStorage(Device("cpu"), std::malloc(12), 12, &FreeCounter::Delete, &counter,
+                                    DType::kFloat32, shape, ContiguousStrides(shape));
+  const TensorImpl* impl = a.impl();
+  Tensor& alias = a;
+  a = alias;             // self copy-assignment
+  a = std::move(alias);  // self move-assignment
+  ASSERT_TRUE(a.defined());
+  EXPECT_EQ(a.impl(), impl);
+  Tensor b(std::move(a));
+  EXPECT_FALSE(a.defined());  // NOLINT(bugprone-use-after-move): moved-from handles are undefined
+  Tensor c;
+  c = b;
+  b = Tensor(c);
+  EXPECT_EQ(b.impl(), impl);
+  c = std::move(b);
+  EXPECT_FALSE(b.defined());  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(counter.frees, 0);
+  // A tensor assigned a view of itself: the new reference is taken before the old one is dropped.
+  c = c.view({3});
+  EXPECT_EQ(counter.frees, 0);
+  EXPECT_NE(c.impl(), impl);
+  c = Tensor();
+  EXPECT_EQ(counter.frees, 1);
+}
+
 TEST(Broadcast, FollowsNumpyRulesAndNamesTheOp) {
   EXPECT_EQ(BroadcastShapes({3, 1, 5}, {4, 1}, "add"), (Dims{3, 4, 5}));
   EXPECT_EQ(BroadcastShapes({}, {2, 2}, "add"), (Dims{2, 2}));
