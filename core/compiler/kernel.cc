@@ -120,9 +120,10 @@ class GroupKernel : public scheduler::CompiledOp {
         const auto t0 = std::chrono::steady_clock::now();
         try {
           runtime::CompileRequest req{*choice.language, plan.source, {}, "cinn_" + std::string(group.name())};
-          // Lets the vectoriser if-convert and use vector floor/conversions; results are unchanged (no code
-          // here reads the floating-point exception flags).
-          if (*choice.language == runtime::SourceLanguage::kC) req.flags = {"-fno-trapping-math"};
+          // Lets the vectoriser if-convert and use vector floor/conversions and square roots; results are
+          // unchanged (no code here reads the floating-point exception flags or errno: with math errno a
+          // sqrtf call may set it, and GCC then keeps every loop with a square root scalar).
+          if (*choice.language == runtime::SourceLanguage::kC) req.flags = {"-fno-trapping-math", "-fno-math-errno"};
           module_ = runtime::CompiledModule::Compile(device, req);
           GetCounters().compiled++;
         } catch (const Error& e) {

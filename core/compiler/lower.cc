@@ -145,14 +145,7 @@ class Lowerer {
     for (int pass = 1; pass <= a_.passes; ++pass) last_loop = LowerPass(pass, extent);
     if (last_loop) Stash(*last_loop);
     // The final pass: every output that runs along the last extent.
-    std::vector<Stmt> body;
-    loop_ = &body;
-    loop_done_.clear();
-    for (size_t b = out_.num_inputs; b < out_.buffer_values.size(); ++b) {
-      if (!Inner(static_cast<int>(b))) continue;
-      body.push_back(Store(static_cast<int>(b), Offset(static_cast<int>(b), true), Get(out_.buffer_values[b])));
-    }
-    loop_ = nullptr;
+    std::vector<Stmt> body = FinalStores();
     if (!body.empty()) row.push_back(For("j", extent, LoopKind::kThreads, std::move(body)));
     // Row outputs, once per row.
     std::vector<Stmt> single;
@@ -213,14 +206,7 @@ class Lowerer {
     std::vector<Stmt> column;  // one column: its passes down the reduced dimensions, then its stores
     row_ = &column;
     for (int pass = 1; pass <= a_.passes; ++pass) LowerPass(pass, reduced_extent_);
-    std::vector<Stmt> final_body;
-    loop_ = &final_body;
-    loop_done_.clear();
-    for (size_t b = out_.num_inputs; b < out_.buffer_values.size(); ++b) {
-      if (!Inner(static_cast<int>(b))) continue;
-      final_body.push_back(Store(static_cast<int>(b), Offset(static_cast<int>(b), true), Get(out_.buffer_values[b])));
-    }
-    loop_ = nullptr;
+    std::vector<Stmt> final_body = FinalStores();
     if (!final_body.empty()) column.push_back(ReductionLoop(reduced_extent_, std::move(final_body)));
     for (size_t b = out_.num_inputs; b < out_.buffer_values.size(); ++b) {
       if (Inner(static_cast<int>(b))) continue;
@@ -235,28 +221,49 @@ class Lowerer {
 
   bool Columns() const { return a_.kind == GroupTemplate::kColumnReduce; }
 
+  // The final pass's body: a store of every output that runs along the reduced (or last) extent, its
+  // values computed inside the loop (rows and column tiles alike).
+  std::vector<Stmt> FinalStores() {
+    std::vector<Stmt> body;
+    loop_ = &body;
+    loop_done_.clear();
+    for (size_t b = out_.num_inputs; b < out_.buffer_values.size(); ++b) {
+      if (!Inner(static_cast<int>(b))) continue;
+      body.push_back(Store(static_cast<int>(b), Offset(static_cast<int>(b), true), Get(out_.buffer_values[b])));
+    }
+    loop_ = nullptr;
+    return body;
+  }
+
   bool MapsDim(int b, int d) const {
     const auto& m = out_.buffer_maps[static_cast<size_t>(b)];
     return std::find(m.begin(), m.end(), d) != m.end();
   }
 
   // A loop over the reduced space: along the row (kThreads over the last extent), or down the columns
-  // (serial over the reduced dimensions, with one index per dimension, the innermost last).
+  // (serial loops over the reduced dimensions, the innermost last, so each index is a loop variable and
+  // no element pays a division to find it). `body` goes into the innermost loop (Innermost).
   Stmt ReductionLoop(const Expr& extent, std::vector<Stmt> body) const {
     if (!Columns()) return For("j", extent, LoopKind::kThreads, std::move(body));
-    std::vector<Stmt> head;
-    Expr rem = Var("r");
+    Stmt loop;
     for (size_t i = a_.reduced.size(); i-- > 0;) {
       const int d = a_.reduced[i];
-      const Expr e = Var("d" + std::to_string(d));
-      head.push_back(Local("r" + std::to_string(d), DType::kInt64, i == 0 ? rem : Binary(ExprOp::kMod, rem, e)));
-      if (i > 0) {
-        head.push_back(Local("rq" + std::to_string(d), DType::kInt64, Binary(ExprOp::kDiv, rem, e)));
-        rem = Var("rq" + std::to_string(d));
+      std::vector<Stmt> inner;
+      if (loop) {
+        inner.push_back(loop);
+      } else {
+        inner = std::move(body);
       }
+      loop = For("r" + std::to_string(d), Var("d" + std::to_string(d)), LoopKind::kSerial, std::move(inner));
     }
-    for (Stmt& st : body) head.push_back(std::move(st));
-    return For("r", extent, LoopKind::kSerial, std::move(head));
+    return loop;
+  }
+
+  // The loop of ReductionLoop's nest whose body is the pass's.
+  static StmtNode& Innermost(const Stmt& loop, bool columns, size_t depth) {
+    StmtNode* s = loop.get();
+    for (size_t i = 1; columns && i < depth; ++i) s = s->body.front().get();
+    return *s;
   }
 
   static std::string StrideName(int b, int d) { return "s" + std::to_string(b) + "_" + std::to_string(d); }
@@ -415,7 +422,8 @@ class Lowerer {
       after.push_back(Local(name, dt, result));
       reduce_result_[op] = name;
     }
-    for (Stmt& st : body) loop->body.push_back(std::move(st));
+    StmtNode& innermost = Innermost(loop, Columns(), a_.reduced.size());
+    for (Stmt& st : body) innermost.body.push_back(std::move(st));
     loop_ = nullptr;
     row_->push_back(loop);
     for (Stmt& s : after) row_->push_back(std::move(s));

@@ -26,8 +26,10 @@ namespace oar::compiler {
 struct Target {
   /// Threads per task (kThreads loops); 1 for C (serial, vectorised), a power of two for GPUs.
   int threads = 1;
-  /// Columns per task of a column reduction where threads == 1 (on GPUs a task has one per thread).
-  int column_tile = 64;
+  /// Columns per task of a column reduction where threads == 1 (on GPUs a task has one per thread): two
+  /// AVX2 vectors, one cache line of float32 per row, so that the few columns of a norm weight's or a
+  /// bias's gradient (64 in the example llama) still make several tasks for the threads to share.
+  int column_tile = 16;
 };
 
 /// How a run-time int64 parameter is computed from the run's shapes.

@@ -30,6 +30,7 @@
 #include "core/ops/ops.h"
 #include "core/passes/pass.h"
 #include "oar/plugin/cpp/status.hpp"
+#include "plugins/level_zero/pocl_testing.h"
 #include "plugins/level_zero/spirv_compiler.h"
 
 namespace oar::compiler {
@@ -41,58 +42,17 @@ const Device kCpu("cpu:0");
 
 using namespace patterns;  // NOLINT(build/namespaces): the shared test patterns
 
-/// The pocl device, context and queue (once); error() says why there are none.
-class Cl {
- public:
-  static Cl& Get() {
-    static Cl cl;
-    return cl;
-  }
-  const std::string& error() const { return error_; }
-  /// Build `source` with `options`; throws with pocl's build log.
-  cl_program Build(const std::string& source, const std::string& options) {
-    cl_int err = CL_SUCCESS;
-    const char* ptr = source.c_str();
-    cl_program p = clCreateProgramWithSource(context_, 1, &ptr, nullptr, &err);
-    if (err != CL_SUCCESS) throw std::runtime_error("clCreateProgramWithSource: " + std::to_string(err));
-    if (clBuildProgram(p, 1, &device_, options.c_str(), nullptr, nullptr) != CL_SUCCESS) {
-      size_t size = 0;
-      clGetProgramBuildInfo(p, device_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
-      std::string log(size, '\0');
-      clGetProgramBuildInfo(p, device_, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
-      clReleaseProgram(p);
-      throw std::runtime_error("pocl could not build the generated kernel (" + options + "):\n" + log + "\n" + source);
-    }
-    return p;
-  }
-  cl_context context() const { return context_; }
-  cl_command_queue queue() const { return queue_; }
-  size_t max_group() const { return max_group_; }
+/// The pocl device, context and queue (plugins/level_zero/pocl_testing.h).
+using Cl = level_zero::PoclDevice;
 
- private:
-  Cl() {
-    cl_uint n = 0;
-    cl_platform_id platform = nullptr;
-    if (clGetPlatformIDs(1, &platform, &n) != CL_SUCCESS || n == 0) {
-      error_ = "no OpenCL platform (install pocl-opencl-icd: ci/install-deps.sh --level-zero)";
-      return;
-    }
-    if (clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device_, &n) != CL_SUCCESS || n == 0) {
-      error_ = "the OpenCL platform has no device";
-      return;
-    }
-    clGetDeviceInfo(device_, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(max_group_), &max_group_, nullptr);
-    cl_int err = CL_SUCCESS;
-    context_ = clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &err);
-    if (err == CL_SUCCESS) queue_ = clCreateCommandQueueWithProperties(context_, device_, nullptr, &err);
-    if (err != CL_SUCCESS) error_ = "cannot create an OpenCL context and queue: " + std::to_string(err);
+/// Build `source` on pocl with `options`; throws with pocl's build log and the source.
+cl_program Build(const std::string& source, const std::string& options) {
+  try {
+    return Cl::Get().Build(source, options, "the generated kernel");
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string(e.what()) + "\n" + source);
   }
-  std::string error_;
-  cl_device_id device_ = nullptr;
-  cl_context context_ = nullptr;
-  cl_command_queue queue_ = nullptr;
-  size_t max_group_ = 0;
-};
+}
 
 class CinnOpenClTest : public ::testing::Test {
  protected:
@@ -245,7 +205,7 @@ TEST_F(CinnOpenClTest, GeneratedKernelsOnPoclMatchTheLoopInterpreter) {
       lowered.back().kernel.name = std::string("cinn_") + p.c->name;
       source += GenerateSource(lowered.back().kernel, SourceDialect::kOpenCL) + "\n";
     }
-    cl_program cl_prog = Cl::Get().Build(source, cl_std);
+    cl_program cl_prog = Build(source, cl_std);
     for (size_t i = 0; i < patterns.size(); ++i) {
       const Pattern& p = patterns[i];
       const LoweredGroup& lg = lowered[i];
@@ -291,7 +251,7 @@ TEST_F(CinnOpenClTest, RowOutputsAreStoredOnceAfterTheBlockReductions) {
   EXPECT_NE(source.find("if (get_local_id(0) == 0) {"), std::string::npos) << source;
   EXPECT_NE(source.find("__local float oar_red_acc[32];"), std::string::npos) << source;
   EXPECT_NE(source.find("__local float oar_red_big[32];"), std::string::npos) << source;
-  cl_program program = Cl::Get().Build(source, "-cl-std=CL1.2");
+  cl_program program = Build(source, "-cl-std=CL1.2");
   Generator g(3);
   for (const int64_t cols : {1, 31, 33, 100}) {
     const int64_t rows = 5;

@@ -21,6 +21,8 @@
 
 #include "oar/plugin/cpp/status.hpp"
 #include "plugins/common/jit_cache.h"
+#include "plugins/common/module_registry.h"
+#include "plugins/common/strided.h"
 
 namespace oar::host {
 namespace {
@@ -139,29 +141,16 @@ struct Function {
 struct Module {
   int32_t device;
   std::string name;
+  int32_t ordinal() const { return device; }
   std::string path;
   std::shared_ptr<Library> library;
   std::vector<std::unique_ptr<Function>> functions;
 };
 
-struct Registry {
-  std::mutex mu;
-  std::unordered_set<Module*> modules;
-  std::unordered_set<Function*> functions;
-};
+using Registry = ModuleRegistry<Module, Function>;
 Registry& Live() {
-  static auto* r = new Registry();  // never destroyed: slots may run until exit
+  static auto* r = new Registry(g_hooks.plugin ? g_hooks.plugin : "plugin");  // never destroyed: slots may run until exit
   return *r;
-}
-
-Module* FindModule(int32_t device, oar_module_t handle) {  // caller holds Live().mu
-  auto it = Live().modules.find(reinterpret_cast<Module*>(handle));
-  if (it == Live().modules.end()) Fail(OAR_STATUS_INVALID_ARGUMENT, "unknown or destroyed module handle");
-  if ((*it)->device != device) {
-    Fail(OAR_STATUS_INVALID_ARGUMENT, "module '" + (*it)->name + "' belongs to device " +
-                                          std::to_string((*it)->device) + ", not device " + std::to_string(device));
-  }
-  return *it;
 }
 
 /// dlopen `path`; nullptr (and `why`) when the loader refuses it.
@@ -282,19 +271,13 @@ oar_status_t* Compile(int32_t device, const oar_compile_options_t* o, oar_module
     if (g_hooks.prepare_source != nullptr) source = g_hooks.prepare_source(source, name);
     m->library = Build(source, flags, name, &m->path);
     if (g_hooks.on_load != nullptr) g_hooks.on_load(m->library->handle, name);
-    std::lock_guard<std::mutex> lock(Live().mu);
-    Live().modules.insert(m.get());
-    *module = reinterpret_cast<oar_module_t>(m.release());
+    *module = Live().Add(std::move(m));
   });
 }
 
 oar_status_t* ModuleDestroy(int32_t device, oar_module_t handle) {
   return Guard([&] {
-    std::unique_ptr<Module> m;
-    std::lock_guard<std::mutex> lock(Live().mu);
-    m.reset(FindModule(device, handle));
-    Live().modules.erase(m.get());
-    for (const auto& f : m->functions) Live().functions.erase(f.get());
+    Live().Remove(device, handle);
     // The library itself stays loaded while queued launches hold it (CLaunch::module_).
   });
 }
@@ -302,26 +285,16 @@ oar_status_t* ModuleDestroy(int32_t device, oar_module_t handle) {
 oar_status_t* GetFunction(int32_t device, oar_module_t handle, const char* name, oar_function_t* function) {
   return Guard([&] {
     if (name == nullptr || function == nullptr) Fail(OAR_STATUS_INVALID_ARGUMENT, "get_function: NULL name or function");
-    std::lock_guard<std::mutex> lock(Live().mu);
-    Module* m = FindModule(device, handle);
-    for (const auto& f : m->functions) {
-      if (f->name == name) {
-        *function = reinterpret_cast<oar_function_t>(f.get());
-        return;
+    std::lock_guard<std::mutex> lock(Live().mutex());
+    Module* m = Live().Find(device, handle);
+    *function = Live().FunctionNamed(m, name, [&] {
+      dlerror();
+      void* symbol = dlsym(m->library->handle, name);
+      if (symbol == nullptr) {
+        Fail(OAR_STATUS_NOT_FOUND, "module '" + m->name + "' (" + m->path + ") has no function '" + name + "'");
       }
-    }
-    dlerror();
-    void* symbol = dlsym(m->library->handle, name);
-    if (symbol == nullptr) {
-      Fail(OAR_STATUS_NOT_FOUND, "module '" + m->name + "' (" + m->path + ") has no function '" + name + "'");
-    }
-    auto f = std::make_unique<Function>();
-    f->module = m;
-    f->name = name;
-    f->entry = reinterpret_cast<CEntry>(symbol);
-    Live().functions.insert(f.get());
-    *function = reinterpret_cast<oar_function_t>(f.get());
-    m->functions.push_back(std::move(f));
+      return std::make_unique<Function>(Function{m, name, reinterpret_cast<CEntry>(symbol)});
+    });
   });
 }
 
@@ -365,12 +338,12 @@ std::unique_ptr<CLaunch> PrepareCLaunch(
   }
   auto launch = std::make_unique<CLaunch>();
   {
-    std::lock_guard<std::mutex> lock(Live().mu);
-    auto it = Live().functions.find(reinterpret_cast<Function*>(info->function));
-    if (it == Live().functions.end()) fail("unknown function handle (or its module was destroyed)");
-    launch->module_ = (*it)->module->library;
-    launch->entry_ = (*it)->entry;
-    launch->name_ = (*it)->module->name + "." + (*it)->name;
+    std::lock_guard<std::mutex> lock(Live().mutex());
+    const Function* f = Live().FindFunction(info->function);
+    if (f == nullptr) fail("unknown function handle (or its module was destroyed)");
+    launch->module_ = f->module->library;
+    launch->entry_ = f->entry;
+    launch->name_ = f->module->name + "." + f->name;
   }
   const std::string w = where + " '" + launch->name_ + "'";
   auto fail_named = [&](const std::string& m) { throw StatusError(OAR_STATUS_INVALID_ARGUMENT, w + ": " + m); };
@@ -428,8 +401,19 @@ std::unique_ptr<CLaunch> PrepareCLaunch(
   return launch;
 }
 
+int CLaunch::ThreadsWorthUsing(int threads) const {
+  // The host kernels' rule (strided.h): a parallel region costs a few microseconds, more than a small
+  // launch's work. A launch's work in element units: its bytes moved (an element read and one written are
+  // 8 bytes of float32) or its operations, whichever is larger.
+  if (bytes_ <= 0 && flops_ <= 0) return std::max(threads, 1);  // no estimates: every thread, as asked
+  const double work = std::max(bytes_ / 8, flops_);
+  if (work < static_cast<double>(kParallelThreshold) || omp_in_parallel()) return 1;
+  const double by_work = work / static_cast<double>(kParallelThreshold / 2);
+  return static_cast<int>(std::min<double>(std::max(threads, 1), by_work));
+}
+
 void CLaunch::Run(int threads) const {
-  const int64_t chunks = std::min<int64_t>(tasks_, std::max(threads, 1));
+  const int64_t chunks = std::min<int64_t>(tasks_, ThreadsWorthUsing(threads));
   void* const* args = args_.data();
   if (chunks <= 1) {
     if (tasks_ > 0) entry_(args, 0, tasks_);

@@ -55,8 +55,13 @@ class CLaunch {
   CLaunch(const CLaunch&) = delete;
   CLaunch& operator=(const CLaunch&) = delete;
 
-  /// Run every task, split into contiguous chunks over `threads` OpenMP threads (>= 1).
+  /// Run every task, split into contiguous chunks over at most `threads` OpenMP threads: as many as the
+  /// launch's work is worth (ThreadsWorthUsing), on the calling thread alone for small launches.
   void Run(int threads) const;
+  /// The threads (1 .. `threads`) a launch of this size uses: 1 below the host kernels' parallel threshold
+  /// (strided.h: 32768 elements, from max(bytes / 8, flops)) or inside a parallel region, else one per
+  /// 16384 elements of work, at most `threads`; `threads` when the launch gave neither estimate.
+  int ThreadsWorthUsing(int threads) const;
   int64_t tasks() const { return tasks_; }
   const std::string& name() const { return name_; }
   double flops() const { return flops_; }

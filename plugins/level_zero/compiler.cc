@@ -3,10 +3,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "oar/plugin/cpp/status.hpp"
+#include "plugins/common/module_registry.h"
 #include "plugins/level_zero/runtime.h"
 #include "plugins/level_zero/spirv_compiler.h"
 #include "plugins/level_zero/ze_loader.h"
@@ -31,28 +31,15 @@ struct Function {
 struct Module {
   Device* device;
   std::string name;
+  int32_t ordinal() const { return device->ordinal(); }
   ze_module_handle_t handle = nullptr;
   std::vector<std::unique_ptr<Function>> functions;
 };
 
-struct Registry {
-  std::mutex mu;
-  std::unordered_set<Module*> modules;
-  std::unordered_set<Function*> functions;
-};
+using Registry = host::ModuleRegistry<Module, Function>;
 Registry& Live() {
-  static auto* r = new Registry();  // never destroyed, like the runtime
+  static auto* r = new Registry("level_zero");  // never destroyed, like the runtime
   return *r;
-}
-
-Module* FindModule(int32_t device, oar_module_t handle) {  // caller holds Live().mu
-  auto it = Live().modules.find(reinterpret_cast<Module*>(handle));
-  if (it == Live().modules.end()) Invalid("unknown or destroyed module handle");
-  if ((*it)->device->ordinal() != device) {
-    Invalid("module '" + (*it)->name + "' belongs to device " + std::to_string((*it)->device->ordinal()) +
-            ", not device " + std::to_string(device));
-  }
-  return *it;
 }
 
 oar_status_t* Languages(int32_t device, const int32_t** languages, int32_t* count) {
@@ -94,21 +81,13 @@ oar_status_t* Compile(int32_t device, const oar_compile_options_t* o, oar_module
     m->device = &d;
     m->name = name;
     m->handle = d.CreateModule(spirv.data(), spirv.size(), "module '" + name + "'");
-    std::lock_guard<std::mutex> lock(Live().mu);
-    Live().modules.insert(m.get());
-    *module = reinterpret_cast<oar_module_t>(m.release());
+    *module = Live().Add(std::move(m));
   });
 }
 
 oar_status_t* ModuleDestroy(int32_t device, oar_module_t handle) {
   return Guard([&] {
-    std::unique_ptr<Module> m;
-    {
-      std::lock_guard<std::mutex> lock(Live().mu);
-      m.reset(FindModule(device, handle));
-      Live().modules.erase(m.get());
-      for (const auto& f : m->functions) Live().functions.erase(f.get());
-    }
+    const std::unique_ptr<Module> m = Live().Remove(device, handle);
     // Level Zero wants the device done with a kernel before it is destroyed: launches already enqueued
     // complete first (as compiler.h promises).
     m->device->Synchronize();
@@ -120,26 +99,20 @@ oar_status_t* ModuleDestroy(int32_t device, oar_module_t handle) {
 oar_status_t* GetFunction(int32_t device, oar_module_t handle, const char* name, oar_function_t* function) {
   return Guard([&] {
     if (name == nullptr || function == nullptr) Invalid("get_function: NULL name or function");
-    std::lock_guard<std::mutex> lock(Live().mu);
-    Module* m = FindModule(device, handle);
-    for (const auto& f : m->functions) {
-      if (f->name == name) {
-        *function = reinterpret_cast<oar_function_t>(f.get());
-        return;
+    std::lock_guard<std::mutex> lock(Live().mutex());
+    Module* m = Live().Find(device, handle);
+    *function = Live().FunctionNamed(m, name, [&] {
+      auto f = std::make_unique<Function>();
+      f->module = m;
+      f->name = name;
+      ze_kernel_desc_t desc{ZE_STRUCTURE_TYPE_KERNEL_DESC, nullptr, 0, name};
+      const ze_result_t r = Ze().zeKernelCreate(m->handle, &desc, &f->kernel.handle);
+      if (r == ZE_RESULT_ERROR_INVALID_KERNEL_NAME) {
+        throw StatusError(OAR_STATUS_NOT_FOUND, "level_zero: module '" + m->name + "' has no function '" + name + "'");
       }
-    }
-    auto f = std::make_unique<Function>();
-    f->module = m;
-    f->name = name;
-    ze_kernel_desc_t desc{ZE_STRUCTURE_TYPE_KERNEL_DESC, nullptr, 0, name};
-    const ze_result_t r = Ze().zeKernelCreate(m->handle, &desc, &f->kernel.handle);
-    if (r == ZE_RESULT_ERROR_INVALID_KERNEL_NAME) {
-      throw StatusError(OAR_STATUS_NOT_FOUND, "level_zero: module '" + m->name + "' has no function '" + name + "'");
-    }
-    Check(r, ("zeKernelCreate(" + std::string(name) + ")").c_str(), m->device->where());
-    Live().functions.insert(f.get());
-    *function = reinterpret_cast<oar_function_t>(f.get());
-    m->functions.push_back(std::move(f));
+      Check(r, ("zeKernelCreate(" + std::string(name) + ")").c_str(), m->device->where());
+      return f;
+    });
   });
 }
 
@@ -164,10 +137,9 @@ oar_status_t* LaunchKernel(int32_t device, oar_stream_t stream, const oar_launch
     }
     Function* f = nullptr;
     {
-      std::lock_guard<std::mutex> lock(Live().mu);
-      auto it = Live().functions.find(reinterpret_cast<Function*>(info->function));
-      if (it == Live().functions.end()) Invalid("launch_kernel: unknown function handle (or its module was destroyed)");
-      f = *it;
+      std::lock_guard<std::mutex> lock(Live().mutex());
+      f = Live().FindFunction(info->function);
+      if (f == nullptr) Invalid("launch_kernel: unknown function handle (or its module was destroyed)");
     }
     const std::string w = "launch_kernel '" + f->module->name + "." + f->name + "'";
     if (f->module->device != &d) Invalid(w + ": the function belongs to device " + f->module->device->where());

@@ -22,6 +22,7 @@
 #include "oar/plugin/cpp/dtype.hpp"
 #include "oar/plugin/cpp/status.hpp"
 #include "plugins/level_zero/ops.h"
+#include "plugins/level_zero/pocl_testing.h"
 
 namespace oar::level_zero {
 namespace {
@@ -31,7 +32,7 @@ using sdk::Half;
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-/// The OpenCL device, context, queue and the program built from the kernel sources (once).
+/// The pocl device (pocl_testing.h) and the program built from the kernel sources (once).
 class Cl {
  public:
   static Cl& Get() {
@@ -39,8 +40,8 @@ class Cl {
     return cl;
   }
   const std::string& error() const { return error_; }
-  cl_context context() const { return context_; }
-  cl_command_queue queue() const { return queue_; }
+  cl_context context() const { return PoclDevice::Get().context(); }
+  cl_command_queue queue() const { return PoclDevice::Get().queue(); }
   cl_kernel Kernel(const std::string& name) {
     auto it = kernels_.find(name);
     if (it != kernels_.end()) return it->second;
@@ -52,44 +53,20 @@ class Cl {
 
  private:
   Cl() {
-    cl_uint n = 0;
-    cl_platform_id platform = nullptr;
-    if (clGetPlatformIDs(1, &platform, &n) != CL_SUCCESS || n == 0) {
-      error_ = "no OpenCL platform (install pocl-opencl-icd: ci/install-deps.sh --level-zero)";
-      return;
-    }
-    cl_device_id device = nullptr;
-    if (clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device, &n) != CL_SUCCESS || n == 0) {
-      error_ = "the OpenCL platform has no device";
-      return;
-    }
-    cl_device_svm_capabilities svm = 0;
-    clGetDeviceInfo(device, CL_DEVICE_SVM_CAPABILITIES, sizeof(svm), &svm, nullptr);
-    if ((svm & CL_DEVICE_SVM_FINE_GRAIN_BUFFER) == 0) {
-      error_ = "the OpenCL device has no fine-grained SVM buffers";
-      return;
-    }
-    cl_int err = CL_SUCCESS;
-    context_ = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err);
-    queue_ = clCreateCommandQueueWithProperties(context_, device, nullptr, &err);
+    const PoclDevice& d = PoclDevice::Get();
+    error_ = d.error();
+    if (error_.empty() && !d.fine_grained_svm()) error_ = "the OpenCL device has no fine-grained SVM buffers";
+    if (!error_.empty()) return;
     std::ifstream file(std::string(OAR_L0_KERNEL_DIR) + "/oar_kernels.cl");
     std::stringstream source;
     source << file.rdbuf();
-    const std::string text = source.str();
-    const char* ptr = text.c_str();
-    program_ = clCreateProgramWithSource(context_, 1, &ptr, nullptr, &err);
-    const std::string options = std::string("-cl-std=CL2.0 -I ") + OAR_L0_KERNEL_DIR;
-    if (clBuildProgram(program_, 1, &device, options.c_str(), nullptr, nullptr) != CL_SUCCESS) {
-      size_t size = 0;
-      clGetProgramBuildInfo(program_, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
-      std::string log(size, '\0');
-      clGetProgramBuildInfo(program_, device, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
-      error_ = "building kernels/oar_kernels.cl failed: " + log;
+    try {
+      program_ = d.Build(source.str(), std::string("-cl-std=CL2.0 -I ") + OAR_L0_KERNEL_DIR, "kernels/oar_kernels.cl");
+    } catch (const std::runtime_error& e) {
+      error_ = e.what();
     }
   }
   std::string error_;
-  cl_context context_ = nullptr;
-  cl_command_queue queue_ = nullptr;
   cl_program program_ = nullptr;
   std::map<std::string, cl_kernel> kernels_;
 };
