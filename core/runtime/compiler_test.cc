@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <set>
 #include <span>
 #include <sstream>
 #include <optional>
@@ -131,6 +132,11 @@ void scale(void* const* args, int64_t task_begin, int64_t task_end) {
   const float s = *(const float*)args[1];
   for (int64_t i = task_begin; i < task_end; ++i) y[i] *= s;
 }
+/* y[t] = the first task of the chunk that ran task t */
+void chunk_starts(void* const* args, int64_t task_begin, int64_t task_end) {
+  float* y = *(float* const*)args[0];
+  for (int64_t t = task_begin; t < task_end; ++t) y[t] = (float)task_begin;
+}
 )";
 
 /// The saxpy module of `device`, compiled once per process.
@@ -186,6 +192,38 @@ TEST_P(CCompiler, GridOfSeveralDimensionsRunsEveryTaskOnce) {
   const LaunchArg args[] = {LaunchArg::Buffer(dy.get(), dy.bytes()), LaunchArg::Float32(2.0f)};
   Launch(SaxpyModule(dev())->Function("scale"), config, args);
   EXPECT_EQ(dy.Download<float>(), std::vector<float>(n, 3.0f));
+}
+
+// A launch whose estimates say it is small runs as one chunk on one thread (a parallel region would cost
+// more than its work); a large one is split over the plugin's threads where there are several (cpu: the
+// OpenMP threads; the simulators' stream workers run kernels on OAR_SIM_KERNEL_THREADS, 1 by default).
+TEST_P(CCompiler, SmallLaunchesRunOnOneThreadLargeOnesSplit) {
+  const int64_t tasks = 64;
+  DeviceBuffer dy(dev(), tasks * 4);
+  const CompiledFunction f = SaxpyModule(dev())->Function("chunk_starts");
+  const LaunchArg args[] = {LaunchArg::Buffer(dy.get(), dy.bytes())};
+  LaunchConfig small;
+  small.grid = {static_cast<uint32_t>(tasks), 1, 1};
+  small.bytes = 2.0 * tasks * 4;  // 64 elements read and written
+  small.flops = static_cast<double>(tasks);
+  dy.Upload(std::vector<float>(tasks, -1.0f));
+  Launch(f, small, args);
+  EXPECT_EQ(dy.Download<float>(), std::vector<float>(tasks, 0.0f)) << "a 64-element launch was split";
+  LaunchConfig large = small;
+  large.bytes = 64.0 * 1024 * 1024;
+  dy.Upload(std::vector<float>(tasks, -1.0f));
+  Launch(f, large, args);
+  const std::vector<float> got = dy.Download<float>();
+  std::set<float> starts;
+  for (int64_t t = 0; t < tasks; ++t) {
+    ASSERT_GE(got[t], 0.0f) << "task " << t << " did not run";
+    ASSERT_LE(got[t], static_cast<float>(t)) << "task " << t;
+    starts.insert(got[t]);
+  }
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  if (dev().type() == "cpu" && std::thread::hardware_concurrency() >= 2 && (omp == nullptr || std::atoi(omp) != 1)) {
+    EXPECT_GE(starts.size(), 2u) << "a 64 MiB launch ran as one chunk";
+  }
 }
 
 TEST_P(CCompiler, UnknownFunctionIsNotFoundNamingTheModule) {
