@@ -23,6 +23,8 @@
 #include "core/runtime/stream.h"
 #include "core/scheduler/memory_plan.h"
 #include "core/scheduler/op_runner.h"
+#include "core/scheduler/planned_launch.h"
+#include "core/ops/trace.h"
 #include "core/tensor/autograd_meta.h"
 
 namespace oar::scheduler {
@@ -107,6 +109,7 @@ struct Plan {
   std::vector<uint64_t> arena_bytes;    // per device slot
   Schedule schedule;                    // the top-level block's, with the memory-reuse dependencies
   std::vector<MemoryPlanSummary> summaries;
+  std::unique_ptr<PlannedInstructions> planned;  // per top-level instruction: its launch plan (planned_launch.h)
 };
 
 struct DeviceSlot {
@@ -647,6 +650,7 @@ struct Executor::Impl {
   // ---- plans --------------------------------------------------------------------------------------------
   std::shared_ptr<const Plan> MakePlan(const std::vector<uint64_t>& bytes) const {
     auto plan = std::make_shared<Plan>();
+    plan->planned = std::make_unique<PlannedInstructions>(top.instrs.size());
     plan->bytes = bytes;
     plan->offsets.assign(buffers.size(), -1);
     plan->arena_bytes.assign(devices.size(), 0);
@@ -690,6 +694,7 @@ struct Executor::Impl {
     std::span<const Tensor> inputs;
     std::vector<char> donor_ok;                // per input: its tensor may take a donated output
     uint64_t donated = 0;                      // outputs written into donated inputs
+    uint64_t planned = 0;                      // instructions run from their plan (RunPlanned)
     RunProfile* profile = nullptr;
     Clock::time_point t0;
   };
@@ -801,6 +806,7 @@ struct Executor::Impl {
         ++stats.plans_built;
       }
       stats.donated_outputs += st.donated;
+      stats.planned_launches += st.planned;
     }
     warmed.store(true, std::memory_order_release);
     return outputs;
@@ -873,7 +879,7 @@ struct Executor::Impl {
             e.Synchronize();  // another device's work: the host waits, then issues
           }
         }
-        const Clock::time_point t0 = Clock::now();
+        const Clock::time_point t0 = st.profile != nullptr ? Clock::now() : Clock::time_point{};
         RunInstr(st, in, static_cast<int>(&b == &top ? i : -1), inputs);
         if (sched.record[i]) EventOf(st, in).Record(StreamOf(st, in.stream));
         if (st.profile != nullptr) AddProfile(st, in, t0, Clock::now());
@@ -932,6 +938,7 @@ struct Executor::Impl {
       case Kind::kCompiled:
       case Kind::kSpecial: break;
     }
+    if (top_index >= 0 && st.plan != nullptr && RunPlanned(st, in, top_index)) return;
     runtime::Stream& stream = StreamOf(st, in.stream);
     runtime::ScopedStream on(stream);
     std::vector<Tensor> args;
@@ -951,6 +958,13 @@ struct Executor::Impl {
     std::vector<Tensor> out;
     if (in.kind == Kind::kSpecial) {
       out = RunTensorMethodOp(*in.schema, args, in.attrs);
+      if (top_index >= 0 && st.plan != nullptr && IsPlannableView(in.schema->op) &&
+          st.plan->planned->Get(static_cast<size_t>(top_index)) == nullptr && args.size() == 1 && out.size() == 1) {
+        auto e = std::make_unique<PlannedInstructions::Entry>();
+        e->view = PlanView(args[0], out[0]);
+        e->refused = e->view == nullptr;
+        st.plan->planned->Publish(static_cast<size_t>(top_index), std::move(e));
+      }
     } else {
       size_t k = 0;
       ops::ScopedOutputAllocator alloc([&](const Dims& shape, DType dtype, Device device) {
@@ -960,6 +974,63 @@ struct Executor::Impl {
     }
     OAR_CHECK(out.size() == in.out.size(), kInternal, "{} gave {} results for {}", in.name, out.size(), in.out.size());
     for (size_t k = 0; k < out.size(); ++k) st.values[static_cast<size_t>(in.out[k])] = std::move(out[k]);
+  }
+
+  // The planned launch of a kernel or view instruction (planned_launch.h): false, having done nothing, when
+  // the instruction takes the general path (not plannable, operands not as planned, under capture).
+  bool RunPlanned(RunState& st, const Instr& in, int top_index) const {
+    if (in.kind == Kind::kCompiled || in.in.size() > 16 || ops::ActiveTracer() != nullptr) return false;
+    const PlannedInstructions& planned = *st.plan->planned;
+    const PlannedInstructions::Entry* e = planned.Get(static_cast<size_t>(top_index));
+    if (e != nullptr && e->refused) return false;
+    if (in.kind == Kind::kSpecial && e == nullptr) return false;  // the general path plans it
+    std::array<Tensor, 16> args;
+    for (size_t k = 0; k < in.in.size(); ++k) {
+      const Tensor& t = st.values[static_cast<size_t>(in.in[k])];
+      if (!t.defined() || t.device() != in.device) return false;
+      args[k] = t;
+    }
+    const std::span<const Tensor> operands(args.data(), in.in.size());
+    if (e == nullptr) {
+      auto made = std::make_unique<PlannedInstructions::Entry>();
+      try {
+        made->kernel = PlanKernel(*in.schema, operands, in.attrs, in.device);
+      } catch (const Error&) {
+        made->kernel.reset();
+        made->refused = true;  // the general path reports it
+      }
+      e = planned.Publish(static_cast<size_t>(top_index), std::move(made));
+      if (e->refused) return false;
+    }
+    Tensor view;
+    if (e->view != nullptr) {
+      view = ApplyView(*e->view, args[0]);
+      if (!view.defined()) return false;
+    } else if (!Matches(*e->kernel, operands)) {
+      return false;
+    }
+    runtime::Stream& stream = StreamOf(st, in.stream);
+    runtime::DeviceContext& dctx = stream.context();
+    for (size_t k = 0; k < in.in.size(); ++k) {
+      // Made on another stream of this device: the allocator must not reuse it before this use completes.
+      if (in.record_in[k]) dctx.allocator().RecordStream(*args[k].storage(), stream.handle());
+    }
+    ++st.planned;
+    if (e->view != nullptr) {
+      st.values[static_cast<size_t>(in.out[0])] = std::move(view);
+      return true;
+    }
+    OAR_CHECK(e->kernel->results.size() == in.out.size(), kInternal, "{} gives {} results for {}", in.name,
+              e->kernel->results.size(), in.out.size());
+    runtime::ScopedStream on(stream);
+    std::array<Tensor, 16> results;
+    OAR_CHECK(in.out.size() <= results.size(), kInternal, "{}: more than 16 results", in.name);
+    LaunchPlanned(
+        *e->kernel, operands,
+        [&](size_t k, const Dims& shape, DType dtype) { return Output(st, in, top_index, k, shape, dtype, in.device); },
+        std::span<Tensor>(results.data(), in.out.size()));
+    for (size_t k = 0; k < in.out.size(); ++k) st.values[static_cast<size_t>(in.out[k])] = std::move(results[k]);
+    return true;
   }
 
   void RunInput(RunState& st, const Instr& in, int top_index, std::span<const Tensor> inputs) const {

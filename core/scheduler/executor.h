@@ -65,6 +65,7 @@ struct ExecutorStats {
   uint64_t plans_built = 0;       ///< memory plans made (one per input-shape signature)
   uint64_t run_contexts = 0;      ///< per-run states made (streams, events, arenas): at most the concurrency
   uint64_t donated_outputs = 0;   ///< outputs written into donated inputs' bytes (ExecutorOptions::donate)
+  uint64_t planned_launches = 0;  ///< kernel and view instructions run from their plan (planned_launch.h)
 };
 
 /// What the executor's memory plan for one signature holds, per device.

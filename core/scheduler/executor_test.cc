@@ -183,6 +183,43 @@ TEST_F(ExecutorTest, MatchesTheInterpreterBitwiseOnEveryDevice) {
   }
 }
 
+// Every kernel form of ops::Run (a vector matmul operand, a broadcast operand, a reduction's kept-dims
+// kernel output, a multi-result op) and views, through the planned launch path (planned_launch.h).
+constexpr const char* kPlannedForms = R"(builtin.module() ({
+  %x = builtin.data() {name = "x", index = 0} : () -> tensor<[4, 8], f32>
+  %v = builtin.data() {name = "v", index = 1} : () -> tensor<[8], f32>
+  %b1 = builtin.parameter() {name = "b1"} : () -> tensor<[32], f32>
+  %mv = op.matmul(%x, %v) : (tensor<[4, 8], f32>, tensor<[8], f32>) -> tensor<[4], f32>
+  %t = op.permute(%x) {dims = [1, 0]} : (tensor<[4, 8], f32>) -> tensor<[8, 4], f32>
+  %vm = op.matmul(%v, %t) : (tensor<[8], f32>, tensor<[8, 4], f32>) -> tensor<[4], f32>
+  %r = op.view(%b1) {shape = [4, 8]} : (tensor<[32], f32>) -> tensor<[4, 8], f32>
+  %s = op.slice(%r) {dim = 1, start = 1, end = 7, step = 2} : (tensor<[4, 8], f32>) -> tensor<[4, 3], f32>
+  %a = op.add(%x, %v) : (tensor<[4, 8], f32>, tensor<[8], f32>) -> tensor<[4, 8], f32>
+  %m = op.mul(%a, %r) : (tensor<[4, 8], f32>, tensor<[4, 8], f32>) -> tensor<[4, 8], f32>
+  %sum = op.sum(%m) {axes = [-1]} : (tensor<[4, 8], f32>) -> tensor<[4], f32>
+  %sm = op.softmax(%t) {axis = -1} : (tensor<[8, 4], f32>) -> tensor<[8, 4], f32>
+  builtin.output(%mv, %sum, %sm, %s, %vm) : (tensor<[4], f32>, tensor<[4], f32>, tensor<[8, 4], f32>, tensor<[4, 3], f32>, tensor<[4], f32>) -> ()
+}) : () -> ()
+)";
+
+TEST_F(ExecutorTest, PlannedLaunchesMatchTheInterpreterBitwiseAndFallBackForOtherLayouts) {
+  Generator g(11);
+  const Tensor x = randn({4, 8}, g, 0, 1, DType::kFloat32, kCpu);
+  const Tensor xt = randn({8, 4}, g, 0, 1, DType::kFloat32, kCpu).permute(std::vector<int64_t>{1, 0});  // strided
+  const Tensor v = randn({8}, g, 0, 1, DType::kFloat32, kCpu);
+  for (const std::string device : {"cpu:0", "kunlun_sim:0", "ascend_sim:0"}) {
+    auto p = Make(kPlannedForms, Select(device));
+    Executor exec(*p, Device(device));
+    for (const Tensor& in : {x, x, x, xt, x}) {
+      const std::vector<Tensor> inputs{in, v};
+      ExpectSame(exec.Run(inputs), jit::Interpret(*p, inputs, Device(device)), device);
+    }
+    // The first run plans the kernels (and runs them planned) and the views; later runs launch both planned,
+    // but for the strided input's consumers, which take the general path.
+    EXPECT_GT(exec.stats().planned_launches, 20u) << device;
+  }
+}
+
 TEST_F(ExecutorTest, SymbolicShapesArePlannedOncePerInputSignature) {
   for (const std::string device : {"cpu:0", "kunlun_sim:0"}) {
     auto p = Make(kMlp, Select(device));

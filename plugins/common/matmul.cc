@@ -13,9 +13,12 @@
 // with an odd row count gives) runs one primitive per batch element or on dense copies; should oneDNN
 // refuse even those, float32 takes the same blocked loop. A valid call never fails.
 #include <algorithm>
+#include <array>
+#include <unordered_map>
 #include <memory>
 #include <optional>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
 #include <string>
 #include <vector>
 
@@ -153,12 +156,88 @@ std::optional<dnnl::memory::desc> TryDesc(const Dims& dims, dnnl::memory::data_t
   }
 }
 
-void Execute(const dnnl::matmul& matmul, const dnnl::memory::desc& a_md, const dnnl::memory::desc& b_md,
-             const dnnl::memory::desc& c_md, char* a, char* b, char* c) {
-  dnnl::stream& stream = DnnlStream();
-  dnnl::memory am(a_md, DnnlEngine(), a), bm(b_md, DnnlEngine(), b), cm(c_md, DnnlEngine(), c);
-  matmul.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-  stream.wait();
+/// Products of at most this many multiply-adds run on one OpenMP thread: oneDNN splits even a [1, 64] x
+/// [64, 192] product over the team, and the fork/join cost more than the product (2-30 us against about 2 us
+/// on one thread on the shared 2-core machine, docs/PERFORMANCE.md).
+constexpr int64_t kOneThreadMacs = int64_t{1} << 17;
+
+/// A problem's primitive ready to run on this thread: its dnnl::memory objects and argument map are made
+/// once and re-pointed at each call's operands (set_data_handle). Making three dnnl::memory objects and an
+/// argument map per call cost about as much as a [1, 64] x [64, 192] product itself.
+struct Execution {
+  std::array<int64_t, 32> key{};
+  size_t key_size = 0;
+  std::shared_ptr<const Primitive> prim;
+  dnnl::memory a, b, c;
+  std::unordered_map<int, dnnl::memory> args;
+
+  bool one_thread = false;  // a product too small to gain from a second thread (kOneThreadMacs)
+
+  void Run(char* pa, char* pb, char* pc) {
+    a.set_data_handle(pa);
+    b.set_data_handle(pb);
+    c.set_data_handle(pc);
+    dnnl::stream& stream = DnnlStream();
+    if (!one_thread || omp_get_max_threads() == 1) {
+      prim->matmul.execute(stream, args);
+      stream.wait();
+      return;
+    }
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    try {
+      prim->matmul.execute(stream, args);
+      stream.wait();
+    } catch (...) {
+      omp_set_num_threads(threads);
+      throw;
+    }
+    omp_set_num_threads(threads);
+  }
+};
+
+/// The calling thread's Execution for (dt, a, b, c), most recently used first, found by comparing the
+/// descriptors' dims and strides (no key string, no lock); null when oneDNN has no implementation. A miss
+/// takes the primitive from FindPrimitive's process-wide cache.
+Execution* FindExecution(dnnl::memory::data_type dt, const dnnl::memory::desc& a, const dnnl::memory::desc& b,
+                         const dnnl::memory::desc& c) {
+  constexpr size_t kCapacity = 16;
+  thread_local std::vector<std::unique_ptr<Execution>> recent;
+  std::array<int64_t, 32> key{};
+  size_t n = 0;
+  key[n++] = static_cast<int64_t>(dt);
+  for (const dnnl::memory::desc* md : {&a, &b, &c}) {
+    const int nd = md->data.ndims;
+    if (n + 1 + 2 * static_cast<size_t>(nd) > key.size()) {  // the descriptors here are 2-D or 3-D
+      throw sdk::StatusError(OAR_STATUS_INTERNAL, "matmul: a descriptor of rank " + std::to_string(nd));
+    }
+    key[n++] = nd;
+    for (int d = 0; d < nd; ++d) key[n++] = md->data.dims[d];
+    for (int d = 0; d < nd; ++d) key[n++] = md->data.format_desc.blocking.strides[d];
+  }
+  for (size_t i = 0; i < recent.size(); ++i) {
+    Execution& e = *recent[i];
+    if (e.key_size != n || !std::equal(key.begin(), key.begin() + n, e.key.begin())) continue;
+    if (i > 0) std::rotate(recent.begin(), recent.begin() + i, recent.begin() + i + 1);
+    return recent.front()->prim->ok ? recent.front().get() : nullptr;
+  }
+  auto e = std::make_unique<Execution>();
+  e->key = key;
+  e->key_size = n;
+  e->prim = FindPrimitive(dt, a, b, c);
+  int64_t macs = 1;  // batch x M x K x N from c's dims and a's last
+  for (int d = 0; d < c.data.ndims; ++d) macs *= c.data.dims[d];
+  macs *= a.data.dims[a.data.ndims - 1];
+  e->one_thread = macs <= kOneThreadMacs;
+  if (e->prim->ok) {
+    e->a = dnnl::memory(a, DnnlEngine(), DNNL_MEMORY_NONE);
+    e->b = dnnl::memory(b, DnnlEngine(), DNNL_MEMORY_NONE);
+    e->c = dnnl::memory(c, DnnlEngine(), DNNL_MEMORY_NONE);
+    e->args = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+  }
+  if (recent.size() == kCapacity) recent.pop_back();
+  recent.insert(recent.begin(), std::move(e));
+  return recent.front()->prim->ok ? recent.front().get() : nullptr;
 }
 
 /// Run the problem through oneDNN in dtype `dt` (operands already of that type). Returns false when
@@ -213,9 +292,8 @@ bool RunOneDnn(Problem p, dnnl::memory::data_type dt, size_t elem_size, bool pac
     const auto b_md = md(sb == 0 ? 1 : nb, sb, p.k, p.n, brs, bcs);
     const auto c_md = md(nb, p.m * p.n, p.m, p.n, p.n, 1);
     if (a_md && b_md && c_md) {  // else: one 2-D primitive per batch element, below
-      auto prim = FindPrimitive(dt, *a_md, *b_md, *c_md);
-      if (prim->ok) {
-        Execute(prim->matmul, *a_md, *b_md, *c_md, p.a.data, p.b.data, p.c.data);
+      if (Execution* e = FindExecution(dt, *a_md, *b_md, *c_md)) {
+        e->Run(p.a.data, p.b.data, p.c.data);
         return true;
       }
     }
@@ -224,20 +302,17 @@ bool RunOneDnn(Problem p, dnnl::memory::data_type dt, size_t elem_size, bool pac
   const auto a_desc = TryDesc(Dims{p.m, p.k}, dt, Dims{ars, acs});
   const auto b_desc = TryDesc(Dims{p.k, p.n}, dt, Dims{brs, bcs});
   const auto c_desc = TryDesc(Dims{p.m, p.n}, dt, Dims{p.n, 1});
-  std::shared_ptr<const Primitive> prim;
-  if (a_desc && b_desc && c_desc) prim = FindPrimitive(dt, *a_desc, *b_desc, *c_desc);
-  if (!prim || !prim->ok) {
+  Execution* exec = nullptr;
+  if (a_desc && b_desc && c_desc) exec = FindExecution(dt, *a_desc, *b_desc, *c_desc);
+  if (exec == nullptr) {
     // Unusual leading dimensions can be refused where dense ones are not; an unsupported dtype is
     // refused either way.
     const bool both_dense = packed && ars == p.k && acs == 1 && brs == p.n && bcs == 1;
     return both_dense || pack_all ? false : RunOneDnn(p, dt, elem_size, true);
   }
-  const dnnl::memory::desc &a_md = *a_desc, &b_md = *b_desc, &c_md = *c_desc;
   ForRange<3>(batch, {p.c.data, p.a.data, p.b.data}, 0, batch.numel,
               [&](const std::array<char*, 3>& q, int64_t n, const std::array<int64_t, 3>& s) {
-                for (int64_t i = 0; i < n; ++i) {
-                  Execute(prim->matmul, a_md, b_md, c_md, q[1] + i * s[1], q[2] + i * s[2], q[0] + i * s[0]);
-                }
+                for (int64_t i = 0; i < n; ++i) exec->Run(q[1] + i * s[1], q[2] + i * s[2], q[0] + i * s[0]);
               });
   return true;
 }
