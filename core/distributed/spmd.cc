@@ -483,6 +483,21 @@ SpmdRule SpmdRuleFor(ops::Op op, std::span<const ops::TensorMeta> in, const ops:
       r.outputs = {f};
       return r;
     }
+    case Op::kFusedLinear: {
+      // out[..., n] = act(sum_k x[..., k] w[k, n] + bias[n]): the activation is not linear, so the
+      // contraction dim k may not be split (no Partial output); leading dims and n shard freely.
+      r.family = "matmul";
+      const Dims x = shape(0);
+      std::vector<int> fx;
+      for (int d = 0; d + 1 < x.size(); ++d) fx.push_back(r.AddFactor(x[d]));
+      const int k = r.AddFactor(x[x.size() - 1], /*blocked_factor=*/true), n = r.AddFactor(shape(1)[1]);
+      std::vector<int> out = fx;
+      out.push_back(n);
+      fx.push_back(k);
+      r.inputs = {fx, {k, n}, {n}};
+      r.outputs = {out};
+      return r;
+    }
     case Op::kCount_:
       break;
   }

@@ -88,6 +88,7 @@ Sample SampleFor(const ops::OpSchema& s) {
       {"scatter_add", {{{4, 6}, {4, 2}, {4, 2}}, {{"axis", int64_t{1}}}}},
       {"topk", {{{4, 6}}, {{"k", int64_t{2}}, {"axis", int64_t{1}}}}},
       {"pad", {{{4, 6}}, {{"pads", V{0, 0, 1, 1}}}}},
+      {"fused_linear", {{{4, 6}, {6, 8}, {8}}, {{"activation", int64_t{1}}}}},
       {"where", {{{4, 6}, {4, 6}, {6}}, {}}},
   };
   auto it = special.find(std::string(s.name));

@@ -92,7 +92,8 @@ TEST(IrText, EveryOpRoundTrips) {
       {"pad", {b.Attr("pads", ints({0, 0, 0, 0, 1, 1, 2, 2}))}},
   };
   const std::map<std::pair<std::string, std::string>, Dims> shapes = {
-      {{"layer_norm", "weight"}, {4}}, {{"layer_norm", "bias"}, {4}}, {{"index_select", "index"}, {3}}};
+      {{"layer_norm", "weight"}, {4}}, {{"layer_norm", "bias"}, {4}}, {{"index_select", "index"}, {3}},
+      {{"fused_linear", "w"}, {4, 5}}, {{"fused_linear", "bias"}, {5}}};
   int index = 0;
   for (const ops::OpSchema& s : ops::AllSchemas()) {
     const std::string name(s.name);

@@ -83,7 +83,7 @@ std::vector<Case> RandomCases(std::mt19937& rng, Generator& gen, DType dtype, in
   std::vector<Case> cases;
   auto extent = [&] { return std::uniform_int_distribution<int64_t>(1, 6)(rng); };
   for (const ops::OpSchema& s : ops::AllSchemas()) {
-    if (s.decompose == nullptr) continue;
+    if (s.decompose == nullptr || !s.Accepts(dtype)) continue;
     for (int k = 0; k < count; ++k) {
       const int rank = std::uniform_int_distribution<int>(1, 4)(rng);
       Dims shape;
@@ -97,6 +97,12 @@ std::vector<Case> RandomCases(std::mt19937& rng, Generator& gen, DType dtype, in
         c.inputs.push_back(randn(norm, gen, 1, 0.5, dtype, kCpu));
         c.inputs.push_back(randn(norm, gen, 0, 0.5, dtype, kCpu));
         c.attrs = {axis, 1e-5};
+      } else if (s.op == ops::Op::kFusedLinear) {
+        if (rank == 1) c.inputs[0] = randn({2, shape[0]}, gen, 0, 2.0, dtype, kCpu);
+        const int64_t k = c.inputs[0].dim(-1), n = extent();
+        c.inputs.push_back(randn({k, n}, gen, 0, 0.5, dtype, kCpu));
+        c.inputs.push_back(randn({n}, gen, 0, 0.5, dtype, kCpu));
+        c.attrs = {int64_t{k % 4}};  // none, relu, gelu and tanh in turn
       } else {
         EXPECT_TRUE(s.op == ops::Op::kSoftmax || s.op == ops::Op::kLogSoftmax) << s.name << ": add its inputs here";
         c.attrs = {std::uniform_int_distribution<int64_t>(-rank, rank - 1)(rng)};

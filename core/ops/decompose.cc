@@ -5,6 +5,8 @@
 // rounding rather than accumulating 16-bit error through every step.
 #include "core/ops/decompose.h"
 
+#include <numbers>
+
 #include "core/base/error.h"
 #include "core/ops/ops.h"
 
@@ -34,6 +36,7 @@ V operator-(V a, V b) { return Emit1(Op::kSub, {a, b}, {}); }
 V operator*(V a, V b) { return Emit1(Op::kMul, {a, b}, {}); }
 V operator/(V a, V b) { return Emit1(Op::kDiv, {a, b}, {}); }
 V operator+(V a, double c) { return a + V{a.e, a.e->Constant(c, a.dtype())}; }
+V operator*(V a, double c) { return a * V{a.e, a.e->Constant(c, a.dtype())}; }
 V Exp(V x) { return Emit1(Op::kExp, {x}, {}); }
 V Log(V x) { return Emit1(Op::kLog, {x}, {}); }
 V Rsqrt(V x) { return Emit1(Op::kRsqrt, {x}, {}); }
@@ -82,6 +85,19 @@ Values DecomposeLayerNorm(Emitter& e, std::span<const Value> in, const AttrValue
   const V rstd = Rsqrt(Reduce(Op::kMean, xc * xc, norm, true) + eps);
   const V y = xc * rstd * Cast(w, ct) + Cast(b, ct);
   return {Cast(y, x.dtype()).id, mu.id, rstd.id};
+}
+
+// act(matmul(x, w) + bias): the ops fuse-linear replaced, so a device without a fused_linear kernel runs the
+// primitives it had before (gelu as nn.h's gelu: x * 0.5 * (1 + erf(x / sqrt(2)))).
+Values DecomposeFusedLinear(Emitter& e, std::span<const Value> in, const AttrValues& attrs) {
+  const V x{&e, in[0]}, w{&e, in[1]}, b{&e, in[2]};
+  const V z = Emit1(Op::kMatmul, {x, w}, {}) + b;
+  switch (std::get<int64_t>(attrs[0])) {
+    case 1: return {Emit1(Op::kRelu, {z}, {}).id};
+    case 2: return {(z * 0.5 * (Emit1(Op::kErf, {z * (1.0 / std::numbers::sqrt2)}, {}) + 1.0)).id};
+    case 3: return {Emit1(Op::kTanh, {z}, {}).id};
+    default: return {z.id};
+  }
 }
 
 namespace {

@@ -161,6 +161,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   return bias.defined() ? y + bias : y;
 }
 
+Tensor fused_linear(const Tensor& x, const Tensor& w, const Tensor& bias, FusedActivation activation) {
+  return Run1(Op::kFusedLinear, std::vector<Tensor>{x, w, bias}, {static_cast<int64_t>(activation)});
+}
+
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index) {
   OAR_CHECK_ARG(log_probs.rank() == 2 && target.rank() == 1 && target.dim(0) == log_probs.dim(0),
                 "nll_loss: expected log_probs [N, C] and target [N], got {} and {}", log_probs.shape().ToString(),

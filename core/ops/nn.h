@@ -44,6 +44,13 @@ Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdim =
 // ---- linear, losses, embedding, dropout -------------------------------------------------------------------
 /// x wᵀ + bias, with w [out, in].
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor());
+/// The epilogue of fused_linear (its `activation` attribute, docs/ops.md): gelu is the exact (erf) form.
+enum class FusedActivation : int64_t { kNone = 0, kRelu = 1, kGelu = 2, kTanh = 3 };
+/// act(x @ w + bias) as one op, x [..., K] (rank >= 2), w [K, N], bias [N] -> [..., N] (float32, float64): one
+/// kernel (oneDNN matmul with a bias and an eltwise post-op on the host plugins) where the device has it.
+/// Note w is [K, N], not linear()'s [out, in]: pass w.transpose(0, 1) (a view, no copy) for that layout.
+Tensor fused_linear(const Tensor& x, const Tensor& w, const Tensor& bias,
+                    FusedActivation activation = FusedActivation::kNone);
 /// Mean negative log-likelihood over targets != ignore_index; log_probs [N, C], target int64 [N].
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index = -100);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,

@@ -55,6 +55,8 @@ enum class Op : int {
   // neural-network and indexing primitives (schema_nn.cc)
   kConv2d, kConv2dGradInput, kConv2dGradWeight, kMaxPool2d, kAvgPool2d, kAvgPool2dGrad, kAdaptiveAvgPool2d,
   kAdaptiveAvgPool2dGrad, kLayerNorm, kConcat, kGather, kIndexSelect, kScatterAdd, kTopk, kPad,
+  // fused ops with a kernel where one exists and a decomposition elsewhere (schema_nn.cc)
+  kFusedLinear,
   kCount_
 };
 

@@ -220,6 +220,31 @@ Metas InferPad(const OpSchema& s, std::span<const TensorMeta> in, const AttrValu
   return {{in[0].dtype, out}};
 }
 
+// fused_linear: x [..., K] (rank >= 2), w [K, N], bias [N] -> [..., N], one floating dtype; activation in
+// [0, 3] (FusedActivation). Symbolic extents (negative) pass through; only static ones are compared.
+Metas InferFusedLinear(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
+  CheckFloating(s, 0, in[0].dtype);
+  CheckSameDType(s, in, 0, 1);
+  CheckSameDType(s, in, 0, 2);
+  const Dims& x = in[0].shape;
+  const Dims& w = in[1].shape;
+  const Dims& b = in[2].shape;
+  OAR_CHECK_ARG(x.size() >= 2, "fused_linear: argument 'x' must have rank >= 2 ([..., K]), got shape {}", x.ToString());
+  CheckRank(s, 1, in[1], 2, "K, N");
+  CheckRank(s, 2, in[2], 1, "N");
+  const auto same = [](int64_t p, int64_t q) { return p == q || p < 0 || q < 0; };
+  OAR_CHECK_ARG(same(x[x.size() - 1], w[0]), "fused_linear: x {} and w {} do not chain: x has {} columns but w has {} rows",
+                x.ToString(), w.ToString(), x[x.size() - 1], w[0]);
+  OAR_CHECK_ARG(same(b[0], w[1]), "fused_linear: bias {} must have w's {} columns (w {}): one bias per output column",
+                b.ToString(), w[1], w.ToString());
+  const int64_t act = Int(s, a, "activation");
+  OAR_CHECK_ARG(act >= 0 && act <= 3, "fused_linear: activation {} is not one of 0 (none), 1 (relu), 2 (gelu), 3 (tanh)",
+                act);
+  Dims out = x;
+  out[out.size() - 1] = w[1];
+  return {{in[0].dtype, out}};
+}
+
 AttrSpec Ints2(std::string_view name, int64_t v) { return {name, OAR_ATTR_INTS, std::vector<int64_t>{v, v}, ""}; }
 AttrSpec IntsEmpty(std::string_view name) { return {name, OAR_ATTR_INTS, std::vector<int64_t>{}, ""}; }
 AttrSpec IntA(std::string_view name, int64_t v) { return {name, OAR_ATTR_INT, v, ""}; }
@@ -276,6 +301,12 @@ void AppendNnSchemas(std::vector<OpSchema>& t) {
          "the k largest (or smallest) values along an axis, sorted, with their indices", vjp::Topk);
   direct(Op::kPad, "pad", {"x"}, {"out"}, {IntsEmpty("pads"), {"value", OAR_ATTR_FLOAT, 0.0, ""}}, kAll, InferPad,
          "constant padding before and after each dimension", vjp::Pad);
+  direct(Op::kFusedLinear, "fused_linear", {"x", "w", "bias"}, {"out"},
+         {{"activation", OAR_ATTR_INT, int64_t{0}, "0 none, 1 relu, 2 gelu (erf), 3 tanh"}},
+         Bit(DType::kFloat32) | Bit(DType::kFloat64), InferFusedLinear,
+         "act(x @ w + bias): x [..., K], w [K, N], bias [N]; activation 0 none, 1 relu, 2 gelu (erf), 3 tanh",
+         vjp::FusedLinear);
+  t.back().decompose = DecomposeFusedLinear;
 }
 
 }  // namespace oar::ops

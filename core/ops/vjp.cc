@@ -300,4 +300,30 @@ Grads Pad(const VjpArgs& a) {
   return {g};
 }
 
+// ---- fused ops -----------------------------------------------------------------------------------------------
+// fused_linear: z = x @ w + bias is recomputed (with fused_linear itself, activation none, so the rule stays
+// differentiable), dz = g * act'(z), then the linear's gradients: dx = dz wᵀ, dw = xᵀ dz over the rows of every
+// leading dim, dbias = dz summed over them.
+Grads FusedLinear(const VjpArgs& a) {
+  const Tensor &x = In(a, 0), &w = In(a, 1), &b = In(a, 2);
+  const int64_t act = IntAttr(a, 0);
+  Tensor dz = G(a);
+  if (act != 0) {
+    const Tensor z = fused_linear(x, w, b, FusedActivation::kNone);
+    if (act == 1) {
+      dz = dz * Mask(gt(z, 0.0), z);
+    } else if (act == 2) {  // d/dz z Φ(z) = Φ(z) + z φ(z)
+      const Tensor cdf = (erf(z * (1.0 / std::sqrt(2.0))) + 1.0) * 0.5;
+      const Tensor pdf = exp(square(z) * -0.5) * (1.0 / std::sqrt(2.0 * M_PI));
+      dz = dz * (cdf + z * pdf);
+    } else {
+      dz = dz * (1.0 - square(tanh(z)));
+    }
+  }
+  const int64_t k = w.dim(0), n = w.dim(1);
+  const Tensor dx = matmul(dz, w.transpose(0, 1));
+  const Tensor dw = matmul(x.reshape({-1, k}).transpose(0, 1), dz.reshape({-1, n}));
+  return {dx, dw, SumTo(dz, b.shape())};
+}
+
 }  // namespace oar::ops::vjp

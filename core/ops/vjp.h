@@ -54,6 +54,8 @@ Grads IndexSelect(const VjpArgs& a);
 Grads ScatterAdd(const VjpArgs& a);
 Grads Topk(const VjpArgs& a);
 Grads Pad(const VjpArgs& a);
+// fused ops
+Grads FusedLinear(const VjpArgs& a);
 
 }  // namespace oar::ops::vjp
 

@@ -305,6 +305,7 @@ void RegisterGenericPasses() {
     RegisterInplacePass();
     RegisterDecomposePass();
     RegisterShapeInferPass();
+    RegisterFuseLinearPass();
     return true;
   }();
   (void)once;

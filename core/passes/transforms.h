@@ -6,6 +6,7 @@
 
 #include "core/ir/builder.h"
 #include "core/passes/pattern.h"
+#include "core/tensor/device.h"
 
 namespace oar::passes {
 
@@ -20,6 +21,16 @@ void AddCanonicalizationPatterns(PatternList& patterns);
 /// place (nested regions included); returns how many were rewritten. The `decompose` pass.
 int64_t DecomposeCompositeOps(ir::Program& program);
 
+/// The fuse-linear rules (DRR, fuse_linear.cc): matmul -> add(bias over rows) [-> relu | tanh] into
+/// op.fused_linear, only where `device`'s kernel registry has fused_linear for the dtype.
+void AddFuseLinearPatterns(PatternList& patterns, Device device);
+/// Whether `device`'s kernel registry has a PLAIN fused_linear kernel for `dtype` (inputs and output).
+bool FusedLinearKernelOn(Device device, DType dtype);
+/// The conditions of one fuse-linear rewrite of sum = matmul(x, w) + bias (either operand order): x rank >= 2,
+/// w 2-D, bias 1-D with w's (static) column count and the product's dtype, sum of the product's type (the
+/// bias broadcasts over rows only), the product used once, and a kernel on `device`.
+bool CanFuseLinear(ir::Value x, ir::Value w, ir::Value bias, ir::Value mm, ir::Value sum, Device device);
+
 /// Register dce, cse, canonicalize and kernel-select with the pass registry (idempotent; called by the
 /// pass registry on first use).
 void RegisterGenericPasses();
@@ -28,6 +39,7 @@ void RegisterConstantFoldPass();
 void RegisterInplacePass();
 void RegisterDecomposePass();
 void RegisterShapeInferPass();
+void RegisterFuseLinearPass();
 
 }  // namespace oar::passes
 

@@ -94,6 +94,8 @@ TEST(Registry, RegistersExactlyTheDocumentedKernels) {
     expected.insert({"topk", {t, t, I64}});
   }
   for (int32_t t : {F32, F64, F16, BF16, I32, I64}) expected.insert({"prod", {t, t}});
+  // Fused ops (docs/ops.md).
+  for (int32_t t : {F32, F64}) expected.insert({"fused_linear", {t, t, t, t}});
 
   std::set<std::pair<std::string, std::vector<int32_t>>> got;
   for (const auto& e : Registrar().entries) {
@@ -114,8 +116,8 @@ TEST(Registry, RegistersExactlyTheDocumentedKernels) {
     if (!expected.count(key) && unexpected++ < 5) ADD_FAILURE() << "unexpected " << describe(key);
   }
   EXPECT_TRUE(got == expected);
-  EXPECT_EQ(got.size(), 568u);
-  EXPECT_EQ(oar::host::HostKernels().size(), 568u);
+  EXPECT_EQ(got.size(), 570u);
+  EXPECT_EQ(oar::host::HostKernels().size(), 570u);
 }
 
 TEST(Registry, FilterSkipsKeysAndDuplicatesAreReported) {

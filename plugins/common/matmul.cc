@@ -12,8 +12,14 @@
 // memory descriptor oneDNN refuses (a batch stride below one strided matrix's span, as x[:, ::2, :]
 // with an odd row count gives) runs one primitive per batch element or on dense copies; should oneDNN
 // refuse even those, float32 takes the same blocked loop. A valid call never fails.
+//
+// fused_linear (out[..., N] = act(x[..., K] @ w[K, N] + bias[N])) shares this machinery: float32 with x's
+// rows collapsible into one matrix is ONE cached oneDNN matmul primitive with a bias and an eltwise post-op
+// (relu, gelu_erf, tanh); any other call (float64, layouts oneDNN refuses) runs the plain matmul above and
+// then the bias and activation in one pass over the output.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <unordered_map>
 #include <memory>
 #include <optional>
@@ -22,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "oar/plugin/ops.h"
 #include "plugins/common/dnnl_util.h"
 #include "plugins/common/kernel_util.h"
 #include "plugins/common/strided.h"
@@ -121,13 +128,16 @@ struct Primitive {
   dnnl::matmul matmul;
 };
 
-/// The cached primitive for (dt, a, b, c); a refusal is cached too, so the fallback is chosen at once
-/// next time.
+/// The cached primitive for (dt, a, b, c), with a bias `bias` and an eltwise post-op `post` when given
+/// (fused_linear); a refusal is cached too, so the fallback is chosen at once next time.
 std::shared_ptr<const Primitive> FindPrimitive(dnnl::memory::data_type dt, const dnnl::memory::desc& a,
-                                               const dnnl::memory::desc& b, const dnnl::memory::desc& c) {
+                                               const dnnl::memory::desc& b, const dnnl::memory::desc& c,
+                                               const dnnl::memory::desc* bias = nullptr,
+                                               dnnl::algorithm post = dnnl::algorithm::undef) {
   static LruCache<Primitive>& cache = *new LruCache<Primitive>(128);  // never destroyed: see DnnlEngine()
-  std::vector<int64_t> words{static_cast<int64_t>(dt)};
-  for (const dnnl::memory::desc* md : {&a, &b, &c}) {
+  std::vector<int64_t> words{static_cast<int64_t>(dt), static_cast<int64_t>(post), bias != nullptr ? 1 : 0};
+  for (const dnnl::memory::desc* md : {&a, &b, &c, bias}) {
+    if (md == nullptr) continue;
     const int nd = md->data.ndims;
     words.push_back(nd);
     words.insert(words.end(), md->data.dims, md->data.dims + nd);
@@ -136,7 +146,14 @@ std::shared_ptr<const Primitive> FindPrimitive(dnnl::memory::data_type dt, const
   return cache.FindOrMake(KeyOf(words), [&] {
     auto made = std::make_shared<Primitive>();
     try {
-      made->matmul = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), DnnlEngine()));
+      dnnl::primitive_attr attr;
+      if (post != dnnl::algorithm::undef) {
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.0f, post, 0.0f, 0.0f);
+        attr.set_post_ops(ops);
+      }
+      const dnnl::matmul::desc desc = bias != nullptr ? dnnl::matmul::desc(a, b, *bias, c) : dnnl::matmul::desc(a, b, c);
+      made->matmul = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, DnnlEngine()));
       made->ok = true;
     } catch (const dnnl::error&) {
       made->ok = false;
@@ -487,6 +504,126 @@ void Matmul(const KernelCall& call) {
   }
 }
 
+// ---- fused_linear ------------------------------------------------------------------------------
+
+/// The `activation` attribute's codes (docs/ops.md; FusedActivation in core/ops/nn.h).
+enum Activation : int64_t { kActNone = 0, kActRelu = 1, kActGelu = 2, kActTanh = 3 };
+
+dnnl::algorithm PostOp(int64_t act) {
+  switch (act) {
+    case kActRelu: return dnnl::algorithm::eltwise_relu;
+    case kActGelu: return dnnl::algorithm::eltwise_gelu_erf;
+    case kActTanh: return dnnl::algorithm::eltwise_tanh;
+    default: return dnnl::algorithm::undef;
+  }
+}
+
+template <typename T>
+T Activate(T v, int64_t act) {
+  switch (act) {
+    case kActRelu: return v > T(0) ? v : T(0);
+    case kActGelu: return T(0.5) * v * (T(1) + std::erf(v * T(0.70710678118654752440)));
+    case kActTanh: return std::tanh(v);
+    default: return v;
+  }
+}
+
+/// float32 as one oneDNN primitive (matmul + bias + post-op) on x viewed as [M, K]; false when the layout
+/// does not allow it (rows not collapsible, a matrix neither row- nor column-major, a refused descriptor).
+bool FusedLinearOneDnn(const TensorRef& x, const TensorRef& w, const TensorRef& bias, const TensorRef& out,
+                       int64_t m, int64_t k, int64_t n, int64_t act) {
+  // The leading dims (those of extent 1 aside) must nest: each one's stride is the next one's span.
+  const int r = x.rank();
+  int64_t xrs = 0, inner_span = -1;
+  for (int d = r - 2; d >= 0; --d) {
+    if (x.dim(d) == 1) continue;
+    if (inner_span < 0) xrs = x.stride(d);
+    else if (x.stride(d) != inner_span) return false;
+    inner_span = x.stride(d) * x.dim(d);
+  }
+  int64_t xcs = x.stride(r - 1), wrs = w.stride(0), wcs = w.stride(1);
+  if (!PlainMatrix(m, k, &xrs, &xcs) || !PlainMatrix(k, n, &wrs, &wcs)) return false;
+  const dnnl::memory::data_type dt = dnnl::memory::data_type::f32;
+  const int64_t bs = n == 1 ? 1 : bias.stride(0);
+  if (bs <= 0) return false;  // a broadcast (stride-0) bias: the generic path reads it
+  const auto x_md = TryDesc(Dims{m, k}, dt, Dims{xrs, xcs});
+  const auto w_md = TryDesc(Dims{k, n}, dt, Dims{wrs, wcs});
+  const auto b_md = TryDesc(Dims{1, n}, dt, Dims{n * bs, bs});
+  const auto o_md = TryDesc(Dims{m, n}, dt, Dims{n, 1});
+  if (!x_md || !w_md || !b_md || !o_md) return false;
+  const auto prim = FindPrimitive(dt, *x_md, *w_md, *o_md, &*b_md, PostOp(act));
+  if (!prim->ok) return false;
+  dnnl::stream& stream = DnnlStream();
+  const dnnl::engine& engine = DnnlEngine();
+  dnnl::memory xm(*x_md, engine, x.template data<char>()), wm(*w_md, engine, w.template data<char>()),
+      bm(*b_md, engine, bias.template data<char>()), om(*o_md, engine, out.template data<char>());
+  prim->matmul.execute(stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_BIAS, bm}, {DNNL_ARG_DST, om}});
+  stream.wait();
+  return true;
+}
+
+template <typename T>
+void FusedLinear(const KernelCall& call) {
+  CheckArity(call, 3, 1);
+  CheckDTypes(call, {kDTypeOf<T>, kDTypeOf<T>, kDTypeOf<T>, kDTypeOf<T>});
+  const TensorRef x = call.input(0);
+  const TensorRef w = call.input(1);
+  const TensorRef bias = call.input(2);
+  const TensorRef out = call.output(0);
+  const int r = out.rank();
+  if (r < 2 || x.rank() != r || w.rank() != 2 || bias.rank() != 1) {
+    Invalid(call, "expected x [..., M, K] (rank >= 2), w [K, N], bias [N] and out [..., M, N] of x's rank");
+  }
+  const int64_t k = w.dim(0), n = w.dim(1);
+  bool shapes_ok = x.dim(r - 1) == k && out.dim(r - 1) == n && bias.dim(0) == n;
+  for (int d = 0; d + 1 < r; ++d) shapes_ok = shapes_ok && x.dim(d) == out.dim(d);
+  if (!shapes_ok) Invalid(call, "expected x [..., K], w [K, N], bias [N] and out [..., N] with x's leading dims");
+  const int64_t act = RequireInt(call, OAR_OP_FUSED_LINEAR_ATTR_ACTIVATION);
+  if (act < kActNone || act > kActTanh) {
+    Invalid(call, "activation " + std::to_string(act) + " is not 0 (none), 1 (relu), 2 (gelu) or 3 (tanh)");
+  }
+  if (out.numel() == 0) return;
+  CheckContiguous(call, out, "the output");
+  const int64_t m = out.numel() / n;
+  if constexpr (std::is_same_v<T, float>) {
+    if (k > 0 && FusedLinearOneDnn(x, w, bias, out, m, k, n, act)) return;
+  }
+  // The plain matmul (w broadcast over x's batch dims), then bias and activation in one pass.
+  Problem p;
+  p.rank = r;
+  std::copy(out.shape().begin(), out.shape().end(), p.shape.begin());
+  p.m = out.dim(r - 2);
+  p.n = n;
+  p.k = k;
+  p.a.data = x.template data<char>();
+  std::copy(x.strides().begin(), x.strides().end(), p.a.strides.begin());
+  p.b.data = w.template data<char>();
+  p.b.strides[r - 2] = w.stride(0);
+  p.b.strides[r - 1] = w.stride(1);
+  p.c.data = out.template data<char>();
+  std::copy(out.strides().begin(), out.strides().end(), p.c.strides.begin());
+  T* o = out.data<T>();
+  if (k == 0) {
+    std::fill(o, o + out.numel(), T(0));
+  } else if constexpr (std::is_same_v<T, double>) {
+    MatmulLoop<double>(p);
+  } else {
+    static const bool native = OneDnnSupports(DnnlType<T>());
+    if (!native || !RunOneDnn(p, DnnlType<T>(), sizeof(T))) MatmulLoop<T>(p);
+  }
+  const T* b = bias.data<T>();
+  const int64_t bs = bias.stride(0);
+  ParallelFor(
+      m,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          T* row = o + i * n;
+          for (int64_t j = 0; j < n; ++j) row[j] = Activate<T>(row[j] + b[j * bs], act);
+        }
+      },
+      m * n * (act == kActNone || act == kActRelu ? 1 : 8));
+}
+
 }  // namespace
 
 void AppendMatmulKernels(std::vector<HostKernel>* kernels) {
@@ -498,6 +635,10 @@ void AppendMatmulKernels(std::vector<HostKernel>* kernels) {
       {"matmul", {OAR_DTYPE_FLOAT16, OAR_DTYPE_FLOAT16, OAR_DTYPE_FLOAT16}, 3, &GuardedKernel<&Matmul<Half>>});
   kernels->push_back(
       {"matmul", {OAR_DTYPE_BFLOAT16, OAR_DTYPE_BFLOAT16, OAR_DTYPE_BFLOAT16}, 3, &GuardedKernel<&Matmul<BFloat16>>});
+  kernels->push_back({OAR_OP_FUSED_LINEAR, {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32}, 4,
+                      &GuardedKernel<&FusedLinear<float>>});
+  kernels->push_back({OAR_OP_FUSED_LINEAR, {OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64}, 4,
+                      &GuardedKernel<&FusedLinear<double>>});
 }
 
 }  // namespace oar::host

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "oar/plugin/cpp/dtype.hpp"
+#include "oar/plugin/ops.h"
 
 namespace oar::sim {
 
@@ -63,7 +64,8 @@ Cost KernelCost(const DeviceModel& model, const oar_kernel_call_t& call) {
   const int64_t out_elements = call.num_outputs > 0 ? NumElements(call.outputs[0]) : 0;
   int32_t dtype = call.num_outputs > 0 ? call.outputs[0].dtype : OAR_DTYPE_FLOAT32;
   double flops = 0;
-  if (op == "matmul" && call.num_inputs == 2 && call.inputs[0].rank >= 2) {
+  if ((op == "matmul" && call.num_inputs == 2 && call.inputs[0].rank >= 2) ||
+      (op == OAR_OP_FUSED_LINEAR && call.num_inputs == 3 && call.inputs[0].rank >= 2)) {
     const oar_tensor_desc_t& a = call.inputs[0];
     flops = 2.0 * static_cast<double>(out_elements) * static_cast<double>(a.shape[a.rank - 1]);
     dtype = a.dtype;

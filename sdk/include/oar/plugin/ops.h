@@ -224,8 +224,11 @@
 #define OAR_OP_PAD "pad"
 #define OAR_OP_PAD_ATTR_PADS "pads"
 #define OAR_OP_PAD_ATTR_VALUE "value"
+/* fused_linear(x, w, bias) -> out: act(x @ w + bias): x [..., K], w [K, N], bias [N]; activation 0 none, 1 relu, 2 gelu (erf), 3 tanh */
+#define OAR_OP_FUSED_LINEAR "fused_linear"
+#define OAR_OP_FUSED_LINEAR_ATTR_ACTIVATION "activation"
 
 /* Number of ops above. */
-#define OAR_OP_COUNT 71
+#define OAR_OP_COUNT 72
 
 #endif /* OAR_PLUGIN_OPS_H_ */
