@@ -349,14 +349,17 @@ TEST(CachingAllocator, SmallBlocksFreedByAStreamGoBackToThatStreamFirst) {
   EXPECT_EQ(streams.live_events, 0);
 }
 
-// The lists are keyed by stream: ForgetStream must empty them, or a block listed for a destroyed stream
-// would later make another stream wait on it (an event recorded on a stream that no longer exists).
+// The lists are keyed by stream: ForgetStream empties them, so a later stream that happens to get the
+// forgotten one's handle starts from the pools, and no stream waits for the forgotten one.
 TEST(CachingAllocator, ForgetStreamEmptiesThatStreamsFastList) {
   FakeDevice dev{64 << 20};
   FakeStreams streams;
   CachingAllocator a("fake:0", WithStreams(dev, streams));
   streams.current = 7;
   a.Free(a.Malloc(1000));  // listed for stream 7
+  a.ForgetStream(FakeStreams::S(7));
+  a.Free(a.Malloc(1000));  // a new stream with the same handle
+  EXPECT_EQ(a.stats().num_fast_reuses, 0u) << "a block listed for a forgotten stream was handed out";
   a.ForgetStream(FakeStreams::S(7));
   streams.current = 4;
   a.Free(a.Malloc(1000));
