@@ -1,8 +1,8 @@
 // Auto-parallel (docs/PERFORMANCE.md, "Distributed"):
 //   - placement propagation (the spmd-propagate pass) over a captured program: a stack of Megatron MLP
-//     blocks (column-parallel fc1, tanh, row-parallel fc2, residual add), the largest program the pass
-//     handles today (the llama training program is not placed yet: its backward and its composites are
-//     not captured into the op dialect the pass reads); time per program and per op;
+//     blocks (column-parallel fc1, tanh, row-parallel fc2, residual add) of 4, 16 and 64 blocks, and the
+//     llama example's captured forward and training step (when examples are built); time per program and
+//     per op, and the collectives inserted;
 //   - a 4-rank all_reduce of 64 MiB (float32) on the simulators' CCL: the simulated duration (the
 //     profiler's collective activity) against the ring roofline 2 (p - 1) / p * bytes / peer_bandwidth +
 //     launch overhead, and the wall time of the host doing the ranks' work.
@@ -22,6 +22,9 @@
 #include "core/ops/ops.h"
 #include "core/runtime/profiler.h"
 #include "core/runtime/runtime.h"
+#ifdef OAR_DIST_BENCH_HAVE_EXAMPLES
+#include "examples/models.h"
+#endif
 
 namespace {
 
@@ -78,23 +81,113 @@ void BM_SpmdPropagate(benchmark::State& state) {
   const int blocks = static_cast<int>(state.range(0));
   int64_t ops = 0;
   const std::string text = MlpStackText(blocks, ops);
-  int64_t all_reduces = 0;
+  distributed::PropagationReport report;
   for (auto _ : state) {
     state.PauseTiming();
     ir::IrContext ctx;
     distributed::RegisterDistDialect(ctx);
     auto p = ir::ParseProgram(ctx, text);
     state.ResumeTiming();
-    all_reduces = distributed::PropagatePlacements(*p).count("dist.all_reduce");
-    benchmark::DoNotOptimize(all_reduces);
+    report = distributed::PropagatePlacements(*p);
+    benchmark::DoNotOptimize(report.ops);
   }
   state.counters["ops"] = static_cast<double>(ops);
-  state.counters["all_reduces"] = static_cast<double>(all_reduces);
+  // Every collective kind: one all_reduce per block and nothing else is Megatron's.
+  for (const char* n : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}) {
+    state.counters[n] = static_cast<double>(report.count(std::string("dist.") + n));
+  }
   state.counters["us_per_op"] =
       benchmark::Counter(static_cast<double>(ops) * 1e-6, benchmark::Counter::kIsIterationInvariantRate |
                                                                benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_SpmdPropagate)->Name("spmd_propagate/megatron_mlp_blocks")->Arg(4)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond);
+
+#ifdef OAR_DIST_BENCH_HAVE_EXAMPLES
+// The llama example (examples/models.cc, batch 8, context 64) captured on cpu: its forward (ExportForward)
+// or its training step (TrainOn: forward, cross-entropy, backward, AdamW, as `oar train --static` captures
+// it), annotated for Megatron tensor parallelism on tp=2 (attention output and down projections
+// row-parallel, gate and up column-parallel, the fused qkv replicated) and printed.
+std::string LlamaText(bool training, int64_t& ops, std::string& error) {
+  const Device dev("cpu:0");
+  std::unique_ptr<examples::Example> e = examples::MakeExample("llama", dev, 5);
+  ir::IrContext ctx;
+  std::unique_ptr<jit::Captured> c;
+  if (training) {
+    jit::CaptureOptions o;
+    for (auto& [name, t] : e->module().NamedParameters()) o.state.push_back({name, t});
+    for (auto& [name, t] : e->optimizer().NamedState()) o.state.push_back({name, t});
+    std::vector<Tensor> in = e->Batch(0, 1);
+    const size_t num_batch = in.size();
+    for (double v : e->optimizer().NextStepScalars()) in.push_back(full({}, v, DType::kFloat32, dev));
+    std::vector<jit::InputSpec> specs;
+    for (size_t i = 0; i < in.size(); ++i) specs.push_back(jit::InputSpec::Of(fmt::format("in{}", i), in[i]));
+    c = std::make_unique<jit::Captured>(jit::Capture(
+        ctx,
+        [&](std::span<const Tensor> x) {
+          return e->TrainOn(x.first(num_batch),
+                            [&](size_t k, DType dtype, Device) { return cast(x[num_batch + k], dtype); });
+        },
+        specs, in, dev, o));
+  } else {
+    examples::InferenceForward f = e->ExportForward(8, 0);
+    jit::CaptureOptions o;
+    o.state = f.state;
+    c = std::make_unique<jit::Captured>(jit::Capture(ctx, f.fn, f.inputs, {}, dev, o));
+  }
+  const distributed::ProcessMesh mesh = distributed::ProcessMesh::Parse("tp=2", "kunlun_sim");
+  distributed::SetProgramMesh(*c->program, mesh);
+  for (int l = 0; l < 2; ++l) {
+    const std::string n = fmt::format("layers.{}.", l);
+    distributed::AnnotatePlacements(*c->program, n + "attn.out.weight", {Placement::Shard(1)});
+    distributed::AnnotatePlacements(*c->program, n + "mlp.gate.weight", {Placement::Shard(0)});
+    distributed::AnnotatePlacements(*c->program, n + "mlp.up.weight", {Placement::Shard(0)});
+    distributed::AnnotatePlacements(*c->program, n + "mlp.down.weight", {Placement::Shard(1)});
+  }
+  const std::string text = ir::Print(*c->program);
+  ir::IrContext ctx2;
+  distributed::RegisterDistDialect(ctx2);
+  auto p = ir::ParseProgram(ctx2, text);
+  try {
+    ops = distributed::PropagatePlacements(*p).ops;
+  } catch (const Error& err) {
+    error = err.what();
+  }
+  return text;
+}
+
+void BM_SpmdPropagateLlama(benchmark::State& state, bool training) {
+  int64_t ops = 0;
+  std::string error;
+  const std::string text = LlamaText(training, ops, error);
+  if (!error.empty()) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  distributed::PropagationReport report;
+  for (auto _ : state) {
+    state.PauseTiming();
+    ir::IrContext ctx;
+    distributed::RegisterDistDialect(ctx);
+    auto p = ir::ParseProgram(ctx, text);
+    state.ResumeTiming();
+    report = distributed::PropagatePlacements(*p);
+    benchmark::DoNotOptimize(report.ops);
+  }
+  state.counters["ops"] = static_cast<double>(ops);
+  for (const char* n : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}) {
+    state.counters[n] = static_cast<double>(report.count(std::string("dist.") + n));
+  }
+  state.counters["us_per_op"] =
+      benchmark::Counter(static_cast<double>(ops) * 1e-6, benchmark::Counter::kIsIterationInvariantRate |
+                                                               benchmark::Counter::kInvert);
+}
+BENCHMARK_CAPTURE(BM_SpmdPropagateLlama, forward, false)
+    ->Name("spmd_propagate/llama_forward/tp2")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_SpmdPropagateLlama, training_step, true)
+    ->Name("spmd_propagate/llama_training_step/tp2")
+    ->Unit(benchmark::kMillisecond);
+#endif
 
 constexpr int64_t kAllReduceBytes = 64ll << 20;
 

@@ -662,6 +662,58 @@ class LlamaExample : public Example {
 // projections row-parallel (Shard(1)), norms and the tied embedding replicated; the batch is sharded on
 // dp. Gradients are placed by DistTensor::grad() (the dp all_reduce), clipped by their global norm, and
 // AdamW updates every rank's shard (it is elementwise).
+// The llama's parameters as tensor parallel weights: the fused qkv weight split into q, k and v
+// (column-parallel, Shard(0) of [out, in]), gate and up column-parallel, the attention output and down
+// projections row-parallel (Shard(1)), the rest (norms, the tied embedding) replicated (tp_dim -1).
+struct TensorParallelParam {
+  std::string name;
+  Tensor whole;
+  int64_t tp_dim;
+};
+std::vector<TensorParallelParam> TensorParallelParams(nn::Module& m, const LlamaConfig& c) {
+  std::vector<TensorParallelParam> out;
+  for (auto& [name, p] : m.NamedParameters()) {
+    const Tensor w = p->detach();
+    if (name.ends_with("attn.qkv.weight")) {
+      const std::string stem = name.substr(0, name.size() - std::string("qkv.weight").size());
+      for (int i = 0; i < 3; ++i) {
+        out.push_back({stem + "qkv." + "qkv"[static_cast<size_t>(i)], w.slice(0, i * c.dim, (i + 1) * c.dim), 0});
+      }
+    } else if (name.ends_with("attn.out.weight") || name.ends_with("mlp.down.weight")) {
+      out.push_back({name, w, 1});
+    } else if (name.ends_with("mlp.gate.weight") || name.ends_with("mlp.up.weight")) {
+      out.push_back({name, w, 0});
+    } else {
+      out.push_back({name, w, -1});
+    }
+  }
+  return out;
+}
+
+// Layers [first, last) of the llama on DistTensors, h [b, t, dim]; `P` gives a parameter by the names of
+// TensorParallelParams. The same ops in the same order as Block::Forward, so the result is the one-device
+// model's up to the reductions' order.
+distributed::DistTensor TensorParallelLayers(const LlamaConfig& c, distributed::DistTensor h, int64_t first,
+                                             int64_t last,
+                                             const std::function<const distributed::DistTensor&(const std::string&)>& P) {
+  namespace d = distributed;
+  const int64_t b = h.shape()[0], t = h.shape()[1], hd = c.dim / c.heads;
+  for (int64_t i = first; i < last; ++i) {
+    const std::string l = "layers." + std::to_string(i) + ".";
+    const d::DistTensor a = d::rms_norm(h, 1, P(l + "attn_norm.weight"));
+    auto heads = [&](const std::string& w, bool rotary) {
+      d::DistTensor x = d::transpose(d::reshape(d::linear(a, P(l + "attn.qkv." + w)), {b, t, c.heads, hd}), 1, 2);
+      return rotary ? d::rotary_embedding(x) : x;
+    };
+    const d::DistTensor y = d::scaled_dot_product_attention(heads("q", true), heads("k", true), heads("v", false), true);
+    h = d::add(h, d::linear(d::reshape(d::transpose(y, 1, 2), {b, t, c.dim}), P(l + "attn.out.weight")));
+    const d::DistTensor m = d::rms_norm(h, 1, P(l + "mlp_norm.weight"));
+    const d::DistTensor g = d::mul(d::silu(d::linear(m, P(l + "mlp.gate.weight"))), d::linear(m, P(l + "mlp.up.weight")));
+    h = d::add(h, d::linear(g, P(l + "mlp.down.weight")));
+  }
+  return h;
+}
+
 class ParallelLlamaExample : public Example {
  public:
   ParallelLlamaExample(const distributed::ProcessMesh& mesh, uint64_t seed)
@@ -676,21 +728,7 @@ class ParallelLlamaExample : public Example {
     OAR_CHECK_ARG(c.heads % tp_ == 0 && c.hidden % tp_ == 0 && c.batch % Size("dp") == 0,
                   "--mesh {}: tp must divide the {} heads and the hidden size {}, dp the batch {}", mesh_.ToString(),
                   c.heads, c.hidden, c.batch);
-    for (auto& [name, p] : base_.module().NamedParameters()) {
-      const Tensor w = p->detach();
-      if (name.ends_with("attn.qkv.weight")) {
-        const std::string stem = name.substr(0, name.size() - std::string("qkv.weight").size());
-        for (int i = 0; i < 3; ++i) {
-          Add(stem + "qkv." + "qkv"[static_cast<size_t>(i)], w.slice(0, i * c.dim, (i + 1) * c.dim), 0);
-        }
-      } else if (name.ends_with("attn.out.weight") || name.ends_with("mlp.down.weight")) {
-        Add(name, w, 1);
-      } else if (name.ends_with("mlp.gate.weight") || name.ends_with("mlp.up.weight")) {
-        Add(name, w, 0);
-      } else {
-        Add(name, w, -1);
-      }
-    }
+    for (const TensorParallelParam& p : TensorParallelParams(base_.module(), c)) Add(p.name, p.whole, p.tp_dim);
     std::vector<Tensor*> locals;
     for (auto& [name, t] : params_) {
       for (Tensor& l : t->mutable_locals()) {
@@ -766,22 +804,9 @@ class ParallelLlamaExample : public Example {
   distributed::DistTensor Logits(const std::vector<int64_t>& xs, int64_t b, int64_t t) {
     namespace d = distributed;
     const LlamaConfig& c = base_.config();
-    const int64_t hd = c.dim / c.heads;
     const d::DistTensor& emb = P("tok_emb.weight");
     d::DistTensor h = d::embedding(emb, Tokens(xs, {b, t}));
-    for (int64_t i = 0; i < c.layers; ++i) {
-      const std::string l = "layers." + std::to_string(i) + ".";
-      const d::DistTensor a = d::rms_norm(h, 1, P(l + "attn_norm.weight"));
-      auto heads = [&](const std::string& w, bool rotary) {
-        d::DistTensor x = d::transpose(d::reshape(d::linear(a, P(l + "attn.qkv." + w)), {b, t, c.heads, hd}), 1, 2);
-        return rotary ? d::rotary_embedding(x) : x;
-      };
-      const d::DistTensor y = d::scaled_dot_product_attention(heads("q", true), heads("k", true), heads("v", false), true);
-      h = d::add(h, d::linear(d::reshape(d::transpose(y, 1, 2), {b, t, c.dim}), P(l + "attn.out.weight")));
-      const d::DistTensor m = d::rms_norm(h, 1, P(l + "mlp_norm.weight"));
-      const d::DistTensor g = d::mul(d::silu(d::linear(m, P(l + "mlp.gate.weight"))), d::linear(m, P(l + "mlp.up.weight")));
-      h = d::add(h, d::linear(g, P(l + "mlp.down.weight")));
-    }
+    h = TensorParallelLayers(c, h, 0, c.layers, [this](const std::string& n) -> const d::DistTensor& { return P(n); });
     const d::DistTensor logits = d::matmul(d::rms_norm(h, 1, P("norm.weight")), d::transpose(emb, 0, 1));
     return d::reshape(logits, {b * t, c.vocab});
   }
@@ -1103,7 +1128,213 @@ class PipelineLlamaExample : public Example {
   std::vector<int64_t> xs_, ys_;  // this step's batch
 };
 
+// ---- tiny Llama in pipeline stages with tensor parallel stages ("pp" and "tp", in one process) ------------
+// Stage s runs on the tp devices at pp coordinate s (a mesh of its own, "tp"), its layers cut as
+// PipelineLlamaExample cuts them and its weights placed as ParallelLlamaExample places them (q/k/v, gate
+// and up column-parallel, the attention output and down projections row-parallel, norms and the embedding
+// replicated). distributed::Pipeline sees one lane per stage, on the stage's tp rank 0: the activation it
+// sends is that rank's copy of the replicated hidden state, and the next stage replicates what it receives
+// over its tp ranks with the differentiable device copy (shard_tensor), so the gradient it sends back is
+// the sum of its ranks' shares. The last stage returns tp rank 0's copy of the replicated loss: seeding it
+// alone is distributed::Backward's rule (shares; the collectives' adjoints reach the other ranks). The tied
+// head is a copy of the embedding on the last stage whose gradient is added to stage 0's (and back) before
+// clipping. The data, weights and schedule are LlamaExample's.
+class PipelineTensorParallelLlamaExample : public Example {
+ public:
+  PipelineTensorParallelLlamaExample(const distributed::ProcessMesh& mesh, uint64_t seed, const ParallelOptions& po)
+      : Example(mesh.devices()[0], seed), mesh_(mesh), base_(mesh.devices()[0], seed) {
+    namespace d = distributed;
+    for (const std::string& n : mesh_.dim_names()) {
+      OAR_CHECK_ARG(n == "pp" || n == "tp",
+                    "--mesh {}: pipeline with tensor parallel runs on the dims pp and tp (not with '{}' yet)",
+                    mesh_.ToString(), n);
+    }
+    OAR_CHECK_ARG(!mesh_.multi_process(),
+                  "--mesh {}: pipeline with tensor parallel runs in one process over simulated devices; under a "
+                  "launcher not yet", mesh_.ToString());
+    schedule_ = d::ParsePipelineSchedule(po.schedule);
+    const LlamaConfig& c = base_.config();
+    const int64_t pp = Size("pp"), tp = Size("tp");
+    micro_ = po.micro_batches > 0 ? po.micro_batches : pp;
+    OAR_CHECK_ARG(c.heads % tp == 0 && c.hidden % tp == 0, "--mesh {}: tp must divide the {} heads and the hidden size {}",
+                  mesh_.ToString(), c.heads, c.hidden);
+    OAR_CHECK_ARG(pp <= c.layers, "--mesh {}: {} pipeline stages for {} layers; each stage needs at least one layer",
+                  mesh_.ToString(), pp, c.layers);
+    OAR_CHECK_ARG(c.batch % micro_ == 0, "--mesh {} --micro-batches {}: micro-batches ({}) must divide the batch of {}",
+                  mesh_.ToString(), micro_, micro_, c.batch);
+    const std::vector<TensorParallelParam> all = TensorParallelParams(base_.module(), c);
+    std::vector<d::PipelineStage> stages;
+    std::vector<Tensor*> locals;
+    for (int64_t s = 0; s < pp; ++s) {
+      std::vector<Device> devs;
+      for (int64_t r = 0; r < tp; ++r) devs.push_back(mesh_.devices()[static_cast<size_t>(RankAt(s, r))]);
+      meshes_.emplace_back(std::vector<int64_t>{tp}, std::vector<std::string>{"tp"}, devs);
+      const int64_t first = d::ShardOffset(c.layers, pp, s), last = first + d::ShardSize(c.layers, pp, s);
+      firsts_.push_back(first);
+      lasts_.push_back(last);
+      params_.emplace_back();
+      for (const TensorParallelParam& p : all) {
+        bool mine = (p.name == "tok_emb.weight" && (s == 0 || s + 1 == pp)) || (p.name == "norm.weight" && s + 1 == pp);
+        for (int64_t l = first; l < last; ++l) mine |= p.name.starts_with("layers." + std::to_string(l) + ".");
+        if (!mine) continue;
+        const d::Placements pl{p.tp_dim < 0 ? d::Placement::Replicate() : d::Placement::Shard(p.tp_dim)};
+        auto t = std::make_unique<d::DistTensor>(d::shard_tensor(p.whole.contiguous(), meshes_.back(), pl));
+        *t = t->detach();
+        t->set_requires_grad(true);
+        for (Tensor& l : t->mutable_locals()) locals.push_back(&l);
+        params_.back().emplace(p.name, std::move(t));
+      }
+      d::PipelineStage stage;
+      stage.lanes.push_back(devs[0]);
+      stage.forward = [this, s, pp](int64_t micro, int64_t, const Tensor& in) { return Forward(s, pp, micro, in); };
+      stages.push_back(std::move(stage));
+    }
+    pipe_ = std::make_unique<d::Pipeline>(std::move(stages));
+    opt_ = std::make_unique<optim::AdamW>(locals, c.lr);
+  }
+  std::string kind() const override { return "llama"; }
+  int64_t default_steps() const override { return base_.default_steps(); }
+  std::string metric_name() const override { return base_.metric_name(); }
+  nn::Module& module() override {
+    SyncToBase();
+    return base_.module();
+  }
+  double TrainStep(int64_t step, int64_t total) override {
+    namespace d = distributed;
+    opt_->set_lr(base_.LearningRate(step, total));
+    xs_.clear();
+    ys_.clear();
+    base_.DrawBatch(xs_, ys_);
+    opt_->ZeroGrad();
+    const d::PipelineResult r = pipe_->Run(schedule_, micro_);
+    NoGradGuard no_grad;
+    for (auto& stage : params_) {  // each rank's gradient with the parameter's placements
+      for (auto& [name, t] : stage) {
+        const d::DistTensor g = t->grad();
+        if (!g.defined()) continue;
+        for (size_t k = 0; k < g.locals().size(); ++k) t->mutable_locals()[k].mutable_autograd_meta().grad = g.locals()[k];
+      }
+    }
+    const int64_t pp = pipe_->num_stages();
+    if (pp > 1) {  // the tied weight: one gradient for both copies
+      d::DistTensor& e0 = *params_.front().at("tok_emb.weight");
+      d::DistTensor& head = *params_.back().at("tok_emb.weight");
+      for (size_t k = 0; k < e0.locals().size(); ++k) {
+        Tensor& a = e0.mutable_locals()[k];
+        Tensor& b = head.mutable_locals()[k];
+        a.mutable_autograd_meta().grad = a.grad() + b.grad().to(a.device());
+        b.mutable_autograd_meta().grad = a.grad().to(b.device());
+      }
+    }
+    ClipGradients(1.0);
+    opt_->Step();
+    return r.MeanLoss();
+  }
+  double Evaluate() override {
+    SyncToBase();
+    return base_.Evaluate();
+  }
+  std::string ConfigJson() const override { return base_.ConfigJson(); }
+  LlamaExample& base() { return base_; }
+
+ private:
+  int64_t Size(const std::string& dim) const {
+    for (int m = 0; m < mesh_.ndim(); ++m) {
+      if (mesh_.dim_names()[static_cast<size_t>(m)] == dim) return mesh_.size(m);
+    }
+    return 1;
+  }
+  int64_t RankAt(int64_t s, int64_t r) const {
+    std::vector<int64_t> coord;
+    for (const std::string& n : mesh_.dim_names()) coord.push_back(n == "pp" ? s : r);
+    return mesh_.Rank(coord);
+  }
+  const distributed::DistTensor& P(int64_t s, const std::string& name) const {
+    auto it = params_[static_cast<size_t>(s)].find(name);
+    OAR_CHECK(it != params_[static_cast<size_t>(s)].end(), kInternal, "pipeline llama: stage {} has no {}", s, name);
+    return *it->second;
+  }
+  // Stage s's forward of micro-batch `micro` (rows [micro · rows, (micro + 1) · rows) of the batch).
+  Tensor Forward(int64_t s, int64_t pp, int64_t micro, const Tensor& in) {
+    namespace d = distributed;
+    const LlamaConfig& c = base_.config();
+    const d::ProcessMesh& sub = meshes_[static_cast<size_t>(s)];
+    const d::Placements rep{d::Placement::Replicate()};
+    const int64_t t = c.context, rows = c.batch / micro_;
+    const auto at = static_cast<std::ptrdiff_t>(micro * rows * t), n = static_cast<std::ptrdiff_t>(rows * t);
+    auto tokens = [&](const std::vector<int64_t>& v, const Dims& shape) {
+      return d::shard_tensor(FromVector<int64_t>(std::vector<int64_t>(v.begin() + at, v.begin() + at + n), shape,
+                                                 Device("cpu")),
+                             sub, rep);
+    };
+    d::DistTensor h = s == 0 ? d::embedding(P(s, "tok_emb.weight"), tokens(xs_, {rows, t}))
+                             : d::shard_tensor(in, sub, rep).set_annotated(false);
+    h = TensorParallelLayers(c, h, firsts_[static_cast<size_t>(s)], lasts_[static_cast<size_t>(s)],
+                             [this, s](const std::string& name) -> const d::DistTensor& { return P(s, name); });
+    if (s + 1 < pp) return d::Reshard(h, rep).local(0);
+    const d::DistTensor logits = d::matmul(d::rms_norm(h, 1, P(s, "norm.weight")), d::transpose(P(s, "tok_emb.weight"), 0, 1));
+    const d::DistTensor loss = d::cross_entropy(d::reshape(logits, {rows * t, c.vocab}), tokens(ys_, {rows * t}));
+    return d::Reshard(loss, rep).local(0);
+  }
+  // optim::ClipGradNorm over the whole parameters, each element once (shards on their rank, replicated
+  // parameters on tp rank 0, the tied weight on stage 0).
+  void ClipGradients(double max_norm) {
+    NoGradGuard no_grad;
+    double total = 0;
+    for (size_t s = 0; s < params_.size(); ++s) {
+      for (auto& [name, t] : params_[s]) {
+        if (s > 0 && name == "tok_emb.weight") continue;
+        for (size_t k = 0; k < t->locals().size(); ++k) {
+          const Tensor g = t->locals()[k].grad();
+          if (g.defined() && (!t->placements()[0].is_replicate() || k == 0)) total += sum(g * g).to(Device("cpu")).item<double>();
+        }
+      }
+    }
+    const double norm = std::sqrt(total);
+    if (norm <= max_norm) return;
+    const double scale = max_norm / (norm + 1e-6);
+    for (auto& stage : params_) {
+      for (auto& [name, t] : stage) {
+        for (Tensor& l : t->mutable_locals()) {
+          if (l.grad().defined()) l.mutable_autograd_meta().grad = l.grad() * scale;
+        }
+      }
+    }
+  }
+  // The trained weights back into the wrapped one-device model (qkv re-fused, the tied weight from stage 0).
+  void SyncToBase() {
+    NoGradGuard no_grad;
+    std::map<std::string, Tensor> trained;
+    for (size_t s = params_.size(); s-- > 0;) {
+      for (auto& [name, t] : params_[s]) trained[name] = distributed::FullTensor(*t);
+    }
+    for (auto& [name, p] : base_.module().NamedParameters()) {
+      Tensor whole;
+      if (name.ends_with("attn.qkv.weight")) {
+        const std::string stem = name.substr(0, name.size() - std::string("qkv.weight").size());
+        const Tensor parts[3] = {trained.at(stem + "qkv.q"), trained.at(stem + "qkv.k"), trained.at(stem + "qkv.v")};
+        whole = concat(parts, 0);
+      } else {
+        whole = trained.at(name);
+      }
+      p->copy_(whole.to(p->device()));
+    }
+  }
+
+  distributed::ProcessMesh mesh_;
+  LlamaExample base_;
+  distributed::PipelineSchedule schedule_ = distributed::PipelineSchedule::k1F1B;
+  int64_t micro_ = 1;
+  std::vector<distributed::ProcessMesh> meshes_;  // per stage: its tp devices
+  std::vector<int64_t> firsts_, lasts_;
+  std::vector<std::map<std::string, std::unique_ptr<distributed::DistTensor>>> params_;  // per stage
+  std::unique_ptr<optim::AdamW> opt_;
+  std::unique_ptr<distributed::Pipeline> pipe_;
+  std::vector<int64_t> xs_, ys_;
+};
+
 LlamaExample& AsLlama(Example& e) {
+  if (auto* p = dynamic_cast<PipelineTensorParallelLlamaExample*>(&e)) return p->base();
   if (auto* p = dynamic_cast<ParallelLlamaExample*>(&e)) return p->base();
   if (auto* p = dynamic_cast<PipelineLlamaExample*>(&e)) return p->base();
   auto* l = dynamic_cast<LlamaExample*>(&e);
@@ -1122,6 +1353,9 @@ std::unique_ptr<Example> MakeParallelExample(const std::string& kind, const dist
                 "--schedule and --micro-batches need a pipeline dim in --mesh (e.g. pp=2); got --mesh {}",
                 mesh.ToString());
   try {
+    if (pipelined && std::find(names.begin(), names.end(), "tp") != names.end()) {
+      return std::make_unique<PipelineTensorParallelLlamaExample>(mesh, seed, options);
+    }
     if (pipelined) return std::make_unique<PipelineLlamaExample>(mesh, seed, options);
     return std::make_unique<ParallelLlamaExample>(mesh, seed);
   } catch (const Error& e) {

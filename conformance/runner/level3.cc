@@ -298,10 +298,9 @@ void ModelParallelCases(std::vector<Case>& cases) {
          distributed::ResetCollectiveCounts();
          const DistTensor h = distributed::relu(distributed::linear(
              distributed::shard_tensor(x, mesh, {Placement::Replicate()}), w1, b1));
-         // The bias after the reduction, as Megatron's row-parallel layer adds it (linear(h, w2, b2) with a
-         // replicated bias gathers h and w2 instead: the composite's rule cannot add a bias to a Partial).
-         const DistTensor y =
-             distributed::add(distributed::Reshard(distributed::linear(h, w2), {Placement::Replicate()}), b2);
+         // Row-parallel with a replicated bias: linear adds the bias to the Partial(sum) product once (one
+         // all_reduce), as Megatron's row-parallel layer does.
+         const DistTensor y = distributed::Reshard(distributed::linear(h, w2, b2), {Placement::Replicate()});
          const distributed::CollectiveCounts fwd = distributed::GetCollectiveCounts();
          const DistTensor dloss = distributed::sum(distributed::mul(y, y));
          distributed::ResetCollectiveCounts();

@@ -102,6 +102,7 @@ std::vector<DistTensor> Execute(const SpmdRule& rule, std::span<const DistTensor
   std::vector<DistTensor> result;
   for (size_t o = 0; o < out_shapes.size(); ++o) {
     result.emplace_back(mesh, dec.outputs[o], out_shapes[o], std::move(outs[o]));
+    result.back().set_annotated(InheritsAnnotation(current, {ann.get(), annotated.size()}, dec));
   }
   return result;
 }

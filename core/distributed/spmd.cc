@@ -613,11 +613,15 @@ SpmdDecision Decide(const SpmdRule& rule, const ProcessMesh& mesh, std::span<con
     // Partial passes (only where an input is Partial on this mesh dim now).
     for (const SpmdRule::PartialPass& pass : rule.partial) {
       for (ReduceOp op : pass.ops) {
-        bool any = false;
+        // Only where every input the pass takes as Partial already is: a replicated input is not made
+        // Partial (a local step, but it defers the reduction to a later op, which then pays more for it:
+        // a residual stream left Partial makes the next norm reduce-scatter and gather).
+        bool all = true;
         for (size_t i = 0; i < ni; ++i) {
-          any |= pass.partial_inputs[i] && !current[i].empty() && current[i][static_cast<size_t>(m)] == Placement::Partial(op);
+          if (!pass.partial_inputs[i] || current[i].empty()) continue;
+          all &= current[i][static_cast<size_t>(m)] == Placement::Partial(op);
         }
-        if (!any) continue;
+        if (!all) continue;
         Candidate c{"pass " + Placement::Partial(op).ToString()};
         for (size_t i = 0; i < ni; ++i) c.in.push_back(pass.partial_inputs[i] ? Placement::Partial(op) : Placement::Replicate());
         c.out.assign(no, Placement::Partial(op));
@@ -642,6 +646,17 @@ SpmdDecision Decide(const SpmdRule& rule, const ProcessMesh& mesh, std::span<con
         c.in.push_back(d >= 0 ? Placement::Shard(d) : Placement::Replicate());
       }
       if (!in_inputs && ni > 0) continue;
+      // Shardings propagate, they are not invented: a factor is a candidate only where some input is sharded
+      // on it along this mesh dim now (GSPMD's rule). Otherwise a Partial input would be reduce-scattered
+      // onto a new factor because that is locally cheaper than its all_reduce, and gathered again by the
+      // next op that needs it whole.
+      bool sharded_now = false;
+      for (size_t i = 0; i < ni; ++i) {
+        if (current[i].empty()) continue;
+        const int d = FindDim(rule.inputs[i], static_cast<int>(f));
+        sharded_now |= d >= 0 && current[i][static_cast<size_t>(m)].is_shard(d);
+      }
+      if (!sharded_now && ni > 0) continue;
       for (size_t o = 0; o < no; ++o) {
         const int d = FindDim(rule.outputs[o], static_cast<int>(f));
         c.out.push_back(d >= 0 ? Placement::Shard(d) : Placement::Partial(*rule.contraction[f]));
@@ -687,6 +702,17 @@ SpmdDecision Decide(const SpmdRule& rule, const ProcessMesh& mesh, std::span<con
   dec.explain = explain;
   AppendExplain(explain);
   return dec;
+}
+
+bool InheritsAnnotation(std::span<const Placements> current, std::span<const bool> annotated, const SpmdDecision& d) {
+  int present = 0;
+  bool inherit = false;
+  for (size_t i = 0; i < current.size(); ++i) {
+    if (current[i].empty()) continue;
+    ++present;
+    inherit = annotated[i] && d.inputs.at(i) == current[i];
+  }
+  return present == 1 && inherit;
 }
 
 ExplainScope::ExplainScope() : previous_(g_explain) { g_explain = this; }

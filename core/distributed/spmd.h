@@ -76,6 +76,12 @@ struct SpmdDecision {
 SpmdDecision Decide(const SpmdRule& rule, const ProcessMesh& mesh, std::span<const Placements> current,
                     std::span<const Dims> shapes, std::span<const bool> annotated, DType dtype);
 
+/// Whether the outputs of an op decided as `d` inherit the user's annotation: the op has exactly one input,
+/// annotated, and keeps its placements. A view, cast or unary op of an annotated tensor (the transpose of a
+/// column-parallel weight) is that tensor, so later decisions treat it as fixed too rather than gathering it
+/// because it looks like an ordinary intermediate. Eager execution (Execute) and spmd-propagate both apply it.
+bool InheritsAnnotation(std::span<const Placements> current, std::span<const bool> annotated, const SpmdDecision& d);
+
 /// Collects the explanation of every decision made on this thread while it lives (nested scopes: the
 /// innermost collects).
 class ExplainScope {

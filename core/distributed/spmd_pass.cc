@@ -145,7 +145,8 @@ class Propagator {
     }
     OAR_CHECK(d.outputs.size() == op.num_results(), kInternal, "spmd-propagate: {}: the rule gave {} outputs for {}",
               ir::DescribeOp(op), d.outputs.size(), op.num_results());
-    for (uint32_t r = 0; r < op.num_results(); ++r) Place(op.result(r), d.outputs[r], false);
+    const bool inherit = InheritsAnnotation(current, std::span<const bool>(annotated.get(), op.num_operands()), d);
+    for (uint32_t r = 0; r < op.num_results(); ++r) Place(op.result(r), d.outputs[r], inherit);
     SetPlacements(op, d.outputs);
     ++report_.ops;
   }
