@@ -19,6 +19,7 @@
 
 #include <unistd.h>
 
+#include "bench/bench_util.h"
 #include "core/inference/predictor.h"
 #include "core/jit/model.h"
 #include "core/runtime/profiler.h"
@@ -105,13 +106,7 @@ double SimulatedMs(Device device, const std::function<void()>& run) {
   run();
   runtime::Runtime::Get().Context(device).Synchronize();
   prof.Stop();
-  uint64_t first = UINT64_MAX, last = 0;
-  for (const runtime::Profiler::Activity& a : prof.activities()) {
-    if (a.device != device.str() || !a.simulated) continue;
-    first = std::min(first, a.start_ns);
-    last = std::max(last, a.end_ns);
-  }
-  return last > first ? static_cast<double>(last - first) / 1e6 : 0.0;
+  return SimulatedSpanMs(prof, device);
 }
 
 void SimulatedSummary() {

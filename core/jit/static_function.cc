@@ -1,10 +1,13 @@
 #include "core/jit/static_function.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/base/error.h"
 #include "core/ir/builder.h"
 #include "core/passes/pass.h"
+#include "core/runtime/allocator.h"
+#include "core/runtime/runtime.h"
 #include "core/scheduler/executor.h"
 #include "core/tensor/autograd_meta.h"
 
@@ -29,7 +32,52 @@ std::string FirstDifference(const std::string& now, const std::string& cached) {
   return "different guards";
 }
 
+// A state tensor's storage over its bytes of the one allocation CompactState made: it keeps that allocation
+// alive (context: a heap-held reference to it) and frees nothing itself.
+void ReleaseStateBlock(void* context, void*, size_t) { delete static_cast<std::shared_ptr<Storage>*>(context); }
+
 }  // namespace
+
+void StaticFunction::CompactState() {
+  constexpr uint64_t kAlign = 256;
+  auto align = [](uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
+  NoGradGuard no_grad;
+  // Only tensors owning all of their storage, which no other state tensor shares (views and tied tensors keep
+  // their storage, so they stay tied).
+  std::map<const Storage*, int> users;
+  for (const StateSlot& s : state_) {
+    if (s.tensor->defined() && s.tensor->storage() != nullptr) ++users[s.tensor->storage().get()];
+  }
+  std::vector<size_t> slots;
+  uint64_t total = 0;
+  for (size_t i = 0; i < state_.size(); ++i) {
+    const Tensor& t = *state_[i].tensor;
+    if (!t.defined() || t.device() != device_ || t.nbytes() == 0 || !t.is_contiguous() || t.offset() != 0 ||
+        t.storage() == nullptr || t.storage()->nbytes() != t.nbytes() || users[t.storage().get()] != 1) {
+      continue;
+    }
+    slots.push_back(i);
+    total += align(t.nbytes());
+  }
+  if (slots.empty()) return;
+  runtime::DeviceContext& dctx = runtime::Runtime::Get().Context(device_);
+  std::shared_ptr<Storage> block = dctx.allocator().AllocateStorage(device_, total);
+  uint64_t at = 0;
+  for (size_t i : slots) {
+    Tensor& t = *state_[i].tensor;
+    const bool requires_grad = t.requires_grad();
+    auto storage = std::make_shared<Storage>(device_, static_cast<char*>(block->data()) + at, t.nbytes(),
+                                             &ReleaseStateBlock, new std::shared_ptr<Storage>(block));
+    Tensor moved(std::move(storage), t.dtype(), t.shape(), ContiguousStrides(t.shape()), 0);
+    moved.copy_(t);
+    t = moved;
+    if (requires_grad) t.set_requires_grad(true);
+    at += align(t.nbytes());
+  }
+  block.reset();
+  dctx.Synchronize();  // the copies have read the old state, which is gone now
+  dctx.allocator().EmptyCache();
+}
 
 struct StaticFunction::Entry {
   std::string key;
@@ -100,11 +148,17 @@ std::string StaticFunction::GuardKey(std::span<const Tensor> inputs) const {
 std::vector<Tensor> StaticFunction::Replay(Entry& e, std::span<const Tensor> inputs) {
   std::vector<Tensor> args(inputs.begin(), inputs.end());
   for (size_t slot : e.state_inputs) args.push_back(*state_[slot].tensor);
+  if (e.replays++ == 0) {
+    // The capture ran eagerly, so its state lies between its temporaries' blocks, which would keep those
+    // segments reserved for as long as the state lives: the state moves into one allocation of its own
+    // first, and the segments the capture used go back to the device.
+    args.resize(inputs.size());
+    CompactState();
+    for (size_t slot : e.state_inputs) args.push_back(*state_[slot].tensor);
+  }
   if (profile_ != nullptr) *profile_ = scheduler::RunProfile();
-  // No grad recorded: the program holds its backward. The first replay gives the state fresh bytes (the
-  // capture ran eagerly, so its state lies between its temporaries' blocks, which would keep those segments
-  // reserved); later replays write each update over the state it replaces.
-  std::vector<Tensor> out = e.executor->Run(args, profile_, e.replays++ > 0);
+  // No grad recorded: the program holds its backward. Each update is written over the state it replaces.
+  std::vector<Tensor> out = e.executor->Run(args, profile_);
   args.clear();  // do not keep the old state alive past its replacement
   for (size_t k = 0; k < e.updates.size(); ++k) {
     for (const StateSlot& s : state_) {

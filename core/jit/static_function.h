@@ -8,7 +8,10 @@
 // binds parameters when it compiles, and state changes every call. A state update is written into the bytes
 // of the state it replaces where the program allows it (ExecutorOptions::donate), so a replayed step holds
 // one copy of the state, as eager's in-place optimiser steps do: a tensor sharing a state tensor's storage
-// sees the update (after a replay that fails part way, the state may be partly updated). The cache is bounded (least recently used program evicted) and
+// sees the update (after a replay that fails part way, the state may be partly updated). Before a program's
+// first replay the state moves into one allocation of its own (the eager capture scattered it over segments
+// its temporaries used, which it would otherwise keep reserved) and the device allocator's wholly free
+// segments go back to the device; a tensor sharing the old state's storage no longer sees the updates. The cache is bounded (least recently used program evicted) and
 // observable: hits, misses and the reason of every miss.
 #ifndef OAR_CORE_JIT_STATIC_FUNCTION_H_
 #define OAR_CORE_JIT_STATIC_FUNCTION_H_
@@ -62,6 +65,9 @@ class StaticFunction {
   struct Entry;
   std::string GuardKey(std::span<const Tensor> inputs) const;
   std::vector<Tensor> Replay(Entry& e, std::span<const Tensor> inputs);
+  // Move every state tensor on the device into one allocation (each over its own bytes, owning them as far as
+  // donation can tell), then return the allocator's wholly free segments to the device.
+  void CompactState();
 
   Function fn_;
   std::vector<StateSlot> state_;

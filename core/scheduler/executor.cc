@@ -648,7 +648,9 @@ struct Executor::Impl {
   }
 
   // ---- plans --------------------------------------------------------------------------------------------
-  std::shared_ptr<const Plan> MakePlan(const std::vector<uint64_t>& bytes) const {
+  // `inputs`: the run's; an input already on the run's device passes through and takes no arena bytes (the
+  // signature tells such runs from runs whose input is copied in).
+  std::shared_ptr<const Plan> MakePlan(const std::vector<uint64_t>& bytes, std::span<const Tensor> inputs) const {
     auto plan = std::make_shared<Plan>();
     plan->planned = std::make_unique<PlannedInstructions>(top.instrs.size());
     plan->bytes = bytes;
@@ -661,7 +663,7 @@ struct Executor::Impl {
       summary.device = devices[d].device.str();
       for (size_t b = 0; b < buffers.size(); ++b) {
         if (buffers[b].device != static_cast<int>(d) || !buffers[b].plannable || !options.plan_memory) continue;
-        if (bytes[b] == 0) continue;
+        if (bytes[b] == 0 || PassesThrough(buffers[b], inputs)) continue;
         requests.push_back({bytes[b], buffers[b].def, buffers[b].last, buffers[b].name});
         ids.push_back(b);
         summary.inplace += buffers[b].inplace_of > 0 ? 1 : 0;
@@ -681,6 +683,15 @@ struct Executor::Impl {
     return plan;
   }
 
+
+  bool PassesThrough(const Buffer& b, std::span<const Tensor> inputs) const {
+    const Instr& in = top.instrs[static_cast<size_t>(b.def)];
+    if (in.kind != Kind::kInput || in.input_index < 0 || static_cast<size_t>(in.input_index) >= inputs.size()) {
+      return false;
+    }
+    const Tensor& t = inputs[static_cast<size_t>(in.input_index)];
+    return t.defined() && t.device() == device;
+  }
 
   // ---- run ----------------------------------------------------------------------------------------------
   struct RunState {
@@ -733,6 +744,7 @@ struct Executor::Impl {
     std::string sig;
     for (const Tensor& t : inputs) {
       sig += t.defined() ? std::string(DTypeName(t.dtype())) + t.shape().ToString() : "undefined";
+      if (t.defined() && t.device() != device) sig += '@';  // copied in: its bytes are planned
       sig += ';';
     }
     return sig;
@@ -756,7 +768,7 @@ struct Executor::Impl {
       if (auto it = plans.find(sig); it != plans.end()) {
         plan = it->second;
       } else if (static_shapes) {
-        plan = MakePlan(static_bytes);
+        plan = MakePlan(static_bytes, inputs);
         plans[sig] = plan;
         ++stats.plans_built;
       } else {
@@ -802,7 +814,7 @@ struct Executor::Impl {
       std::lock_guard<std::mutex> lock(mutex);
       free_contexts.push_back(std::move(ctx));
       if (measure && plans.find(sig) == plans.end() && options.plan_memory) {
-        plans[sig] = MakePlan(measured);
+        plans[sig] = MakePlan(measured, inputs);
         ++stats.plans_built;
       }
       stats.donated_outputs += st.donated;

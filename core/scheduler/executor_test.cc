@@ -306,6 +306,26 @@ TEST_F(ExecutorTest, InPlaceResultsShareTheirOperandsBytes) {
   }
 }
 
+// An input already on the run's device passes through: the plan keeps no arena bytes for it (a training
+// step's parameters would otherwise hold arena bytes over their whole live range). One copied in from the
+// host is planned, so a repeated run still allocates nothing for it.
+TEST_F(ExecutorTest, InputsOnTheRunsDeviceTakeNoArenaBytes) {
+  const Device kunlun("kunlun_sim:0");
+  auto p = Make(kChain, "");
+  Executor exec(*p, kunlun);
+  Generator g(3);
+  const Tensor here = randn({64, 64}, g, 0, 1, DType::kFloat32, kunlun);
+  const Tensor host = here.to(kCpu);
+  ExpectSame(exec.Run(std::vector<Tensor>{here}), exec.Run(std::vector<Tensor>{host}), "input on kunlun vs host");
+  const std::vector<MemoryPlanSummary> a = exec.MemoryPlan(std::vector<Tensor>{here});
+  const std::vector<MemoryPlanSummary> b = exec.MemoryPlan(std::vector<Tensor>{host});
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(a[0].buffers + 1, b[0].buffers);
+  EXPECT_EQ(a[0].unplanned_bytes + 64 * 64 * 4, b[0].unplanned_bytes);
+  EXPECT_EQ(exec.stats().plans_built, 2u);
+}
+
 TEST_F(ExecutorTest, RunsControlFlowRegions) {
   for (const std::string device : {"cpu:0", "kunlun_sim:0"}) {
     auto p = Make(kControlFlow, device == "cpu:0" ? "" : Select(device));

@@ -32,6 +32,10 @@ expect " 0 unfused, 0 interpreted"
 run 1 "$oar" train mlp --steps 2 --cinn
 expect "--cinn needs --static"
 
+# An eager --profile ends with the last step's peak device memory too, so the two compare.
+run 0 "$oar" train mlp --steps 3 --profile
+grep -qE '^peak device memory: [0-9]+ bytes on cpu:0$' "$out" || { echo "FAIL: no peak device memory line"; exit 1; }
+
 # --profile / --trace with --static: the scheduler's profile and Chrome trace of the last step.
 run 0 "$oar" train mlp --steps 4 --static --profile --trace "$work/train_trace.json" --device kunlun_sim:0
 expect "profile of the last step (scheduler):"

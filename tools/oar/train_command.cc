@@ -16,7 +16,9 @@
 #include "core/inference/predictor.h"
 #include "core/ops/ops.h"
 #include "core/jit/static_function.h"
+#include "core/runtime/allocator.h"
 #include "core/runtime/profiler.h"
+#include "core/runtime/runtime.h"
 #include "core/scheduler/profile.h"
 #include "examples/models.h"
 #include "tools/oar/commands.h"
@@ -171,6 +173,12 @@ void AddTrainCommands(CLI::App& app) {
             std::fflush(stdout);
           },
           [&](int64_t done, int64_t total) {
+            if (a->profile && !a->static_graph && done == total - 1) {
+              // The eager profile's `peak device memory` line is the last step's, as the scheduler's is.
+              runtime::DeviceContext& dctx = runtime::Runtime::Get().Context(e->device());
+              dctx.Synchronize();
+              dctx.allocator().ResetPeakStats();
+            }
             const auto now = std::chrono::steady_clock::now();
             if (!tty || (now - last_draw < std::chrono::milliseconds(250) && done < total)) return;
             last_draw = now;
@@ -201,6 +209,10 @@ void AddTrainCommands(CLI::App& app) {
       if (a->profile && !a->static_graph) {
         std::printf("\nprofile of the training steps:\n%s\n",
                     runtime::FormatProfile(runtime::Profiler::Get().Stop()).c_str());
+        runtime::DeviceContext& dctx = runtime::Runtime::Get().Context(e->device());
+        dctx.Synchronize();
+        std::printf("memory of the last step:\n%s\n",
+                    scheduler::PeakMemoryLine(dctx.allocator().stats().peak_reserved_bytes, e->device().str()).c_str());
       }
       if (step_profile && profile.instructions.empty()) {
         std::printf("no step replayed a captured program (steps 0 and 1 capture): nothing to profile or trace\n");
