@@ -77,10 +77,9 @@ std::string MlpStackText(int blocks, int64_t& ops) {
   return text;
 }
 
-void BM_SpmdPropagate(benchmark::State& state) {
-  const int blocks = static_cast<int>(state.range(0));
-  int64_t ops = 0;
-  const std::string text = MlpStackText(blocks, ops);
+/// Time spmd-propagate over the program `text` of `ops` op.* ops (parsing excluded) and count every
+/// collective kind it inserts: one all_reduce per block and nothing else is Megatron's.
+void Propagate(benchmark::State& state, const std::string& text, int64_t ops) {
   distributed::PropagationReport report;
   for (auto _ : state) {
     state.PauseTiming();
@@ -92,13 +91,19 @@ void BM_SpmdPropagate(benchmark::State& state) {
     benchmark::DoNotOptimize(report.ops);
   }
   state.counters["ops"] = static_cast<double>(ops);
-  // Every collective kind: one all_reduce per block and nothing else is Megatron's.
   for (const char* n : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}) {
     state.counters[n] = static_cast<double>(report.count(std::string("dist.") + n));
   }
   state.counters["us_per_op"] =
       benchmark::Counter(static_cast<double>(ops) * 1e-6, benchmark::Counter::kIsIterationInvariantRate |
                                                                benchmark::Counter::kInvert);
+}
+
+void BM_SpmdPropagate(benchmark::State& state) {
+  const int blocks = static_cast<int>(state.range(0));
+  int64_t ops = 0;
+  const std::string text = MlpStackText(blocks, ops);
+  Propagate(state, text, ops);
 }
 BENCHMARK(BM_SpmdPropagate)->Name("spmd_propagate/megatron_mlp_blocks")->Arg(4)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond);
 
@@ -163,23 +168,7 @@ void BM_SpmdPropagateLlama(benchmark::State& state, bool training) {
     state.SkipWithError(error.c_str());
     return;
   }
-  distributed::PropagationReport report;
-  for (auto _ : state) {
-    state.PauseTiming();
-    ir::IrContext ctx;
-    distributed::RegisterDistDialect(ctx);
-    auto p = ir::ParseProgram(ctx, text);
-    state.ResumeTiming();
-    report = distributed::PropagatePlacements(*p);
-    benchmark::DoNotOptimize(report.ops);
-  }
-  state.counters["ops"] = static_cast<double>(ops);
-  for (const char* n : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}) {
-    state.counters[n] = static_cast<double>(report.count(std::string("dist.") + n));
-  }
-  state.counters["us_per_op"] =
-      benchmark::Counter(static_cast<double>(ops) * 1e-6, benchmark::Counter::kIsIterationInvariantRate |
-                                                               benchmark::Counter::kInvert);
+  Propagate(state, text, ops);
 }
 BENCHMARK_CAPTURE(BM_SpmdPropagateLlama, forward, false)
     ->Name("spmd_propagate/llama_forward/tp2")

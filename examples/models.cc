@@ -8,6 +8,7 @@
 #include <map>
 #include <numbers>
 #include <sstream>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -714,6 +715,21 @@ distributed::DistTensor TensorParallelLayers(const LlamaConfig& c, distributed::
   return h;
 }
 
+/// The extent of mesh dim `dim`, 1 when the mesh has no such dim.
+int64_t MeshDimSize(const distributed::ProcessMesh& mesh, std::string_view dim) {
+  for (int m = 0; m < mesh.ndim(); ++m) {
+    if (mesh.dim_names()[static_cast<size_t>(m)] == dim) return mesh.size(m);
+  }
+  return 1;
+}
+
+/// The rank at mesh coordinate pp = stage and `other` along the mesh's other dim (a two-dim pp mesh).
+int64_t StageRank(const distributed::ProcessMesh& mesh, int64_t stage, int64_t other) {
+  std::vector<int64_t> coord;
+  for (const std::string& n : mesh.dim_names()) coord.push_back(n == "pp" ? stage : other);
+  return mesh.Rank(coord);
+}
+
 class ParallelLlamaExample : public Example {
  public:
   ParallelLlamaExample(const distributed::ProcessMesh& mesh, uint64_t seed)
@@ -767,12 +783,7 @@ class ParallelLlamaExample : public Example {
   LlamaExample& base() { return base_; }
 
  private:
-  int64_t Size(const std::string& dim) const {
-    for (int m = 0; m < mesh_.ndim(); ++m) {
-      if (mesh_.dim_names()[static_cast<size_t>(m)] == dim) return mesh_.size(m);
-    }
-    return 1;
-  }
+  int64_t Size(std::string_view dim) const { return MeshDimSize(mesh_, dim); }
   // Placements with Shard(d) on tp (d < 0: replicated) and `dp` on dp.
   distributed::Placements On(int64_t tp_dim, distributed::Placement dp = distributed::Placement::Replicate()) const {
     distributed::Placements p;
@@ -1025,18 +1036,9 @@ class PipelineLlamaExample : public Example {
   LlamaExample& base() { return base_; }
 
  private:
-  int64_t Size(const std::string& dim) const {
-    for (int m = 0; m < mesh_.ndim(); ++m) {
-      if (mesh_.dim_names()[static_cast<size_t>(m)] == dim) return mesh_.size(m);
-    }
-    return 1;
-  }
+  int64_t Size(std::string_view dim) const { return MeshDimSize(mesh_, dim); }
   // The rank and device of stage s, lane l: mesh coordinate pp = s, dp = l.
-  int64_t RankAt(int64_t s, int64_t l) const {
-    std::vector<int64_t> coord;
-    for (const std::string& n : mesh_.dim_names()) coord.push_back(n == "pp" ? s : l);
-    return mesh_.Rank(coord);
-  }
+  int64_t RankAt(int64_t s, int64_t l) const { return StageRank(mesh_, s, l); }
   Device DeviceAt(int64_t s, int64_t l) const { return mesh_.devices()[static_cast<size_t>(RankAt(s, l))]; }
   distributed::ProcessGroup& Processes(std::vector<int64_t> ranks) const {
     std::vector<int> r(ranks.begin(), ranks.end());
@@ -1238,17 +1240,8 @@ class PipelineTensorParallelLlamaExample : public Example {
   LlamaExample& base() { return base_; }
 
  private:
-  int64_t Size(const std::string& dim) const {
-    for (int m = 0; m < mesh_.ndim(); ++m) {
-      if (mesh_.dim_names()[static_cast<size_t>(m)] == dim) return mesh_.size(m);
-    }
-    return 1;
-  }
-  int64_t RankAt(int64_t s, int64_t r) const {
-    std::vector<int64_t> coord;
-    for (const std::string& n : mesh_.dim_names()) coord.push_back(n == "pp" ? s : r);
-    return mesh_.Rank(coord);
-  }
+  int64_t Size(std::string_view dim) const { return MeshDimSize(mesh_, dim); }
+  int64_t RankAt(int64_t s, int64_t r) const { return StageRank(mesh_, s, r); }
   const distributed::DistTensor& P(int64_t s, const std::string& name) const {
     auto it = params_[static_cast<size_t>(s)].find(name);
     OAR_CHECK(it != params_[static_cast<size_t>(s)].end(), kInternal, "pipeline llama: stage {} has no {}", s, name);

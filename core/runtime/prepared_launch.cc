@@ -70,27 +70,7 @@ PreparedKernel::PreparedKernel(Device device, int op_id, std::span<const KernelA
     }
     attrs_.push_back(copy);
   }
-  for (const KernelAttr& k : attrs_) {
-    oar_attr_t a{};
-    a.struct_size = OAR_ATTR_STRUCT_SIZE;
-    a.name = k.name;
-    if (const auto* i = std::get_if<int64_t>(&k.value)) {
-      a.type = OAR_ATTR_INT;
-      a.v.i = *i;
-    } else if (const auto* b = std::get_if<bool>(&k.value)) {
-      a.type = OAR_ATTR_BOOL;
-      a.v.b = *b;
-    } else if (const auto* f = std::get_if<double>(&k.value)) {
-      a.type = OAR_ATTR_FLOAT;
-      a.v.f = *f;
-    } else {
-      const auto& list = std::get<std::span<const int64_t>>(k.value);
-      a.type = OAR_ATTR_INTS;
-      a.v.ints.data = list.data();
-      a.v.ints.size = list.size();
-    }
-    abi_attrs_.push_back(a);
-  }
+  for (const KernelAttr& k : attrs_) abi_attrs_.push_back(ToAbiAttr(k));
   ctx_ = &Runtime::Get().Context(device);
 }
 
