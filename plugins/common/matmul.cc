@@ -13,10 +13,10 @@
 // with an odd row count gives) runs one primitive per batch element or on dense copies; should oneDNN
 // refuse even those, float32 takes the same blocked loop. A valid call never fails.
 //
-// fused_linear (out[..., N] = act(x[..., K] @ w[K, N] + bias[N])) shares this machinery: float32 with x's
-// rows collapsible into one matrix is ONE cached oneDNN matmul primitive with a bias and an eltwise post-op
-// (relu, gelu_erf, tanh); any other call (float64, layouts oneDNN refuses) runs the plain matmul above and
-// then the bias and activation in one pass over the output.
+// fused_linear (out[..., N] = act(x[..., K] @ w[K, N] + bias[N])) runs the plain matmul above, then the bias
+// and activation in one vectorised pass over the output. oneDNN's matmul with a bias and an eltwise post-op
+// was measured slower than that on the quiet 2-core machine (0.75-0.93x of matmul + add + relu in four of
+// five runs, docs/PERFORMANCE.md), so it is not used.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -128,16 +128,13 @@ struct Primitive {
   dnnl::matmul matmul;
 };
 
-/// The cached primitive for (dt, a, b, c), with a bias `bias` and an eltwise post-op `post` when given
-/// (fused_linear); a refusal is cached too, so the fallback is chosen at once next time.
+/// The cached primitive for (dt, a, b, c); a refusal is cached too, so the fallback is chosen at once
+/// next time.
 std::shared_ptr<const Primitive> FindPrimitive(dnnl::memory::data_type dt, const dnnl::memory::desc& a,
-                                               const dnnl::memory::desc& b, const dnnl::memory::desc& c,
-                                               const dnnl::memory::desc* bias = nullptr,
-                                               dnnl::algorithm post = dnnl::algorithm::undef) {
+                                               const dnnl::memory::desc& b, const dnnl::memory::desc& c) {
   static LruCache<Primitive>& cache = *new LruCache<Primitive>(128);  // never destroyed: see DnnlEngine()
-  std::vector<int64_t> words{static_cast<int64_t>(dt), static_cast<int64_t>(post), bias != nullptr ? 1 : 0};
-  for (const dnnl::memory::desc* md : {&a, &b, &c, bias}) {
-    if (md == nullptr) continue;
+  std::vector<int64_t> words{static_cast<int64_t>(dt)};
+  for (const dnnl::memory::desc* md : {&a, &b, &c}) {
     const int nd = md->data.ndims;
     words.push_back(nd);
     words.insert(words.end(), md->data.dims, md->data.dims + nd);
@@ -146,14 +143,7 @@ std::shared_ptr<const Primitive> FindPrimitive(dnnl::memory::data_type dt, const
   return cache.FindOrMake(KeyOf(words), [&] {
     auto made = std::make_shared<Primitive>();
     try {
-      dnnl::primitive_attr attr;
-      if (post != dnnl::algorithm::undef) {
-        dnnl::post_ops ops;
-        ops.append_eltwise(1.0f, post, 0.0f, 0.0f);
-        attr.set_post_ops(ops);
-      }
-      const dnnl::matmul::desc desc = bias != nullptr ? dnnl::matmul::desc(a, b, *bias, c) : dnnl::matmul::desc(a, b, c);
-      made->matmul = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, DnnlEngine()));
+      made->matmul = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), DnnlEngine()));
       made->ok = true;
     } catch (const dnnl::error&) {
       made->ok = false;
@@ -509,14 +499,6 @@ void Matmul(const KernelCall& call) {
 /// The `activation` attribute's codes (docs/ops.md; FusedActivation in core/ops/nn.h).
 enum Activation : int64_t { kActNone = 0, kActRelu = 1, kActGelu = 2, kActTanh = 3 };
 
-dnnl::algorithm PostOp(int64_t act) {
-  switch (act) {
-    case kActRelu: return dnnl::algorithm::eltwise_relu;
-    case kActGelu: return dnnl::algorithm::eltwise_gelu_erf;
-    case kActTanh: return dnnl::algorithm::eltwise_tanh;
-    default: return dnnl::algorithm::undef;
-  }
-}
 
 template <typename T>
 T Activate(T v, int64_t act) {
@@ -528,38 +510,17 @@ T Activate(T v, int64_t act) {
   }
 }
 
-/// float32 as one oneDNN primitive (matmul + bias + post-op) on x viewed as [M, K]; false when the layout
-/// does not allow it (rows not collapsible, a matrix neither row- nor column-major, a refused descriptor).
-bool FusedLinearOneDnn(const TensorRef& x, const TensorRef& w, const TensorRef& bias, const TensorRef& out,
-                       int64_t m, int64_t k, int64_t n, int64_t act) {
-  // The leading dims (those of extent 1 aside) must nest: each one's stride is the next one's span.
-  const int r = x.rank();
-  int64_t xrs = 0, inner_span = -1;
-  for (int d = r - 2; d >= 0; --d) {
-    if (x.dim(d) == 1) continue;
-    if (inner_span < 0) xrs = x.stride(d);
-    else if (x.stride(d) != inner_span) return false;
-    inner_span = x.stride(d) * x.dim(d);
+/// Rows [i0, i1) of the [M, N] output o: o = act(o + bias), bias of stride bs.
+template <typename T, int64_t Act>
+void Epilogue(T* o, const T* b, int64_t bs, int64_t i0, int64_t i1, int64_t n) {
+  for (int64_t i = i0; i < i1; ++i) {
+    T* row = o + i * n;
+    if (bs == 1) {
+      for (int64_t j = 0; j < n; ++j) row[j] = Activate<T>(row[j] + b[j], Act);
+    } else {
+      for (int64_t j = 0; j < n; ++j) row[j] = Activate<T>(row[j] + b[j * bs], Act);
+    }
   }
-  int64_t xcs = x.stride(r - 1), wrs = w.stride(0), wcs = w.stride(1);
-  if (!PlainMatrix(m, k, &xrs, &xcs) || !PlainMatrix(k, n, &wrs, &wcs)) return false;
-  const dnnl::memory::data_type dt = dnnl::memory::data_type::f32;
-  const int64_t bs = n == 1 ? 1 : bias.stride(0);
-  if (bs <= 0) return false;  // a broadcast (stride-0) bias: the generic path reads it
-  const auto x_md = TryDesc(Dims{m, k}, dt, Dims{xrs, xcs});
-  const auto w_md = TryDesc(Dims{k, n}, dt, Dims{wrs, wcs});
-  const auto b_md = TryDesc(Dims{1, n}, dt, Dims{n * bs, bs});
-  const auto o_md = TryDesc(Dims{m, n}, dt, Dims{n, 1});
-  if (!x_md || !w_md || !b_md || !o_md) return false;
-  const auto prim = FindPrimitive(dt, *x_md, *w_md, *o_md, &*b_md, PostOp(act));
-  if (!prim->ok) return false;
-  dnnl::stream& stream = DnnlStream();
-  const dnnl::engine& engine = DnnlEngine();
-  dnnl::memory xm(*x_md, engine, x.template data<char>()), wm(*w_md, engine, w.template data<char>()),
-      bm(*b_md, engine, bias.template data<char>()), om(*o_md, engine, out.template data<char>());
-  prim->matmul.execute(stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_BIAS, bm}, {DNNL_ARG_DST, om}});
-  stream.wait();
-  return true;
 }
 
 template <typename T>
@@ -585,9 +546,6 @@ void FusedLinear(const KernelCall& call) {
   if (out.numel() == 0) return;
   CheckContiguous(call, out, "the output");
   const int64_t m = out.numel() / n;
-  if constexpr (std::is_same_v<T, float>) {
-    if (k > 0 && FusedLinearOneDnn(x, w, bias, out, m, k, n, act)) return;
-  }
   // The plain matmul (w broadcast over x's batch dims), then bias and activation in one pass.
   Problem p;
   p.rank = r;
@@ -616,9 +574,11 @@ void FusedLinear(const KernelCall& call) {
   ParallelFor(
       m,
       [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) {
-          T* row = o + i * n;
-          for (int64_t j = 0; j < n; ++j) row[j] = Activate<T>(row[j] + b[j * bs], act);
+        switch (act) {  // one loop per activation (and for a contiguous bias), so none and relu vectorise
+          case kActRelu: return Epilogue<T, kActRelu>(o, b, bs, i0, i1, n);
+          case kActGelu: return Epilogue<T, kActGelu>(o, b, bs, i0, i1, n);
+          case kActTanh: return Epilogue<T, kActTanh>(o, b, bs, i0, i1, n);
+          default: return Epilogue<T, kActNone>(o, b, bs, i0, i1, n);
         }
       },
       m * n * (act == kActNone || act == kActRelu ? 1 : 8));
