@@ -12,7 +12,8 @@ function(oar_add_gtest name)
   add_executable(${name} ${T_SOURCES})
   # Tests of the core and above use a main that drains the runtime's devices before returning
   # (core/runtime/gtest_main.cc); plugins and the SDK stay below the runtime and use GoogleTest's.
-  if(CMAKE_CURRENT_SOURCE_DIR MATCHES "^${PROJECT_SOURCE_DIR}/(plugins|sdk)(/|$)")
+  file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
+  if(folder MATCHES "^(plugins|sdk)(/|$)")
     set(main GTest::gtest_main)
   else()
     set(main oar_gtest_main)
