@@ -298,17 +298,6 @@ oar_status_t* GetFunction(int32_t device, oar_module_t handle, const char* name,
   });
 }
 
-const char* KindName(int32_t kind) {
-  switch (kind) {
-    case OAR_KERNEL_ARG_BUFFER: return "BUFFER";
-    case OAR_KERNEL_ARG_INT32: return "INT32";
-    case OAR_KERNEL_ARG_INT64: return "INT64";
-    case OAR_KERNEL_ARG_FLOAT32: return "FLOAT32";
-    case OAR_KERNEL_ARG_FLOAT64: return "FLOAT64";
-    default: return nullptr;
-  }
-}
-
 }  // namespace
 
 const oar_compiler_api_t* CCompilerApi(const CCompilerHooks& hooks) {
@@ -375,7 +364,7 @@ std::unique_ptr<CLaunch> PrepareCLaunch(
     const oar_kernel_arg_t& a = info->args[i];
     CLaunch::Slot& slot = launch->slots_[static_cast<size_t>(i)];
     const std::string arg = "argument " + std::to_string(i);
-    const char* kind = KindName(a.kind);
+    const char* kind = KernelArgKindName(a.kind);
     if (kind == nullptr) fail_named(arg + " has unknown kind " + std::to_string(a.kind));
     if (a.reserved != 0) fail_named(arg + ": reserved must be 0");
     auto scalar = [&](size_t size, void* dst) {

@@ -8,6 +8,7 @@
 #ifndef OAR_PLUGINS_COMMON_MODULE_REGISTRY_H_
 #define OAR_PLUGINS_COMMON_MODULE_REGISTRY_H_
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,6 +16,7 @@
 #include <utility>
 
 #include "oar/plugin/cpp/status.hpp"
+#include "oar/plugin/compiler.h"
 #include "oar/plugin/plugin.h"
 
 namespace oar::host {
@@ -85,6 +87,18 @@ class ModuleRegistry {
   std::unordered_set<Module*> modules_;
   std::unordered_set<Fn*> functions_;
 };
+
+/// The name of a launch argument kind (OAR_KERNEL_ARG_*) for error messages; null for an unknown kind.
+inline const char* KernelArgKindName(int32_t kind) {
+  switch (kind) {
+    case OAR_KERNEL_ARG_BUFFER: return "BUFFER";
+    case OAR_KERNEL_ARG_INT32: return "INT32";
+    case OAR_KERNEL_ARG_INT64: return "INT64";
+    case OAR_KERNEL_ARG_FLOAT32: return "FLOAT32";
+    case OAR_KERNEL_ARG_FLOAT64: return "FLOAT64";
+    default: return nullptr;
+  }
+}
 
 }  // namespace oar::host
 

@@ -116,17 +116,6 @@ oar_status_t* GetFunction(int32_t device, oar_module_t handle, const char* name,
   });
 }
 
-const char* KindName(int32_t kind) {
-  switch (kind) {
-    case OAR_KERNEL_ARG_BUFFER: return "BUFFER";
-    case OAR_KERNEL_ARG_INT32: return "INT32";
-    case OAR_KERNEL_ARG_INT64: return "INT64";
-    case OAR_KERNEL_ARG_FLOAT32: return "FLOAT32";
-    case OAR_KERNEL_ARG_FLOAT64: return "FLOAT64";
-    default: return nullptr;
-  }
-}
-
 oar_status_t* LaunchKernel(int32_t device, oar_stream_t stream, const oar_launch_info_t* info) {
   return Guard([&] {
     Device& d = Runtime::Get().device(device);
@@ -165,7 +154,7 @@ oar_status_t* LaunchKernel(int32_t device, oar_stream_t stream, const oar_launch
     for (int32_t i = 0; i < info->num_args; ++i) {
       const oar_kernel_arg_t& a = info->args[i];
       const std::string arg = w + ": argument " + std::to_string(i);
-      const char* kind = KindName(a.kind);
+      const char* kind = host::KernelArgKindName(a.kind);
       if (kind == nullptr) Invalid(arg + " has unknown kind " + std::to_string(a.kind));
       if (a.reserved != 0) Invalid(arg + ": reserved must be 0");
       if (a.kind == OAR_KERNEL_ARG_BUFFER) {
