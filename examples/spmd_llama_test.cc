@@ -13,6 +13,7 @@
 #include "core/ir/verifier.h"
 #include "core/jit/capture.h"
 #include "core/runtime/runtime.h"
+#include "core/runtime/testing.h"
 #include "examples/models.h"
 
 namespace oar::examples {
@@ -22,14 +23,7 @@ namespace d = distributed;
 
 const bool kConfigured = [] {
   setenv("OAR_KUNLUN_SIM_DEVICES", "4", 1);
-  runtime::Runtime::Options o;
-  for (const char* p : {"cpu", "kunlun_sim"}) {
-    o.plugin_files.push_back(std::filesystem::path(OAR_PLUGIN_DIR) / (std::string("liboar_plugin_") + p + ".so"));
-  }
-  o.use_env_path = false;
-  o.use_default_dir = false;
-  runtime::Runtime::Configure(o);
-  return true;
+  return runtime::testing::UseOnlyPlugins(OAR_PLUGIN_DIR, {"cpu", "kunlun_sim"});
 }();
 
 constexpr int64_t kBatch = 2, kSeq = 16;

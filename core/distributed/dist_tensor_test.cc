@@ -15,20 +15,14 @@
 #include "core/distributed/dist_tensor.h"
 #include "core/ops/ops.h"
 #include "core/runtime/runtime.h"
+#include "core/runtime/testing.h"
 
 namespace oar::distributed {
 namespace {
 
 const bool kConfigured = [] {
   setenv("OAR_KUNLUN_SIM_DEVICES", "4", 1);
-  runtime::Runtime::Options o;
-  for (const char* p : {"cpu", "kunlun_sim"}) {
-    o.plugin_files.push_back(std::filesystem::path(OAR_PLUGIN_DIR) / (std::string("liboar_plugin_") + p + ".so"));
-  }
-  o.use_env_path = false;
-  o.use_default_dir = false;
-  runtime::Runtime::Configure(o);
-  return true;
+  return runtime::testing::UseOnlyPlugins(OAR_PLUGIN_DIR, {"cpu", "kunlun_sim"});
 }();
 
 using runtime::ReduceOp;

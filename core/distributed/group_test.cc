@@ -11,20 +11,12 @@
 #include "core/ops/ops.h"
 #include "core/optim/optim.h"
 #include "core/runtime/runtime.h"
+#include "core/runtime/testing.h"
 
 namespace oar::distributed {
 namespace {
 
-const bool kConfigured = [] {
-  runtime::Runtime::Options o;
-  for (const char* p : {"cpu", "kunlun_sim", "ascend_sim"}) {
-    o.plugin_files.push_back(std::filesystem::path(OAR_PLUGIN_DIR) / (std::string("liboar_plugin_") + p + ".so"));
-  }
-  o.use_env_path = false;
-  o.use_default_dir = false;
-  runtime::Runtime::Configure(o);
-  return true;
-}();
+const bool kConfigured = runtime::testing::UseOnlyPlugins(OAR_PLUGIN_DIR, {"cpu", "kunlun_sim", "ascend_sim"});
 
 std::vector<float> Values(int64_t n, uint64_t seed) {
   Generator g(seed);

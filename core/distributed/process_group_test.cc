@@ -12,18 +12,12 @@
 
 #include "core/ops/ops.h"
 #include "core/runtime/runtime.h"
+#include "core/runtime/testing.h"
 
 namespace oar::distributed {
 namespace {
 
-const bool kConfigured = [] {
-  runtime::Runtime::Options o;
-  o.plugin_files.push_back(std::filesystem::path(OAR_PLUGIN_DIR) / "liboar_plugin_cpu.so");
-  o.use_env_path = false;
-  o.use_default_dir = false;
-  runtime::Runtime::Configure(o);
-  return true;
-}();
+const bool kConfigured = runtime::testing::UseOnlyPlugins(OAR_PLUGIN_DIR, {"cpu"});
 
 TEST(ProcessGroup, LaunchEnvironmentMatchesMpi) {
   ASSERT_TRUE(kConfigured);
