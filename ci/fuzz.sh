@@ -35,22 +35,34 @@ fi
 mkdir -p "$build/artifacts"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# One target per core at a time (each libFuzzer process is single-threaded): same time per target, less wall.
+fuzz_one() {
+  local name=$1 corpus="$build/corpus/$1" seeds=(fuzz/corpus/"$1") rc=0
+  mkdir -p "$corpus"
+  [[ -d fuzz/reproducers/$name ]] && seeds+=(fuzz/reproducers/"$name")
+  # -timeout: an input taking 10 s is a hang; -rss_limit_mb: an input making us use 2 GB is a defect.
+  "$build/fuzz/${name}_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=262144 \
+      -print_final_stats=1 -artifact_prefix="$build/artifacts/$name-" "$corpus" "${seeds[@]}" \
+      > "$build/$name.log" 2>&1 || rc=$?
+  echo "$rc" > "$build/$name.rc"
+}
+jobs=${JOBS:-$(nproc)}
+for name in "${targets[@]}"; do
+  while [[ $(jobs -rp | wc -l) -ge $jobs ]]; do wait -n || true; done
+  echo "== fuzz: $name for ${seconds} s (seeds: fuzz/corpus/$name$([[ -d fuzz/reproducers/$name ]] && echo " fuzz/reproducers/$name"))"
+  rm -f "$build/$name.rc"
+  fuzz_one "$name" &
+done
+wait
 failed=()
 for name in "${targets[@]}"; do
-  corpus="$build/corpus/$name"
-  mkdir -p "$corpus"
-  seeds=(fuzz/corpus/"$name")
-  [[ -d fuzz/reproducers/$name ]] && seeds+=(fuzz/reproducers/"$name")
-  echo "== fuzz: $name for ${seconds} s (seeds: ${seeds[*]})"
-  # -timeout: an input taking 10 s is a hang; -rss_limit_mb: an input making us use 2 GB is a defect.
-  if ! "$build/fuzz/${name}_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=262144 \
-      -print_final_stats=1 -artifact_prefix="$build/artifacts/$name-" "$corpus" "${seeds[@]}" \
-      > "$build/$name.log" 2>&1; then
+  if [[ "$(cat "$build/$name.rc" 2>/dev/null)" != 0 ]]; then
     tail -n 60 "$build/$name.log"
     echo "fuzz: $name FAILED; reproducer: $(ls "$build"/artifacts/"$name"-* 2>/dev/null | head -n 1)"
     echo "      add it to fuzz/reproducers/$name/ together with the fix"
     failed+=("$name")
   else
+    echo -n "fuzz: $name: "
     grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$build/$name.log" | tr '\n' ' '
     echo
   fi

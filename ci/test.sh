@@ -14,9 +14,20 @@ trap 'echo "-- ${step_name}: $((SECONDS - step_start)) s (total $SECONDS s)"' EX
 
 ci/install-deps.sh --level-zero
 
+# The later steps' packages (clang for fuzzing, the HIP toolchain: ~1.3 GB) download while the main build
+# compiles; the download changes nothing installed, and the steps below install from the cache.
+mkdir -p build
+ci/install-deps.sh --download-only --fuzz --hip > build/download-deps.log 2>&1 &
+download_pid=$!
+
 step "build and test"
 echo "== configure, build and test (cmake --workflow --preset default)"
 cmake --workflow --preset default
+wait "$download_pid" || echo "(downloading the later steps' packages failed; they download when installed: build/download-deps.log)"
+# Both installs at once: an image that cleans apt's cache after each dpkg run would otherwise drop the
+# second set before it is installed.
+step "install the later steps' packages"
+ci/install-deps.sh --fuzz --hip
 
 step "vendor plugins"
 echo "== vendor plugins without their hardware: each loads and says why it has no devices"
