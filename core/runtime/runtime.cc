@@ -1,10 +1,16 @@
 #include "core/runtime/runtime.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/dll/runtime_symbol_info.hpp>
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <memory>
 #include <set>
+#include <thread>
 
 #include "core/base/env.h"
 #include "core/base/error.h"
@@ -372,11 +378,51 @@ Runtime* g_runtime = nullptr;
 std::optional<Runtime::Options> g_options;
 }  // namespace
 
+// The exit drain. A program that returns from main while a device still runs its work would let exit tear
+// down the libraries that work uses (oneDNN frees its JIT code in a static destructor) under a running
+// kernel. So the runtime registers a handler with atexit once it and its plugins exist: handlers run in the
+// reverse order of registration, so it runs before the destructors of every library loaded until then. It
+// waits for the devices, but at most OAR_EXIT_DRAIN_TIMEOUT_S seconds (default 10; 0 turns it off): a
+// device hung by a fault must not turn an exit into a hang. A forked child skips it (the devices' worker
+// threads were not forked with it).
+namespace {
+double g_exit_drain_timeout_s = 10;
+pid_t g_runtime_pid = 0;
+
+double ExitDrainTimeoutFromEnv() {
+  const auto text = GetEnv("OAR_EXIT_DRAIN_TIMEOUT_S");
+  if (!text) return 10;
+  char* end = nullptr;
+  const double v = std::strtod(text->c_str(), &end);
+  OAR_CHECK_ARG(!text->empty() && end == text->c_str() + text->size() && std::isfinite(v) && v >= 0,
+                "OAR_EXIT_DRAIN_TIMEOUT_S='{}' is not a number of seconds >= 0 (0 turns the exit drain off)",
+                BriefText(*text));
+  return v;
+}
+
+void DrainAtExitBounded() {
+  if (getpid() != g_runtime_pid || g_exit_drain_timeout_s == 0) return;
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> drained = done->get_future();
+  std::thread([done] {
+    Runtime::DrainAtExit();
+    done->set_value();
+  }).detach();
+  if (drained.wait_for(std::chrono::duration<double>(g_exit_drain_timeout_s)) != std::future_status::ready) {
+    OAR_LOG_WARNING("devices still busy {} s after main returned (OAR_EXIT_DRAIN_TIMEOUT_S); exiting without "
+                    "waiting for them", g_exit_drain_timeout_s);
+  }
+}
+}  // namespace
+
 Runtime& Runtime::Get() {
   // Double-checked through a function-local static: the common path is one atomic load.
   static Runtime* const runtime = [] {
     std::lock_guard<std::mutex> lock(g_runtime_mutex);
+    g_exit_drain_timeout_s = ExitDrainTimeoutFromEnv();  // a bad value fails before any plugin loads
     g_runtime = new Runtime(g_options.value_or(Options{}));
+    g_runtime_pid = getpid();
+    std::atexit(&DrainAtExitBounded);
     return g_runtime;
   }();
   return *runtime;
