@@ -1,6 +1,6 @@
 // The runtime's exit drain (runtime.cc): a program that returns from main with device work still queued
 // gets that work completed before exit tears its libraries down, within OAR_EXIT_DRAIN_TIMEOUT_S.
-// Each case runs oar_exit_drain_probe (fixtures/exit_drain_probe.cc) on kunlun_sim: its stream is busy for
+// Each case runs oar_exit_drain_probe (exit_drain_probe.cc) on kunlun_sim: its stream is busy for
 // 0.3 s (5 s where the work must not finish) when main returns, and the item queued after that writes a marker file.
 #include <sys/wait.h>
 #include <unistd.h>
