@@ -137,8 +137,10 @@ class Runtime {
   /// Set the options of the global runtime; throws kFailedPrecondition once it exists.
   static void Configure(const Options& options);
   /// If the global runtime exists, wait until every device is idle (errors are logged, not thrown).
-  /// Programs call this before returning from main: asynchronous plugins may otherwise still run
-  /// kernels while the process tears down the libraries those kernels use.
+  /// Programs should call this before returning from main: asynchronous plugins may otherwise still run
+  /// kernels while the process tears down the libraries those kernels use. A program that does not is
+  /// covered by the runtime's own exit handler, which does the same but waits at most
+  /// OAR_EXIT_DRAIN_TIMEOUT_S seconds (default 10, 0 = not at all), so a hung device cannot hang exit.
   static void DrainAtExit();
 
   const std::vector<Candidate>& candidates() const { return candidates_; }
