@@ -25,6 +25,7 @@ C Wrapping(C a, C b, F f) {
 
 struct AddOp {
   static constexpr const char* kName = OAR_OP_ADD;
+  static constexpr VecBinary kVec = VecBinary::kAdd;  // float32 runs: BinaryRun (vec_lanes.h)
   template <typename C>
   static C Apply(C a, C b) {
     if constexpr (std::is_integral_v<C>) {
@@ -37,6 +38,7 @@ struct AddOp {
 
 struct SubOp {
   static constexpr const char* kName = OAR_OP_SUB;
+  static constexpr VecBinary kVec = VecBinary::kSub;  // float32 runs: BinaryRun (vec_lanes.h)
   template <typename C>
   static C Apply(C a, C b) {
     if constexpr (std::is_integral_v<C>) {
@@ -49,6 +51,7 @@ struct SubOp {
 
 struct MulOp {
   static constexpr const char* kName = OAR_OP_MUL;
+  static constexpr VecBinary kVec = VecBinary::kMul;  // float32 runs: BinaryRun (vec_lanes.h)
   template <typename C>
   static C Apply(C a, C b) {
     if constexpr (std::is_integral_v<C>) {
@@ -61,6 +64,7 @@ struct MulOp {
 
 struct DivOp {
   static constexpr const char* kName = OAR_OP_DIV;
+  static constexpr VecBinary kVec = VecBinary::kDiv;  // float32 runs: BinaryRun (vec_lanes.h)
   template <typename C>
   static C Apply(C a, C b) {
     return a / b;
