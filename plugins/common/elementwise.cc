@@ -124,6 +124,16 @@ struct ReluOp {
       return x < C(0) ? C(0) : x;
     }
   }
+  /// Dense float32 runs: the same select with the CPU's widest vectors (vec_lanes.h).
+  template <typename T>
+    requires std::is_same_v<T, float>
+  static void ApplyN(const T* x, T* y, int64_t n) {
+    if (n >= 32) {
+      ReluRun(x, y, n);
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) y[i] = Apply(x[i]);
+  }
 };
 
 }  // namespace

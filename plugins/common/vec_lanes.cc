@@ -302,6 +302,22 @@ OAR_VEC_INLINE void BinaryRunAny(VecBinary op, const float* x, int64_t xs, const
   }
 }
 
+template <int kBytes>
+OAR_VEC_INLINE void ReluRunBody(const float* x, float* y, int64_t n) {
+  using F = typename Vec<kBytes>::F;
+  constexpr int kW = kBytes / 4;
+  int64_t i = 0;
+  F v0, v1;
+  for (; i + 2 * kW <= n; i += 2 * kW) {
+    std::memcpy(&v0, x + i, sizeof v0);
+    std::memcpy(&v1, x + i + kW, sizeof v1);
+    const F r0 = v0 < 0.0f ? F{} : v0, r1 = v1 < 0.0f ? F{} : v1;
+    std::memcpy(y + i, &r0, sizeof r0);
+    std::memcpy(y + i + kW, &r1, sizeof r1);
+  }
+  for (; i < n; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+
 /// The entry points of one instruction set.
 struct Table {
   float (*sum_leaf)(const float*, int64_t);
@@ -315,6 +331,7 @@ struct Table {
   void (*sigmoid_finish)(const float*, const float*, float*, int64_t);
   void (*layer_norm_row)(const float*, const float*, const float*, float*, int64_t, double, double);
   void (*binary_run)(VecBinary, const float*, int64_t, const float*, int64_t, float*, int64_t);
+  void (*relu_run)(const float*, float*, int64_t);
 };
 
 // One set of functions per target; TARGET is an attribute (or nothing, for the baseline).
@@ -338,9 +355,10 @@ struct Table {
   TARGET void BinaryRun(VecBinary op, const float* x, int64_t xs, const float* y, int64_t ys, float* o, int64_t n) { \
     BinaryRunAny<W>(op, x, xs, y, ys, o, n);                                                                           \
   }                                                                                                                \
+  TARGET void ReluRun(const float* x, float* y, int64_t n) { ReluRunBody<W>(x, y, n); }                              \
   constexpr Table kTable = {SumLeaf,       SumLeafAsDouble, SquaredDeviationLeaf, RowMax,        MaxFoldRun,      \
                             MinFoldRun,    MaxFoldColumn,   MinFoldColumn,        SigmoidFinish, LayerNormRow,    \
-                            BinaryRun};                                                                            \
+                            BinaryRun,     ReluRun};                                                               \
   }
 
 OAR_VEC_TABLE(baseline, , 16)
@@ -373,6 +391,7 @@ float MinFoldRun(const float* p, int64_t n, float acc) { return Isa().min_fold_r
 void MaxFoldColumn(float* a, const float* s, int64_t w) { Isa().max_fold_column(a, s, w); }
 void MinFoldColumn(float* a, const float* s, int64_t w) { Isa().min_fold_column(a, s, w); }
 void SigmoidFinish(const float* x, const float* e, float* y, int64_t n) { Isa().sigmoid_finish(x, e, y, n); }
+void ReluRun(const float* x, float* y, int64_t n) { Isa().relu_run(x, y, n); }
 void BinaryRun(VecBinary op, const float* x, int64_t x_step, const float* y, int64_t y_step, float* o, int64_t n) {
   Isa().binary_run(op, x, x_step, y, y_step, o, n);
 }

@@ -51,6 +51,10 @@ enum class VecBinary { kAdd, kSub, kMul, kDiv };
 /// same bits. `o` may be `x` or `y` (no other overlap).
 void BinaryRun(VecBinary op, const float* x, int64_t x_step, const float* y, int64_t y_step, float* o, int64_t n);
 
+/// ReluOp of elementwise.cc on a dense float32 run: y[i] = x[i] < 0 ? 0 : x[i] (NaN and -0 pass through;
+/// y may be x).
+void ReluRun(const float* x, float* y, int64_t n);
+
 }  // namespace oar::host
 
 #endif  // OAR_PLUGINS_COMMON_VEC_LANES_H_

@@ -162,6 +162,23 @@ TEST(VecLanes, ElementwiseLoopsMatchTheScalarLoopsBitForBit) {
   }
 }
 
+TEST(VecLanes, ReluRunMatchesTheScalarSelectBitForBit) {
+  for (int64_t n : {0, 1, 7, 31, 32, 33, 64, 65, 255, 1000}) {
+    const std::vector<float> x = Data(n, 31, true);
+    for (int64_t shift : {0, 1, 3}) {
+      SCOPED_TRACE(::testing::Message() << "n " << n << " shift " << shift);
+      const float* px = x.data() + shift;
+      std::vector<float> y(n + 3, 7.0f);
+      ReluRun(px, y.data() + shift, n);
+      for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(y[shift + i], px[i] < 0.0f ? 0.0f : px[i]));
+      for (int64_t i = n + shift; i < n + 3; ++i) EXPECT_EQ(y[i], 7.0f);
+      std::vector<float> in_place(x);  // y == x
+      ReluRun(in_place.data() + shift, in_place.data() + shift, n);
+      for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(in_place[shift + i], px[i] < 0.0f ? 0.0f : px[i]));
+    }
+  }
+}
+
 TEST(VecLanes, BinaryRunMatchesTheScalarOpsBitForBit) {
   const auto ref = [](VecBinary op, float a, float b) {
     switch (op) {
