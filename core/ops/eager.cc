@@ -89,7 +89,29 @@ void CompleteAttrs(const OpSchema& s, AttrValues& values) {
   }
 }
 
-Tensor ExpandTo(const Tensor& t, const Dims& shape) { return t.shape() == shape ? t : t.expand(shape); }
+// Dims' operator== calls memcmp (~36 instructions for a short shape); eager dispatch compares every
+// operand's shape with the result's, so it compares inline.
+bool SameDims(const Dims& a, const Dims& b) {
+  if (a.size() != b.size()) return false;
+  for (int d = 0; d < a.size(); ++d) {
+    if (a[d] != b[d]) return false;
+  }
+  return true;
+}
+
+Tensor ExpandTo(const Tensor& t, const Dims& shape) { return SameDims(t.shape(), shape) ? t : t.expand(shape); }
+
+// Whether Record has anything to do: it records only ops with a VJP some input of which requires grad
+// (and then checks the grad mode and the recorder itself). Asked inline, since most eager ops have no
+// such input and Record is a call into the schema table, the grad mode's thread-local and each input.
+bool MayRecord(const OpSchema& s, std::span<const Tensor> inputs) {
+  if (s.vjp == nullptr) return false;
+  for (const Tensor& t : inputs) {
+    const AutogradMeta* meta = t.impl()->autograd.get();
+    if (meta != nullptr && meta->requires_grad) return true;
+  }
+  return false;
+}
 
 // One call's results: the single output of every kind but kDirect in place (no vector to allocate),
 // kDirect's outputs in `many`.
@@ -169,7 +191,7 @@ void RunInto(Op op, std::span<const Tensor> inputs, AttrValues& attrs, std::opti
     case OpKind::kCompare: {
       const Dims& shape = out_meta[0].shape;
       bool expand = false;
-      for (const Tensor& t : inputs) expand = expand || t.shape() != shape;
+      for (const Tensor& t : inputs) expand = expand || !SameDims(t.shape(), shape);
       if (expand) {
         for (size_t i = 0; i < inputs.size(); ++i) kin[i] = ExpandTo(inputs[i], shape);
         kernel_in = {kin.data(), inputs.size()};
@@ -236,7 +258,7 @@ void RunInto(Op op, std::span<const Tensor> inputs, AttrValues& attrs, std::opti
       kernel_store.defined() ? std::span<const Tensor>(&kernel_store, 1) : std::span<const Tensor>(out);
   runtime::Launch(*device, s.kernel_id, kernel_in, kernel_out, kattrs.span());
   if (tracer != nullptr) tracer->OnOp(op, inputs, out, attrs);
-  Record(op, inputs, out, attrs);
+  if (MayRecord(s, inputs)) Record(op, inputs, out, attrs);
 }
 
 }  // namespace

@@ -53,7 +53,10 @@ TensorMeta InferBinary(const OpSchema& s, std::span<const TensorMeta> in, const 
                 "{}: arguments '{}' ({}) and '{}' ({}) have different dtypes; cast one with .to(dtype) first",
                 s.name, s.inputs[0], MetaString(in[0]), s.inputs[1], MetaString(in[1]));
   // Equal shapes (most calls) broadcast to themselves: no op-name string for BroadcastShapes' message.
-  if (in[0].shape == in[1].shape) return {in[0].dtype, in[0].shape};
+  // (Compared inline: Dims' operator== is a memcmp call.)
+  bool same = in[0].shape.size() == in[1].shape.size();
+  for (int d = 0; same && d < in[0].shape.size(); ++d) same = in[0].shape[d] == in[1].shape[d];
+  if (same) return {in[0].dtype, in[0].shape};
   return {in[0].dtype, BroadcastShapes(in[0].shape, in[1].shape, std::string(s.name).c_str())};
 }
 

@@ -1,6 +1,7 @@
 #include "core/runtime/dispatch.h"
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <vector>
 
@@ -44,15 +45,18 @@ std::string VariantsString(const DeviceType& type, int op_id) {
 }
 
 void Describe(const Tensor& t, int32_t format, oar_tensor_desc_t* d) {
+  // One check that `t` is defined (each accessor would check again) and the fields read directly.
+  if (!t.defined()) [[unlikely]] (void)t.dtype();  // throws kFailedPrecondition
+  const TensorImpl& impl = *t.impl();
   d->struct_size = OAR_TENSOR_DESC_STRUCT_SIZE;
   d->ext = nullptr;
-  d->data = t.data_ptr();
-  d->dtype = static_cast<int32_t>(t.dtype());
+  d->data = static_cast<char*>(impl.storage->data()) + impl.offset * static_cast<int64_t>(DTypeSize(impl.dtype));
+  d->dtype = static_cast<int32_t>(impl.dtype);
   d->format = format;
-  d->rank = t.rank();
+  d->rank = impl.shape.size();
   d->reserved_ = 0;
-  d->shape = t.shape().data();
-  d->strides = t.strides().data();
+  d->shape = impl.shape.data();
+  d->strides = impl.strides.data();
 }
 
 /// Storage formats of a call's operands: `in` for every input, `out` for every output.
@@ -344,13 +348,20 @@ LaunchPath LaunchOn(DeviceContext& ctx, int op_id, std::span<const Tensor> input
 
 namespace {
 thread_local const LaunchObserver* t_observer = nullptr;
+// ScopedLaunchObservers alive on any thread: while there are none, Launch does not read the thread-local
+// (a __tls_get_addr call from a shared library on every op).
+std::atomic<int> g_observers{0};
 }  // namespace
 
 ScopedLaunchObserver::ScopedLaunchObserver(LaunchObserver observer)
     : observer_(std::move(observer)), previous_(t_observer) {
   t_observer = &observer_;
+  g_observers.fetch_add(1, std::memory_order_relaxed);
 }
-ScopedLaunchObserver::~ScopedLaunchObserver() { t_observer = previous_; }
+ScopedLaunchObserver::~ScopedLaunchObserver() {
+  t_observer = previous_;
+  g_observers.fetch_sub(1, std::memory_order_relaxed);
+}
 
 oar_attr_t ToAbiAttr(const KernelAttr& k) {
   oar_attr_t a{};
@@ -376,7 +387,8 @@ oar_attr_t ToAbiAttr(const KernelAttr& k) {
 
 void Launch(Device device, int op_id, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
             std::span<const KernelAttr> kernel_attrs) {
-  if (t_observer != nullptr) {
+  // A thread's own observer is counted before it can observe, so a zero count means none on this thread.
+  if (g_observers.load(std::memory_order_relaxed) != 0 && t_observer != nullptr) {
     const LaunchObserver* observer = t_observer;
     t_observer = nullptr;  // launches the observer makes itself are not observed
     struct Restore {

@@ -117,6 +117,88 @@ struct StorageWithImpl {
   StorageWithImpl(Device device, void* data, size_t nbytes, StorageDeleter deleter, void* context)
       : storage(device, data, nbytes, deleter, context) {}
 };
+
+// A per-thread cache of the blocks WithNewStorage allocates (a StorageWithImpl with its shared_ptr
+// control block: one size). Eager code frees the blocks of dropped results at the rate it allocates new
+// ones, so the operator new + delete of every op output become a pop and a push. A block freed on a
+// thread goes to that thread's cache; at most kMaxCachedBlocks per thread, returned to the heap when the
+// thread exits.
+constexpr size_t kCachedBlockBytes = (sizeof(StorageWithImpl) + 64 + 15) / 16 * 16;  // + the control block
+constexpr int kMaxCachedBlocks = 64;
+
+struct FreeBlock {
+  FreeBlock* next;
+};
+// Trivially destructible, so usable until the thread's storage goes, after BlockReaper has run too.
+struct BlockCache {
+  FreeBlock* head = nullptr;
+  int count = 0;
+  bool reaper = false;  // BlockReaper registered for this thread
+  bool closed = false;  // BlockReaper ran (the thread is exiting): the heap only
+};
+thread_local constinit BlockCache t_blocks;
+
+struct BlockReaper {
+  ~BlockReaper() {
+    t_blocks.closed = true;
+    while (FreeBlock* b = t_blocks.head) {
+      t_blocks.head = b->next;
+      ::operator delete(b);
+    }
+    t_blocks.count = 0;
+  }
+};
+thread_local BlockReaper t_reaper;
+
+void* PopBlock() {
+  BlockCache& c = t_blocks;
+  if (FreeBlock* b = c.head) {
+    c.head = b->next;
+    --c.count;
+    return b;
+  }
+  return ::operator new(kCachedBlockBytes);
+}
+
+void PushBlock(void* p) {
+  BlockCache& c = t_blocks;
+  if (c.count >= kMaxCachedBlocks || c.closed) {
+    ::operator delete(p);
+    return;
+  }
+  if (!c.reaper) {
+    c.reaper = true;
+    [[maybe_unused]] BlockReaper& r = t_reaper;  // the first use registers its destructor for this thread
+  }
+  c.head = new (p) FreeBlock{c.head};
+  ++c.count;
+}
+
+/// std::allocate_shared's allocator for StorageWithImpl: the one-block allocation from the cache.
+template <typename T>
+struct CachedBlockAllocator {
+  using value_type = T;
+  CachedBlockAllocator() = default;
+  template <typename U>
+  CachedBlockAllocator(const CachedBlockAllocator<U>&) {}  // NOLINT: rebinding, as std::allocator
+  static constexpr bool kCached =
+      sizeof(T) <= kCachedBlockBytes && alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__ && sizeof(T) >= sizeof(FreeBlock);
+  T* allocate(size_t n) {
+    if (kCached && n == 1) return static_cast<T*>(PopBlock());
+    return static_cast<T*>(::operator new(n * sizeof(T)));
+  }
+  void deallocate(T* p, size_t n) {
+    if (kCached && n == 1) {
+      PushBlock(p);
+      return;
+    }
+    ::operator delete(p);
+  }
+  template <typename U>
+  bool operator==(const CachedBlockAllocator<U>&) const {
+    return true;
+  }
+};
 }  // namespace
 
 void TensorImpl::Destroy() {
@@ -134,7 +216,8 @@ Tensor Tensor::WithNewStorage(Device device, void* data, size_t nbytes, StorageD
   OAR_CHECK_ARG(shape.size() == strides.size(), "Tensor: shape {} and strides {} differ in rank", shape.ToString(),
                 strides.ToString());
   OAR_CHECK_ARG(DTypeSize(dtype) != 0, "Tensor: invalid dtype {}", static_cast<int>(dtype));
-  auto both = std::make_shared<StorageWithImpl>(device, data, nbytes, deleter, context);
+  auto both = std::allocate_shared<StorageWithImpl>(CachedBlockAllocator<StorageWithImpl>(), device, data, nbytes,
+                                                   deleter, context);
   void* place = both->impl;
   Storage* raw = &both->storage;
   std::shared_ptr<Storage> storage(std::move(both), raw);  // the same ownership, aliased

@@ -1,6 +1,8 @@
 // Metadata-only behaviour of Tensor (no kernels, no plugins): views, broadcasting, DLPack, Device names.
 #include <cstdlib>
 #include <numeric>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -148,6 +150,36 @@ TEST(TensorHandle, CoAllocatedStorageGoesWithItsLastTensor) {
   EXPECT_THROW(Tensor::WithNewStorage(Device("cpu"), nullptr, 0, nullptr, nullptr, DType::kFloat32, Dims{2},
                                       Dims{}),
                Error);
+}
+
+// The blocks of co-allocated tensors are reused from a per-thread cache: a block freed on another thread
+// goes to that thread's cache, and one freed while (or after) its thread exits goes to the heap. The
+// storages still go exactly with their last reference (ASan and LSan builds check the blocks themselves).
+TEST(TensorHandle, CoAllocatedBlocksFreedOnOtherThreadsAndAtThreadExit) {
+  FreeCounter counter;
+  const Dims shape{2};
+  const auto make = [&] {
+    return Tensor::WithNewStorage(Device("cpu"), std::malloc(8), 8, &FreeCounter::Delete, &counter, DType::kFloat32,
+                                  shape, ContiguousStrides(shape));
+  };
+  std::vector<Tensor> from_main;
+  for (int i = 0; i < 100; ++i) from_main.push_back(make());  // more than a thread's cache keeps
+  Tensor from_worker;
+  std::thread worker([&] {
+    from_main.clear();  // freed here: into the worker's cache, the rest to the heap
+    for (int i = 0; i < 10; ++i) make();  // reuses the cached blocks
+    from_worker = make();
+  });
+  worker.join();  // the worker's cache goes back to the heap
+  EXPECT_EQ(counter.frees, 110);
+  ASSERT_TRUE(from_worker.defined());
+  from_worker = Tensor();  // made on the exited thread, freed on this one
+  EXPECT_EQ(counter.frees, 111);
+  for (int i = 0; i < 10; ++i) {
+    Tensor t = make();
+    EXPECT_EQ(t.shape(), shape);
+  }
+  EXPECT_EQ(counter.frees, 121);
 }
 
 TEST(TensorHandle, CopiesMovesAndSelfAssignmentKeepOneCountPerHandle) {

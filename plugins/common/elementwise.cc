@@ -25,6 +25,7 @@ C Wrapping(C a, C b, F f) {
 
 struct AddOp {
   static constexpr const char* kName = OAR_OP_ADD;
+  static constexpr VecBinary kVec = VecBinary::kAdd;  // float32 runs: BinaryRun (vec_lanes.h)
   template <typename C>
   static C Apply(C a, C b) {
     if constexpr (std::is_integral_v<C>) {
@@ -37,6 +38,7 @@ struct AddOp {
 
 struct SubOp {
   static constexpr const char* kName = OAR_OP_SUB;
+  static constexpr VecBinary kVec = VecBinary::kSub;  // float32 runs: BinaryRun (vec_lanes.h)
   template <typename C>
   static C Apply(C a, C b) {
     if constexpr (std::is_integral_v<C>) {
@@ -49,6 +51,7 @@ struct SubOp {
 
 struct MulOp {
   static constexpr const char* kName = OAR_OP_MUL;
+  static constexpr VecBinary kVec = VecBinary::kMul;  // float32 runs: BinaryRun (vec_lanes.h)
   template <typename C>
   static C Apply(C a, C b) {
     if constexpr (std::is_integral_v<C>) {
@@ -61,6 +64,7 @@ struct MulOp {
 
 struct DivOp {
   static constexpr const char* kName = OAR_OP_DIV;
+  static constexpr VecBinary kVec = VecBinary::kDiv;  // float32 runs: BinaryRun (vec_lanes.h)
   template <typename C>
   static C Apply(C a, C b) {
     return a / b;
@@ -119,6 +123,16 @@ struct ReluOp {
     } else {
       return x < C(0) ? C(0) : x;
     }
+  }
+  /// Dense float32 runs: the same select with the CPU's widest vectors (vec_lanes.h).
+  template <typename T>
+    requires std::is_same_v<T, float>
+  static void ApplyN(const T* x, T* y, int64_t n) {
+    if (n >= 32) {
+      ReluRun(x, y, n);
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) y[i] = Apply(x[i]);
   }
 };
 

@@ -15,6 +15,7 @@
 #include "plugins/common/kernel_util.h"
 #include "plugins/common/stream_store.h"
 #include "plugins/common/strided.h"
+#include "plugins/common/vec_lanes.h"
 
 namespace oar::host {
 
@@ -134,6 +135,12 @@ void MapUnary(const KernelCall& call) {
 }
 
 /// out[i] = Out(Op::Apply(C(a[i]), C(b[i]))) with inputs of dtype In; key {In, In, Out}.
+/// Whether MapBinary<Op, In, Out> runs its unit-stride loops through BinaryRun (vec_lanes.h): float32
+/// ops that name their VecBinary as `kVec` (add, sub, mul, div).
+template <typename Op, typename In, typename Out>
+inline constexpr bool kVecBinary = std::is_same_v<In, float> && std::is_same_v<Out, float> &&
+                                   requires { Op::kVec; };
+
 template <typename Op, typename In, typename Out>
 void MapBinary(const KernelCall& call) {
   using C = ComputeT<In>;
@@ -151,6 +158,12 @@ void MapBinary(const KernelCall& call) {
     Out* o = out.data<Out>();
     const In* x = a.data<const In>();
     const In* y = b.data<const In>();
+    if constexpr (kVecBinary<Op, In, Out>) {
+      if (n >= 32) {  // below, the call through the ISA table costs more than it saves
+        BinaryRun(Op::kVec, x, 1, y, 1, o, n);
+        return;
+      }
+    }
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) o[i] = Out(Op::Apply(C(x[i]), C(y[i])));
     return;
@@ -167,13 +180,25 @@ void MapBinary(const KernelCall& call) {
                    StreamRun(o, n, [x, y](int64_t i) { return Out(Op::Apply(C(x[i]), C(y[i]))); });
                    return;
                  }
+                 if constexpr (kVecBinary<Op, In, Out>) {
+                   BinaryRun(Op::kVec, x, 1, y, 1, o, n);
+                   return;
+                 }
 #pragma omp simd
                  for (int64_t i = 0; i < n; ++i) o[i] = Out(Op::Apply(C(x[i]), C(y[i])));
                } else if (s[0] == kOut && s[1] == 0 && s[2] == kIn) {
+                 if constexpr (kVecBinary<Op, In, Out>) {
+                   BinaryRun(Op::kVec, x, 0, y, 1, o, n);
+                   return;
+                 }
                  const C xv = C(x[0]);
 #pragma omp simd
                  for (int64_t i = 0; i < n; ++i) o[i] = Out(Op::Apply(xv, C(y[i])));
                } else if (s[0] == kOut && s[1] == kIn && s[2] == 0) {
+                 if constexpr (kVecBinary<Op, In, Out>) {
+                   BinaryRun(Op::kVec, x, 1, y, 0, o, n);
+                   return;
+                 }
                  const C yv = C(y[0]);
 #pragma omp simd
                  for (int64_t i = 0; i < n; ++i) o[i] = Out(Op::Apply(C(x[i]), yv));

@@ -131,14 +131,50 @@ std::string ShapesOf(const KernelCall& call);
 /// Throw INVALID_ARGUMENT naming the op, device and shapes, followed by `what`.
 [[noreturn]] void Invalid(const KernelCall& call, const std::string& what);
 
-/// Require `inputs` inputs and `outputs` outputs.
-void CheckArity(const KernelCall& call, int inputs, int outputs);
+// The checks below are inline: a valid call (nearly every call) costs a few compares, with no call into
+// the library; only a failing one calls the out-of-line function that finds the fault and throws the
+// message. Every kernel keeps its checks whoever calls it (the core's dispatcher, a plugin test through
+// the ABI, another framework).
+
+/// Throws the INVALID_ARGUMENT of a CheckArity that failed.
+[[noreturn]] void ArityError(const KernelCall& call, int inputs, int outputs);
+/// Throws the INVALID_ARGUMENT of a CheckDTypes that failed.
+[[noreturn]] void DTypesError(const KernelCall& call, std::initializer_list<int32_t> dtypes);
+/// Throws the INVALID_ARGUMENT of a CheckSameShape that failed.
+[[noreturn]] void SameShapeError(const KernelCall& call, const TensorRef& t, const TensorRef& ref, const char* what);
+
+/// Require `inputs` inputs and `outputs` outputs, each of rank 0..OAR_MAX_RANK with no negative extent or
+/// stride.
+inline void CheckArity(const KernelCall& call, int inputs, int outputs) {
+  if (call.num_inputs() != inputs || call.num_outputs() != outputs) [[unlikely]] {
+    ArityError(call, inputs, outputs);
+  }
+  for (int i = 0; i < inputs + outputs; ++i) {
+    const TensorRef t = i < inputs ? call.input(i) : call.output(i - inputs);
+    const int rank = t.rank();
+    if (rank < 0 || rank > OAR_MAX_RANK) [[unlikely]] ArityError(call, inputs, outputs);
+    int64_t sign = 0;  // negative when any extent or stride is
+    for (int d = 0; d < rank; ++d) sign |= t.dim(d) | t.stride(d);
+    if (sign < 0) [[unlikely]] ArityError(call, inputs, outputs);
+  }
+}
 
 /// Require the dtypes of the inputs then the outputs to be `dtypes` (the kernel's key).
-void CheckDTypes(const KernelCall& call, std::initializer_list<int32_t> dtypes);
+inline void CheckDTypes(const KernelCall& call, std::initializer_list<int32_t> dtypes) {
+  int i = 0;
+  for (int32_t want : dtypes) {
+    const int32_t got = i < call.num_inputs() ? call.input(i).dtype() : call.output(i - call.num_inputs()).dtype();
+    if (got != want) [[unlikely]] DTypesError(call, dtypes);
+    ++i;
+  }
+}
 
 /// Require `t` to have exactly `ref`'s rank and shape.
-void CheckSameShape(const KernelCall& call, const TensorRef& t, const TensorRef& ref, const char* what);
+inline void CheckSameShape(const KernelCall& call, const TensorRef& t, const TensorRef& ref, const char* what) {
+  bool same = t.rank() == ref.rank();
+  for (int d = 0; same && d < t.rank(); ++d) same = t.dim(d) == ref.dim(d);
+  if (!same) [[unlikely]] SameShapeError(call, t, ref, what);
+}
 
 /// Require the output `t` to be row-major contiguous.
 void CheckContiguous(const KernelCall& call, const TensorRef& t, const char* what);

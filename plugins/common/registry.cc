@@ -82,7 +82,7 @@ void Invalid(const KernelCall& call, const std::string& what) {
   throw sdk::StatusError(OAR_STATUS_INVALID_ARGUMENT, call.Where() + " (" + ShapesOf(call) + "): " + what);
 }
 
-void CheckArity(const KernelCall& call, int inputs, int outputs) {
+void ArityError(const KernelCall& call, int inputs, int outputs) {
   if (call.num_inputs() != inputs || call.num_outputs() != outputs) {
     // Descriptors may be missing altogether here, so do not print shapes.
     throw sdk::StatusError(OAR_STATUS_INVALID_ARGUMENT, call.Where() + ": expected " + std::to_string(inputs) +
@@ -103,9 +103,10 @@ void CheckArity(const KernelCall& call, int inputs, int outputs) {
       }
     }
   }
+  throw sdk::StatusError(OAR_STATUS_INTERNAL, call.Where() + ": CheckArity failed on a valid call");
 }
 
-void CheckDTypes(const KernelCall& call, std::initializer_list<int32_t> dtypes) {
+void DTypesError(const KernelCall& call, std::initializer_list<int32_t> dtypes) {
   int i = 0;
   for (int32_t want : dtypes) {
     const bool input = i < call.num_inputs();
@@ -117,12 +118,11 @@ void CheckDTypes(const KernelCall& call, std::initializer_list<int32_t> dtypes) 
     }
     ++i;
   }
+  throw sdk::StatusError(OAR_STATUS_INTERNAL, call.Where() + ": CheckDTypes failed on matching dtypes");
 }
 
-void CheckSameShape(const KernelCall& call, const TensorRef& t, const TensorRef& ref, const char* what) {
-  if (!std::ranges::equal(t.shape(), ref.shape())) {
-    Invalid(call, std::string(what) + " has shape " + t.ShapeString() + ", expected " + ref.ShapeString());
-  }
+void SameShapeError(const KernelCall& call, const TensorRef& t, const TensorRef& ref, const char* what) {
+  Invalid(call, std::string(what) + " has shape " + t.ShapeString() + ", expected " + ref.ShapeString());
 }
 
 void CheckContiguous(const KernelCall& call, const TensorRef& t, const char* what) {

@@ -247,6 +247,77 @@ OAR_VEC_INLINE void LayerNormRowBody(const float* v, const float* w, const float
   }
 }
 
+template <VecBinary kOp, typename V>
+OAR_VEC_INLINE V Binary(V a, V b) {
+  if constexpr (kOp == VecBinary::kAdd) return a + b;
+  if constexpr (kOp == VecBinary::kSub) return a - b;
+  if constexpr (kOp == VecBinary::kMul) return a * b;
+  if constexpr (kOp == VecBinary::kDiv) return a / b;
+}
+
+// x (kXs: a scalar) op y (kYs: a scalar), two vectors per step.
+template <int kBytes, VecBinary kOp, bool kXs, bool kYs>
+OAR_VEC_INLINE void BinaryRunBody(const float* x, const float* y, float* o, int64_t n) {
+  using F = typename Vec<kBytes>::F;
+  constexpr int kW = kBytes / 4;
+  if (n <= 0) return;
+  const F xv = F{} + x[0], yv = F{} + y[0];
+  int64_t i = 0;
+  for (; i + 2 * kW <= n; i += 2 * kW) {
+    F a0 = xv, a1 = xv, b0 = yv, b1 = yv;
+    if constexpr (!kXs) {
+      std::memcpy(&a0, x + i, sizeof a0);
+      std::memcpy(&a1, x + i + kW, sizeof a1);
+    }
+    if constexpr (!kYs) {
+      std::memcpy(&b0, y + i, sizeof b0);
+      std::memcpy(&b1, y + i + kW, sizeof b1);
+    }
+    const F r0 = Binary<kOp>(a0, b0), r1 = Binary<kOp>(a1, b1);
+    std::memcpy(o + i, &r0, sizeof r0);
+    std::memcpy(o + i + kW, &r1, sizeof r1);
+  }
+  for (; i < n; ++i) o[i] = Binary<kOp>(kXs ? x[0] : x[i], kYs ? y[0] : y[i]);
+}
+
+template <int kBytes, VecBinary kOp>
+OAR_VEC_INLINE void BinaryRunSteps(const float* x, int64_t xs, const float* y, int64_t ys, float* o, int64_t n) {
+  if (xs == 0) {
+    BinaryRunBody<kBytes, kOp, true, false>(x, y, o, n);
+  } else if (ys == 0) {
+    BinaryRunBody<kBytes, kOp, false, true>(x, y, o, n);
+  } else {
+    BinaryRunBody<kBytes, kOp, false, false>(x, y, o, n);
+  }
+}
+
+template <int kBytes>
+OAR_VEC_INLINE void BinaryRunAny(VecBinary op, const float* x, int64_t xs, const float* y, int64_t ys, float* o,
+                                 int64_t n) {
+  switch (op) {
+    case VecBinary::kAdd: return BinaryRunSteps<kBytes, VecBinary::kAdd>(x, xs, y, ys, o, n);
+    case VecBinary::kSub: return BinaryRunSteps<kBytes, VecBinary::kSub>(x, xs, y, ys, o, n);
+    case VecBinary::kMul: return BinaryRunSteps<kBytes, VecBinary::kMul>(x, xs, y, ys, o, n);
+    case VecBinary::kDiv: return BinaryRunSteps<kBytes, VecBinary::kDiv>(x, xs, y, ys, o, n);
+  }
+}
+
+template <int kBytes>
+OAR_VEC_INLINE void ReluRunBody(const float* x, float* y, int64_t n) {
+  using F = typename Vec<kBytes>::F;
+  constexpr int kW = kBytes / 4;
+  int64_t i = 0;
+  F v0, v1;
+  for (; i + 2 * kW <= n; i += 2 * kW) {
+    std::memcpy(&v0, x + i, sizeof v0);
+    std::memcpy(&v1, x + i + kW, sizeof v1);
+    const F r0 = v0 < 0.0f ? F{} : v0, r1 = v1 < 0.0f ? F{} : v1;
+    std::memcpy(y + i, &r0, sizeof r0);
+    std::memcpy(y + i + kW, &r1, sizeof r1);
+  }
+  for (; i < n; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+
 /// The entry points of one instruction set.
 struct Table {
   float (*sum_leaf)(const float*, int64_t);
@@ -259,6 +330,8 @@ struct Table {
   void (*min_fold_column)(float*, const float*, int64_t);
   void (*sigmoid_finish)(const float*, const float*, float*, int64_t);
   void (*layer_norm_row)(const float*, const float*, const float*, float*, int64_t, double, double);
+  void (*binary_run)(VecBinary, const float*, int64_t, const float*, int64_t, float*, int64_t);
+  void (*relu_run)(const float*, float*, int64_t);
 };
 
 // One set of functions per target; TARGET is an attribute (or nothing, for the baseline).
@@ -279,8 +352,13 @@ struct Table {
                            double rstd) {                                                                          \
     LayerNormRowBody<W>(v, w, b, o, n, mean, rstd);                                                                   \
   }                                                                                                                \
+  TARGET void BinaryRun(VecBinary op, const float* x, int64_t xs, const float* y, int64_t ys, float* o, int64_t n) { \
+    BinaryRunAny<W>(op, x, xs, y, ys, o, n);                                                                           \
+  }                                                                                                                \
+  TARGET void ReluRun(const float* x, float* y, int64_t n) { ReluRunBody<W>(x, y, n); }                              \
   constexpr Table kTable = {SumLeaf,       SumLeafAsDouble, SquaredDeviationLeaf, RowMax,        MaxFoldRun,      \
-                            MinFoldRun,    MaxFoldColumn,   MinFoldColumn,        SigmoidFinish, LayerNormRow};   \
+                            MinFoldRun,    MaxFoldColumn,   MinFoldColumn,        SigmoidFinish, LayerNormRow,    \
+                            BinaryRun,     ReluRun};                                                               \
   }
 
 OAR_VEC_TABLE(baseline, , 16)
@@ -313,6 +391,10 @@ float MinFoldRun(const float* p, int64_t n, float acc) { return Isa().min_fold_r
 void MaxFoldColumn(float* a, const float* s, int64_t w) { Isa().max_fold_column(a, s, w); }
 void MinFoldColumn(float* a, const float* s, int64_t w) { Isa().min_fold_column(a, s, w); }
 void SigmoidFinish(const float* x, const float* e, float* y, int64_t n) { Isa().sigmoid_finish(x, e, y, n); }
+void ReluRun(const float* x, float* y, int64_t n) { Isa().relu_run(x, y, n); }
+void BinaryRun(VecBinary op, const float* x, int64_t x_step, const float* y, int64_t y_step, float* o, int64_t n) {
+  Isa().binary_run(op, x, x_step, y, y_step, o, n);
+}
 void LayerNormRow(const float* v, const float* w, const float* b, float* o, int64_t n, double mean, double rstd) {
   Isa().layer_norm_row(v, w, b, o, n, mean, rstd);
 }

@@ -43,6 +43,18 @@ void SigmoidFinish(const float* x, const float* e, float* y, int64_t n);
 /// LayerNorm's output row: o[i] = float((double(v[i]) - mean) * rstd * double(w[i]) + double(b[i])).
 void LayerNormRow(const float* v, const float* w, const float* b, float* o, int64_t n, double mean, double rstd);
 
+/// The float32 binary maps of elementwise.cc (MapBinary) with a vector loop of the CPU's widest vectors.
+enum class VecBinary { kAdd, kSub, kMul, kDiv };
+
+/// o[i] = x[i * x_step] op y[i * y_step] for i in [0, n), each step 1 or 0 (a broadcast scalar), not both
+/// 0. One IEEE operation per element, the same as MapBinary's scalar Apply, so every width gives the
+/// same bits. `o` may be `x` or `y` (no other overlap).
+void BinaryRun(VecBinary op, const float* x, int64_t x_step, const float* y, int64_t y_step, float* o, int64_t n);
+
+/// ReluOp of elementwise.cc on a dense float32 run: y[i] = x[i] < 0 ? 0 : x[i] (NaN and -0 pass through;
+/// y may be x).
+void ReluRun(const float* x, float* y, int64_t n);
+
 }  // namespace oar::host
 
 #endif  // OAR_PLUGINS_COMMON_VEC_LANES_H_

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace oar::host {
@@ -157,6 +158,56 @@ TEST(VecLanes, ElementwiseLoopsMatchTheScalarLoopsBitForBit) {
       EXPECT_TRUE(Same(amin[i], amin_ref[i]));
       EXPECT_TRUE(Same(y[i], y_ref[i]));
       EXPECT_TRUE(Same(o[i], o_ref[i]));
+    }
+  }
+}
+
+TEST(VecLanes, ReluRunMatchesTheScalarSelectBitForBit) {
+  for (int64_t n : {0, 1, 7, 31, 32, 33, 64, 65, 255, 1000}) {
+    const std::vector<float> x = Data(n, 31, true);
+    for (int64_t shift : {0, 1, 3}) {
+      SCOPED_TRACE(::testing::Message() << "n " << n << " shift " << shift);
+      const float* px = x.data() + shift;
+      std::vector<float> y(n + 3, 7.0f);
+      ReluRun(px, y.data() + shift, n);
+      for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(y[shift + i], px[i] < 0.0f ? 0.0f : px[i]));
+      for (int64_t i = n + shift; i < n + 3; ++i) EXPECT_EQ(y[i], 7.0f);
+      std::vector<float> in_place(x);  // y == x
+      ReluRun(in_place.data() + shift, in_place.data() + shift, n);
+      for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(in_place[shift + i], px[i] < 0.0f ? 0.0f : px[i]));
+    }
+  }
+}
+
+TEST(VecLanes, BinaryRunMatchesTheScalarOpsBitForBit) {
+  const auto ref = [](VecBinary op, float a, float b) {
+    switch (op) {
+      case VecBinary::kAdd: return a + b;
+      case VecBinary::kSub: return a - b;
+      case VecBinary::kMul: return a * b;
+      case VecBinary::kDiv: return a / b;
+    }
+    return 0.0f;
+  };
+  for (VecBinary op : {VecBinary::kAdd, VecBinary::kSub, VecBinary::kMul, VecBinary::kDiv}) {
+    for (int64_t n : {0, 1, 7, 16, 31, 32, 33, 63, 64, 65, 255, 1000}) {
+      const std::vector<float> x = Data(n, 21, true), y = Data(n, 22, true);
+      for (int64_t shift : {0, 1, 3}) {
+        for (auto [xs, ys] : {std::pair<int64_t, int64_t>{1, 1}, {0, 1}, {1, 0}}) {
+          SCOPED_TRACE(::testing::Message() << "op " << static_cast<int>(op) << " n " << n << " shift " << shift
+                                            << " steps " << xs << ", " << ys);
+          const float* px = x.data() + shift;
+          const float* py = y.data() + shift;
+          std::vector<float> o(n + 3, 7.0f);
+          BinaryRun(op, px, xs, py, ys, o.data() + shift, n);
+          for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(o[shift + i], ref(op, px[i * xs], py[i * ys])));
+          for (int64_t i = n + shift; i < n + 3; ++i) EXPECT_EQ(o[i], 7.0f);  // nothing written past the end
+          // In place: the output is one of the operands.
+          std::vector<float> in_place(x);
+          BinaryRun(op, in_place.data() + shift, 1, py, ys, in_place.data() + shift, n);
+          for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(in_place[shift + i], ref(op, px[i], py[i * ys])));
+        }
+      }
     }
   }
 }

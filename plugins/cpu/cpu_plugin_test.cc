@@ -219,4 +219,73 @@ TEST(CpuPlugin, RegistersHostKernelsThatRunOnItsMemory) {
   OAR_ASSERT_OK(Dev()->free(0, mem));
 }
 
+// A bad call straight through the ABI (no dispatcher in front to have checked it) is refused with a
+// message naming what was expected and what was got. The checks are inline in the kernels
+// (plugins/common/kernel_util.h); the messages come from the out-of-line functions they call on failure.
+TEST(CpuPlugin, HostKernelsRefuseBadCallsThroughTheAbiWithTheirMessages) {
+  ASSERT_TRUE(P().ok()) << P().error;
+  oar_kernel_fn_t add = nullptr;
+  const std::vector<int32_t> f32x3 = {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32};
+  for (const auto& e : P().kernels.entries) {
+    if (e.op == "add" && e.dtypes == f32x3) add = e.fn;
+  }
+  ASSERT_NE(add, nullptr);
+  float f[12] = {};
+  int64_t shape[3][1] = {{4}, {4}, {4}}, strides[3][1] = {{1}, {1}, {1}};
+  oar_tensor_desc_t descs[3] = {};
+  oar_kernel_call_t call{};
+  const auto reset = [&] {
+    for (int i = 0; i < 3; ++i) {
+      descs[i] = {};
+      descs[i].struct_size = OAR_TENSOR_DESC_STRUCT_SIZE;
+      descs[i].data = f + 4 * i;
+      descs[i].dtype = OAR_DTYPE_FLOAT32;
+      descs[i].rank = 1;
+      shape[i][0] = 4;
+      strides[i][0] = 1;
+      descs[i].shape = shape[i];
+      descs[i].strides = strides[i];
+    }
+    call = {};
+    call.struct_size = OAR_KERNEL_CALL_STRUCT_SIZE;
+    call.op = "add";
+    call.num_inputs = 2;
+    call.num_outputs = 1;
+    call.inputs = descs;
+    call.outputs = descs + 2;
+  };
+  const auto refused = [&](const std::string& want) {
+    const Result r = Take(add(&call));
+    EXPECT_EQ(r.code, OAR_STATUS_INVALID_ARGUMENT) << want;
+    EXPECT_EQ(r.message, want);
+  };
+  reset();
+  OAR_EXPECT_OK(add(&call));
+  call.num_inputs = 1;
+  call.outputs = descs + 1;
+  refused("op 'add' on device 0: expected 2 input(s) and 1 output(s), got 1 and 1");
+  reset();
+  descs[1].rank = OAR_MAX_RANK + 1;
+  refused("op 'add' on device 0: rank " + std::to_string(OAR_MAX_RANK + 1) + " is outside 0.." +
+          std::to_string(OAR_MAX_RANK));
+  reset();
+  strides[2][0] = -1;
+  refused("op 'add' on device 0 ([4], [4] -> [4]): negative extent or stride in dimension 0 of output 0");
+  reset();
+  shape[0][0] = -4;
+  refused("op 'add' on device 0 ([-4], [4] -> [4]): negative extent or stride in dimension 0 of input 0");
+  reset();
+  descs[1].dtype = OAR_DTYPE_FLOAT64;
+  refused("op 'add' on device 0 ([4], [4] -> [4]): input 1 has dtype float64, the kernel expects float32");
+  reset();
+  descs[2].dtype = OAR_DTYPE_INT32;
+  refused("op 'add' on device 0 ([4], [4] -> [4]): output 0 has dtype int32, the kernel expects float32");
+  reset();
+  shape[1][0] = 3;
+  refused("op 'add' on device 0 ([4], [3] -> [4]): input 1 has shape [3], expected [4]");
+  reset();
+  descs[0].rank = 0;
+  refused("op 'add' on device 0 ([], [4] -> [4]): input 0 has shape [], expected [4]");
+}
+
 }  // namespace
