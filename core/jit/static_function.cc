@@ -230,7 +230,9 @@ std::vector<Tensor> StaticFunction::operator()(std::span<const Tensor> inputs) {
   // The executor is compiled at the first replay (Replay), after the program's constants moved.
   for (size_t k = 0; k < e->updates.size(); ++k) {
     for (size_t j = 0; j < e->state_inputs.size(); ++j) {
-      if (state_[e->state_inputs[j]].name == e->updates[k]) e->exec_options.donate.push_back({e->num_outputs + k, inputs.size() + j});
+      if (state_[e->state_inputs[j]].name == e->updates[k]) {
+        e->exec_options.donate.push_back({e->num_outputs + k, inputs.size() + j});
+      }
     }
   }
   cache_.push_front(std::move(e));
