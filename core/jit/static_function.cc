@@ -32,62 +32,68 @@ std::string FirstDifference(const std::string& now, const std::string& cached) {
   return "different guards";
 }
 
-// A state tensor's storage over its bytes of the one allocation CompactState made: it keeps that allocation
+// A moved tensor's storage over its bytes of the one allocation Compact made: it keeps that allocation
 // alive (context: a heap-held reference to it) and frees nothing itself.
 void ReleaseStateBlock(void* context, void*, size_t) { delete static_cast<std::shared_ptr<Storage>*>(context); }
 
 }  // namespace
 
-void StaticFunction::CompactState() {
-  constexpr uint64_t kAlign = 256;
-  auto align = [](uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
-  NoGradGuard no_grad;
-  // Only tensors owning all of their storage, which no other state tensor shares (views and tied tensors keep
-  // their storage, so they stay tied).
-  std::map<const Storage*, int> users;
-  for (const StateSlot& s : state_) {
-    if (s.tensor->defined() && s.tensor->storage() != nullptr) ++users[s.tensor->storage().get()];
-  }
-  std::vector<size_t> slots;
-  uint64_t total = 0;
-  for (size_t i = 0; i < state_.size(); ++i) {
-    const Tensor& t = *state_[i].tensor;
-    if (!t.defined() || t.device() != device_ || t.nbytes() == 0 || !t.is_contiguous() || t.offset() != 0 ||
-        t.storage() == nullptr || t.storage()->nbytes() != t.nbytes() || users[t.storage().get()] != 1) {
-      continue;
-    }
-    slots.push_back(i);
-    total += align(t.nbytes());
-  }
-  if (slots.empty()) return;
-  runtime::DeviceContext& dctx = runtime::Runtime::Get().Context(device_);
-  std::shared_ptr<Storage> block = dctx.allocator().AllocateStorage(device_, total);
-  uint64_t at = 0;
-  for (size_t i : slots) {
-    Tensor& t = *state_[i].tensor;
-    const bool requires_grad = t.requires_grad();
-    auto storage = std::make_shared<Storage>(device_, static_cast<char*>(block->data()) + at, t.nbytes(),
-                                             &ReleaseStateBlock, new std::shared_ptr<Storage>(block));
-    Tensor moved(std::move(storage), t.dtype(), t.shape(), ContiguousStrides(t.shape()), 0);
-    moved.copy_(t);
-    t = moved;
-    if (requires_grad) t.set_requires_grad(true);
-    at += align(t.nbytes());
-  }
-  block.reset();
-  dctx.Synchronize();  // the copies have read the old state, which is gone now
-  dctx.allocator().EmptyCache();
-}
-
 struct StaticFunction::Entry {
   std::string key;
   std::unique_ptr<ir::Program> program;
-  std::unique_ptr<scheduler::Executor> executor;  // compiled once, run on every hit
+  /// Compiled at the program's first replay, after Compact moved its constants: it binds them. Run on every
+  /// hit.
+  std::unique_ptr<scheduler::Executor> executor;
+  scheduler::ExecutorOptions exec_options;
   std::vector<size_t> state_inputs;  // the state slots the program reads, as inputs after the function's own
   std::vector<std::string> updates;
   size_t num_outputs = 0;  // the function's own
   int64_t replays = 0;
 };
+
+void StaticFunction::Compact(std::vector<Tensor*> tensors, bool keep_held) {
+  constexpr uint64_t kAlign = 256;
+  auto align = [](uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
+  NoGradGuard no_grad;
+  // Only tensors owning all of their storage, which no other moved tensor shares (views and tied tensors keep
+  // their storage, so they stay tied).
+  std::map<const Storage*, int> users;
+  for (const Tensor* t : tensors) {
+    if (t->defined() && t->storage() != nullptr) ++users[t->storage().get()];
+  }
+  std::erase_if(tensors, [&](const Tensor* t) {
+    return !t->defined() || t->device() != device_ || t->nbytes() == 0 || !t->is_contiguous() || t->offset() != 0 ||
+           t->storage() == nullptr || t->storage()->nbytes() != t->nbytes() || users[t->storage().get()] != 1;
+  });
+  if (tensors.empty()) return;
+  uint64_t total = 0;
+  for (const Tensor* t : tensors) total += align(t->nbytes());
+  runtime::DeviceContext& dctx = runtime::Runtime::Get().Context(device_);
+  std::shared_ptr<Storage> block = dctx.allocator().AllocateStorage(device_, total);
+  std::vector<std::weak_ptr<Storage>> old;  // keep_held: the old storages, to tell which something else holds
+  uint64_t at = 0;
+  for (Tensor* p : tensors) {
+    Tensor& t = *p;
+    const bool requires_grad = t.requires_grad();
+    auto storage = std::make_shared<Storage>(device_, static_cast<char*>(block->data()) + at, t.nbytes(),
+                                             &ReleaseStateBlock, new std::shared_ptr<Storage>(block));
+    Tensor moved(std::move(storage), t.dtype(), t.shape(), ContiguousStrides(t.shape()), 0);
+    moved.copy_(t);
+    if (keep_held) old.push_back(t.storage());
+    t = moved;
+    if (requires_grad) t.set_requires_grad(true);
+    at += align(t.nbytes());
+  }
+  block.reset();
+  dctx.Synchronize();  // the copies have read the old tensors
+  for (size_t i = 0; i < old.size(); ++i) {
+    // Something outside still holds the old bytes: they stay in use (moving would hold them twice).
+    if (std::shared_ptr<Storage> kept = old[i].lock()) {
+      Tensor& t = *tensors[i];
+      t = Tensor(std::move(kept), t.dtype(), t.shape(), ContiguousStrides(t.shape()), 0);
+    }
+  }
+}
 
 std::vector<size_t> StateAsInputs(ir::IrContext& ctx, ir::Program& program, const std::vector<StateSlot>& state,
                                   size_t num_inputs) {
@@ -148,13 +154,19 @@ std::string StaticFunction::GuardKey(std::span<const Tensor> inputs) const {
 std::vector<Tensor> StaticFunction::Replay(Entry& e, std::span<const Tensor> inputs) {
   std::vector<Tensor> args(inputs.begin(), inputs.end());
   for (size_t slot : e.state_inputs) args.push_back(*state_[slot].tensor);
-  if (e.replays++ == 0) {
-    // The capture ran eagerly, so its state lies between its temporaries' blocks, which would keep those
-    // segments reserved for as long as the state lives: the state moves into one allocation of its own
-    // first, and the segments the capture used go back to the device.
-    args.resize(inputs.size());
-    CompactState();
-    for (size_t slot : e.state_inputs) args.push_back(*state_[slot].tensor);
+  const bool first = e.replays++ == 0;
+  if (first) {
+    // The capture ran eagerly, so the tensors it lifted into the program's parameters lie between its
+    // temporaries' blocks, each keeping a segment of them reserved for as long as the program is cached: the
+    // constants of every program no executor has bound yet move into one allocation before this one binds
+    // its own.
+    std::vector<Tensor*> constants;
+    for (const std::unique_ptr<Entry>& other : cache_) {
+      if (other->executor != nullptr) continue;
+      for (auto& [name, t] : other->program->parameters) constants.push_back(&t);
+    }
+    Compact(std::move(constants), /*keep_held=*/true);
+    e.executor = std::make_unique<scheduler::Executor>(*e.program, device_, e.exec_options);
   }
   if (profile_ != nullptr) *profile_ = scheduler::RunProfile();
   // No grad recorded: the program holds its backward. Each update is written over the state it replaces.
@@ -169,6 +181,17 @@ std::vector<Tensor> StaticFunction::Replay(Entry& e, std::span<const Tensor> inp
     }
   }
   out.resize(e.num_outputs);
+  if (first) {
+    // The state too lies between the capture's temporaries: it moves into one allocation of its own, and the
+    // segments the capture used go back to the device. After this replay rather than before, so that the
+    // allocation may take the free tail of the segment of the executor's arena, which the replay allocated.
+    std::vector<Tensor*> state;
+    for (const StateSlot& slot : state_) state.push_back(slot.tensor);
+    Compact(std::move(state), /*keep_held=*/false);
+    runtime::DeviceContext& dctx = runtime::Runtime::Get().Context(device_);
+    dctx.Synchronize();
+    dctx.allocator().EmptyCache();
+  }
   return out;
 }
 
@@ -204,13 +227,14 @@ std::vector<Tensor> StaticFunction::operator()(std::span<const Tensor> inputs) {
   }
   // The state updates overwrite the state they replace where the program allows it (the state's last reader
   // runs first): a step holds one copy of the state, as eager's in-place optimiser steps do.
-  scheduler::ExecutorOptions exec_options;
+  // The executor is compiled at the first replay (Replay), after the program's constants moved.
   for (size_t k = 0; k < e->updates.size(); ++k) {
     for (size_t j = 0; j < e->state_inputs.size(); ++j) {
-      if (state_[e->state_inputs[j]].name == e->updates[k]) exec_options.donate.push_back({e->num_outputs + k, inputs.size() + j});
+      if (state_[e->state_inputs[j]].name == e->updates[k]) {
+        e->exec_options.donate.push_back({e->num_outputs + k, inputs.size() + j});
+      }
     }
   }
-  e->executor = std::make_unique<scheduler::Executor>(*e->program, device_, exec_options);
   cache_.push_front(std::move(e));
   if (cache_.size() > capacity_) cache_.pop_back();
   return std::move(c.outputs);

@@ -8,11 +8,14 @@
 // binds parameters when it compiles, and state changes every call. A state update is written into the bytes
 // of the state it replaces where the program allows it (ExecutorOptions::donate), so a replayed step holds
 // one copy of the state, as eager's in-place optimiser steps do: a tensor sharing a state tensor's storage
-// sees the update (after a replay that fails part way, the state may be partly updated). Before a program's
-// first replay the state moves into one allocation of its own (the eager capture scattered it over segments
-// its temporaries used, which it would otherwise keep reserved) and the device allocator's wholly free
-// segments go back to the device; a tensor sharing the old state's storage no longer sees the updates. The cache is bounded (least recently used program evicted) and
-// observable: hits, misses and the reason of every miss.
+// sees the update (after a replay that fails part way, the state may be partly updated). The eager capture
+// scattered the state and the tensors it lifted into program parameters (constants the function made) over
+// segments its temporaries used, which they would otherwise keep reserved: before a program's first replay
+// the constants of every cached program not yet replayed move into one allocation (one the caller still
+// holds stays), and after it the state moves into one allocation of its own (after, so that it may share the
+// segment of the executor's arena) and the device allocator's wholly free segments go back to the device; a
+// tensor sharing the old state's storage no longer sees the updates. The cache is bounded (least recently
+// used program evicted) and observable: hits, misses and the reason of every miss.
 #ifndef OAR_CORE_JIT_STATIC_FUNCTION_H_
 #define OAR_CORE_JIT_STATIC_FUNCTION_H_
 
@@ -58,16 +61,17 @@ class StaticFunction {
   size_t cached() const { return cache_.size(); }
   /// The most recently used program (null before the first call).
   const ir::Program* program() const;
-  /// The executor running it (its memory plan, stats); null before the first call.
+  /// The executor running it (its memory plan, stats); null before that program's first replay.
   const scheduler::Executor* executor() const;
 
  private:
   struct Entry;
   std::string GuardKey(std::span<const Tensor> inputs) const;
   std::vector<Tensor> Replay(Entry& e, std::span<const Tensor> inputs);
-  // Move every state tensor on the device into one allocation (each over its own bytes, owning them as far as
-  // donation can tell), then return the allocator's wholly free segments to the device.
-  void CompactState();
+  // Move `tensors` (those on the device owning all of their storage) into one allocation, each over its own
+  // bytes, owning them as far as donation can tell. `keep_held`: a tensor whose old storage something else
+  // still holds afterwards goes back to it.
+  void Compact(std::vector<Tensor*> tensors, bool keep_held);
 
   Function fn_;
   std::vector<StateSlot> state_;
