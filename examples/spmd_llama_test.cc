@@ -1,6 +1,7 @@
 // Static auto-parallel on the llama example: its captured forward (ExportForward, the op dialect jit::Capture
-// records) placed by spmd-propagate over tp=2 and dp=2,tp=2 on kunlun_sim, run over the mesh (RunSpmd), and
-// compared with the one-device forward; the collectives the pass inserts are counted.
+// records) placed by spmd-propagate over tp=2 and dp=2,tp=2 on kunlun_sim, run over the mesh (RunSpmd: one
+// scheduler::Executor per rank), and compared with the eager op-by-op run (RunSpmdEager) and the one-device
+// forward; the collectives the pass inserts are counted.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -87,6 +88,8 @@ void ExpectForwardEqualsOneDevice(const std::string& spec, int64_t all_reduces, 
   EXPECT_EQ(d::GetCollectiveCounts().total(), collectives) << d::GetCollectiveCounts().ToString();
   ASSERT_EQ(out.size(), 1u);
   const std::vector<float> got = Host(d::FullTensor(out[0])), one = m.OneDevice();
+  // Each rank's program through the scheduler equals the op-by-op eager run bitwise.
+  EXPECT_EQ(got, Host(d::FullTensor(d::RunSpmdEager(p, mesh, std::vector<Tensor>{m.ids}).at(0)))) << spec;
   ASSERT_EQ(got.size(), one.size());
   float worst = 0;
   for (size_t i = 0; i < one.size(); ++i) worst = std::max(worst, std::abs(got[i] - one[i]) / (1 + std::abs(one[i])));

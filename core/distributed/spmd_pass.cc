@@ -15,6 +15,9 @@
 #include "core/passes/pass.h"
 
 namespace oar::distributed {
+
+void RegisterRankReshardOp(ir::Dialect& dist);  // spmd_run.cc
+
 namespace {
 
 constexpr const char* kReshardOps[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "slice", "partial"};
@@ -225,6 +228,7 @@ void RegisterDistDialect(ir::IrContext& ctx) {
                         {"to", ir::AttrKind::kString, required}},
               .infer = same_type});
   }
+  RegisterRankReshardOp(*d);
   ctx.AddDialect(std::move(d));
 }
 
@@ -297,7 +301,8 @@ PropagationReport PropagatePlacements(ir::Program& program, const PropagateOptio
   return Propagator(program, options).Run();
 }
 
-std::vector<DistTensor> RunSpmd(const ir::Program& program, const ProcessMesh& mesh, std::span<const Tensor> inputs) {
+std::vector<DistTensor> RunSpmdEager(const ir::Program& program, const ProcessMesh& mesh,
+                                     std::span<const Tensor> inputs) {
   std::unordered_map<const void*, DistTensor> values;
   auto get = [&](ir::Value v) -> const DistTensor& { return values.at(v.impl()); };
   std::vector<DistTensor> outputs;
