@@ -157,8 +157,16 @@ class RankReshard : public scheduler::CompiledOp {
         device_(device) {}
 
   std::vector<Tensor> Run(std::span<const Tensor> inputs) const override {
-    runtime::Synchronize(device_);  // the operand is complete before another thread reads it
-    const Tensor got = rv_->Exchange(rank_, what_, from_, to_, global_, inputs[0].contiguous());
+    Tensor got;
+    {
+      // Only the result below comes from the executor's allocator (its memory plan holds one buffer, the
+      // result's); a contiguous copy of the operand, made through ops::Run, must not take it.
+      ops::ScopedOutputAllocator plain(
+          [](const Dims& shape, DType dtype, Device device) { return runtime::Empty(shape, dtype, device); });
+      const Tensor local = inputs[0].contiguous();
+      runtime::Synchronize(device_);  // the operand is complete before another thread reads it
+      got = rv_->Exchange(rank_, what_, from_, to_, global_, local);
+    }
     OAR_CHECK(got.shape() == out_shape_ && got.dtype() == dtype_, kInternal,
               "spmd run: {}: rank {} got shape {}, its program expects {}", what_, rank_, got.shape().ToString(), out_shape_.ToString());
     Tensor out = ops::AllocateOutput(out_shape_, dtype_, device_);
