@@ -154,6 +154,13 @@ SpmdRule Reshape(const Dims& in, const Dims& out) {
   if (in.Product() != 0) {
     int i = 0, j = 0;
     while (i < in.size() || j < out.size()) {
+      // A unit dim the other side does not have at this point is a group of its own (no factor), so a
+      // sharded dim next to it keeps its sharding: [1, 128, 64] S(1) -> [128, 64] S(0).
+      const bool in_unit = i < in.size() && in[i] == 1, out_unit = j < out.size() && out[j] == 1;
+      if (in_unit != out_unit) {
+        (in_unit ? i : j)++;
+        continue;
+      }
       const int i0 = i, j0 = j;
       int64_t pa = i < in.size() ? in[i++] : 1, pb = j < out.size() ? out[j++] : 1;
       while (pa != pb) {
@@ -616,12 +623,18 @@ SpmdDecision Decide(const SpmdRule& rule, const ProcessMesh& mesh, std::span<con
         // Only where every input the pass takes as Partial already is: a replicated input is not made
         // Partial (a local step, but it defers the reduction to a later op, which then pays more for it:
         // a residual stream left Partial makes the next norm reduce-scatter and gather).
-        bool all = true;
+        // Except between scalars, where deferring moves no data and saves a collective per term: a sum of
+        // per-parameter squared norms (gradient clipping) stays Partial and is all-reduced once, as
+        // Megatron reduces the total, not once per sharded parameter.
+        bool all = true, any = false, scalars = true;
         for (size_t i = 0; i < ni; ++i) {
           if (!pass.partial_inputs[i] || current[i].empty()) continue;
-          all &= current[i][static_cast<size_t>(m)] == Placement::Partial(op);
+          const bool is = current[i][static_cast<size_t>(m)] == Placement::Partial(op);
+          all &= is;
+          any |= is;
+          scalars &= shapes[i].empty();
         }
-        if (!all) continue;
+        if (!all && !(any && scalars)) continue;
         Candidate c{"pass " + Placement::Partial(op).ToString()};
         for (size_t i = 0; i < ni; ++i) c.in.push_back(pass.partial_inputs[i] ? Placement::Partial(op) : Placement::Replicate());
         c.out.assign(no, Placement::Partial(op));

@@ -2,6 +2,7 @@
 #include "core/distributed/spmd_pass.h"
 
 #include <memory>
+#include <set>
 #include <unordered_map>
 
 #include "core/base/error.h"
@@ -15,6 +16,9 @@
 #include "core/passes/pass.h"
 
 namespace oar::distributed {
+
+void RegisterRankReshardOp(ir::Dialect& dist);  // spmd_run.cc
+
 namespace {
 
 constexpr const char* kReshardOps[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "slice", "partial"};
@@ -62,6 +66,7 @@ class Propagator {
       : program_(program), options_(options), mesh_(ProgramMesh(program)), builder_(program.context()) {}
 
   PropagationReport Run() {
+    CountOpUsers();
     for (ir::Operation* op : program_.block()) {
       const std::string_view name = op->name();
       if (name == "builtin.data" || name == "builtin.parameter") {
@@ -71,7 +76,19 @@ class Propagator {
         SetPlacements(*op, {Replicated()});
       } else if (name == "builtin.output") {
         if (!options_.replicate_outputs) continue;
-        for (uint32_t i = 0; i < op->num_operands(); ++i) op->SetOperand(i, Reshard(op->operand(i), Replicated(), op));
+        // A state slot's new value (jit.state_updates: the last outputs) keeps its parameter's placements:
+        // the next step reads it back there (gathering updated shards and optimiser moments would be wrong).
+        const std::vector<std::string> updates = StateUpdateNames();
+        const size_t first_update = op->num_operands() >= updates.size() ? op->num_operands() - updates.size() : 0;
+        for (uint32_t i = 0; i < op->num_operands(); ++i) {
+          Placements to = Replicated();
+          if (i >= first_update && !updates.empty()) {
+            if (ir::Operation* slot = FindInput(program_, updates[i - first_update])) {
+              to = Of(slot->result(0), *op).placements;
+            }
+          }
+          op->SetOperand(i, Reshard(op->operand(i), to, op));
+        }
       } else if (name.starts_with("dist.")) {
         Place(op->result(0), PlacementsOf(op->result(0)), false);  // placed before: keep
       } else if (op->info().schema != nullptr && op->info().dialect->name() == "op") {
@@ -91,6 +108,31 @@ class Propagator {
   };
 
   Placements Replicated() const { return Placements(static_cast<size_t>(mesh_.ndim()), Placement::Replicate()); }
+
+  std::vector<std::string> StateUpdateNames() const {
+    std::vector<std::string> names;
+    const ir::Attribute a = program_.module()->attr("jit.state_updates");
+    if (!a || a.kind() != ir::AttrKind::kArray) return names;
+    for (ir::Attribute n : a.AsArray()) {
+      if (n.kind() == ir::AttrKind::kString) names.push_back(n.AsString());
+    }
+    return names;
+  }
+
+  // How many op.* ops read each value (counted before the pass rewires any operand).
+  void CountOpUsers() {
+    for (ir::Operation* op : program_.block()) {
+      if (op->info().schema == nullptr || op->info().dialect->name() != "op") continue;
+      std::set<const void*> seen;
+      for (uint32_t i = 0; i < op->num_operands(); ++i) {
+        if (seen.insert(op->operand(i).impl()).second) ++op_users_[op->operand(i).impl()];
+      }
+    }
+  }
+  int OpUsers(ir::Value v) const {
+    auto it = op_users_.find(v.impl());
+    return it == op_users_.end() ? 0 : it->second;
+  }
 
   void Place(ir::Value v, Placements p, bool annotated) { state_[v.impl()] = {std::move(p), annotated}; }
 
@@ -130,7 +172,21 @@ class Propagator {
       metas.push_back({v.type().dtype(), shape});
       shapes.push_back(shape);
       const State& st = Of(v, op);
-      current.push_back(st.placements);
+      Placements pl = st.placements;
+      // A Partial value read by several ops is reduced once, here, for all of them (the reshard is cached
+      // per value): deferring the reduction into each branch would pay it once per branch (the backward of
+      // rms_norm: its input gradient feeds the weight gradient and two terms of the input's).
+      if (OpUsers(v) > 1) {
+        Placements reduced = pl;
+        for (Placement& m : reduced) {
+          if (m.is_partial()) m = Placement::Replicate();
+        }
+        if (reduced != pl) {
+          op.SetOperand(i, Reshard(v, reduced, &op));
+          pl = reduced;
+        }
+      }
+      current.push_back(pl);
       annotated[i] = st.annotated;
     }
     for (uint32_t r = 0; r < op.num_results(); ++r) (void)StaticShape(op.result(r), op);
@@ -187,6 +243,7 @@ class Propagator {
   ProcessMesh mesh_;
   ir::Builder builder_;
   std::unordered_map<const void*, State> state_;
+  std::unordered_map<const void*, int> op_users_;
   std::unordered_map<const void*, std::map<std::string, ir::Value>> resharded_;
   PropagationReport report_;
 };
@@ -225,6 +282,7 @@ void RegisterDistDialect(ir::IrContext& ctx) {
                         {"to", ir::AttrKind::kString, required}},
               .infer = same_type});
   }
+  RegisterRankReshardOp(*d);
   ctx.AddDialect(std::move(d));
 }
 
@@ -297,7 +355,8 @@ PropagationReport PropagatePlacements(ir::Program& program, const PropagateOptio
   return Propagator(program, options).Run();
 }
 
-std::vector<DistTensor> RunSpmd(const ir::Program& program, const ProcessMesh& mesh, std::span<const Tensor> inputs) {
+std::vector<DistTensor> RunSpmdEager(const ir::Program& program, const ProcessMesh& mesh,
+                                     std::span<const Tensor> inputs) {
   std::unordered_map<const void*, DistTensor> values;
   auto get = [&](ir::Value v) -> const DistTensor& { return values.at(v.impl()); };
   std::vector<DistTensor> outputs;

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -29,6 +30,10 @@
 
 #include "core/distributed/dist_tensor.h"
 #include "core/ir/builder.h"
+
+namespace oar::scheduler {
+class Executor;
+}
 
 namespace oar::distributed {
 
@@ -64,11 +69,48 @@ struct PropagationReport {
 /// dynamic extent, or a bad annotation; kUnimplemented for ops it has no rule for (control flow, kernel.*).
 PropagationReport PropagatePlacements(ir::Program& program, const PropagateOptions& options = {});
 
-/// Run a placed program over `mesh` (ProgramMesh's shape, every rank in this process): inputs are whole
-/// tensors, laid out by their builtin.data placements; parameters come from program.parameters; op.* ops
-/// run through eager execution on DistTensors (eager.h), which must need no reshard of its own (the pass
-/// inserted them; a disagreement is kInternal, naming the op); dist.* ops reshard. Returns the outputs.
+/// The program rank `rank` of `mesh` runs (mesh: ProgramMesh's shape, the ranks' devices): every value in
+/// its rank-local type (RegionOf its placements), op.* shape attributes (shape, input_shape, weight_shape)
+/// local, parameters the rank's shards, and each dist.* step a `dist.rank_reshard` (attributes rank,
+/// mesh_dim, from and to: the whole placements before and after, global_shape), which is not pure, so
+/// the ranks issue their collectives in program order. It runs only inside an SpmdExecutor (the op meets
+/// the other ranks there). Throws kInvalidArgument for a mesh of another shape, kUnimplemented for an op
+/// without operands whose result is not replicated.
+std::unique_ptr<ir::Program> RankProgram(const ir::Program& placed, const ProcessMesh& mesh, int64_t rank);
+
+/// A placed program compiled into one scheduler::Executor per rank (RankProgram; every rank in this
+/// process), run with one host thread per rank: the same executor as static training and the Predictor.
+/// The ranks meet at each collective, and the last to arrive runs it for all of them (Reshard on
+/// DistTensors, so CollectiveCounts counts each once). A rank that fails stops the others (its error is
+/// rethrown); a rank that does not arrive within OAR_DIST_TIMEOUT_S (default 300 s) fails the run with
+/// kDeadlineExceeded naming the missing ranks and the collective.
+class SpmdExecutor {
+ public:
+  SpmdExecutor(const ir::Program& placed, const ProcessMesh& mesh);
+  ~SpmdExecutor();
+  SpmdExecutor(const SpmdExecutor&) = delete;
+  SpmdExecutor& operator=(const SpmdExecutor&) = delete;
+
+  /// Whole inputs (by builtin.data index), laid out by their placements; returns the outputs placed as the
+  /// program places them. One run at a time (concurrent calls wait).
+  std::vector<DistTensor> Run(std::span<const Tensor> inputs) const;
+  /// Rank `rank`'s executor (its instruction list, statistics).
+  const scheduler::Executor& rank_executor(int64_t rank) const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// SpmdExecutor(program, mesh).Run(inputs).
 std::vector<DistTensor> RunSpmd(const ir::Program& program, const ProcessMesh& mesh, std::span<const Tensor> inputs);
+
+/// The reference runner: the placed program op by op on DistTensors in this thread: inputs and parameters
+/// laid out by their placements, op.* ops through eager execution (eager.h), which must need no reshard of
+/// its own (the pass inserted them; a disagreement is kInternal, naming the op), dist.* ops through Reshard.
+std::vector<DistTensor> RunSpmdEager(const ir::Program& program, const ProcessMesh& mesh,
+                                     std::span<const Tensor> inputs);
 
 }  // namespace oar::distributed
 

@@ -12,6 +12,7 @@
 #include "core/nn/layers.h"
 #include "core/ops/ops.h"
 #include "core/passes/pass.h"
+#include "core/scheduler/executor.h"
 
 namespace oar::distributed {
 namespace {
@@ -108,15 +109,34 @@ TEST(SpmdPass, MegatronMlpForwardGetsExactlyOneAllReduceAndEqualsEagerExecution)
   EXPECT_EQ(ir::Print(*ir::ParseProgram(ctx2, text, "placed.oir")), text);
   // Run: the one all_reduce is the only collective, and the result is eager DistTensor execution's bitwise
   // (the same local ops, the same reductions) and one device's within float rounding.
+  // Each rank's program goes through its own scheduler::Executor; the collective is the rank program's one
+  // dist.rank_reshard, on the rank's local shapes (fc1's 16 outputs split 4 ways).
+  const std::string rank1 = ir::Print(*RankProgram(p, mesh, 1));
+  EXPECT_NE(rank1.find("dist.rank_reshard"), std::string::npos) << rank1;
+  EXPECT_EQ(rank1.find("dist.all_reduce"), std::string::npos) << rank1;
+  EXPECT_NE(rank1.find("tensor<[6, 4], f32>"), std::string::npos) << rank1;
+  const SpmdExecutor exec(p, mesh);
   ResetCollectiveCounts();
-  const std::vector<DistTensor> out = RunSpmd(p, mesh, std::vector<Tensor>{m.x});
+  const std::vector<DistTensor> out = exec.Run(std::vector<Tensor>{m.x});
   const CollectiveCounts counts = GetCollectiveCounts();
   EXPECT_EQ(counts.all_reduce, 1) << counts.ToString();
   EXPECT_EQ(counts.total(), 1) << counts.ToString();
+  for (int64_t r = 0; r < 4; ++r) EXPECT_EQ(exec.rank_executor(r).stats().runs, 1u) << r;
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].placements(), (Placements{R}));
   const std::vector<float> got = Host(FullTensor(out[0]));
   EXPECT_EQ(got, EagerDist(m, mesh));
+  EXPECT_EQ(got, Host(FullTensor(RunSpmdEager(p, mesh, std::vector<Tensor>{m.x}).at(0))));
+  // Again (compiled once): the same result.
+  EXPECT_EQ(Host(FullTensor(exec.Run(std::vector<Tensor>{m.x}).at(0))), got);
+  // A wrong input fails every rank with the executor's message, and nothing waits forever.
+  try {
+    exec.Run(std::vector<Tensor>{randn({5, 8}, m.gen, 0, 1, DType::kFloat32, kDev)});
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("input 0 ('x')"), std::string::npos) << e.what();
+  }
   NoGradGuard no_grad;
   const std::vector<float> one = Host(m.Forward(m.x));
   ASSERT_EQ(got.size(), one.size());
@@ -137,6 +157,7 @@ TEST(SpmdPass, DataAndTensorParallelMlpOnATwoByTwoMesh) {
   EXPECT_EQ(Collectives(report), 2) << ir::Print(p);
   const std::vector<DistTensor> out = RunSpmd(p, mesh, std::vector<Tensor>{m.x});
   EXPECT_EQ(Host(FullTensor(out[0])), EagerDist(m, mesh));
+  EXPECT_EQ(Host(FullTensor(out[0])), Host(FullTensor(RunSpmdEager(p, mesh, std::vector<Tensor>{m.x}).at(0))));
 }
 
 // h = h + fc2(tanh(fc1(h))), three times (oar_dist_bench's residual stack): the residual stream stays
