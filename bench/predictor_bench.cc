@@ -6,7 +6,7 @@
 // A summary prints the cpu ratios with PASS/MISS, then the simulated
 // device time of one run (the span of the device's activities, docs/simulators.md) of the MLP and the decoding
 // step on kunlun_sim:0 and ascend_sim:1, eager and predicted.
-//   build/bin/oar_predictor_bench [--benchmark_filter=...]
+//   build/bin/oar_predictor_bench [--no-simulated] [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <unistd.h>
 
@@ -144,6 +145,16 @@ class Recorder : public benchmark::ConsoleReporter {
 }  // namespace oar::bench
 
 int main(int argc, char** argv) {
+  // --no-simulated: skip the simulated-time summary (it builds every model again on two simulators).
+  bool simulated = true;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--no-simulated") {
+      simulated = false;
+      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+      --argc;
+      break;
+    }
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   for (const char* kind : {"mlp", "cnn", "llama", "llama_decode"}) {
@@ -169,7 +180,8 @@ int main(int argc, char** argv) {
                 e->second * 1e6, p->second * 1e6, speedup, speedup >= 1.5 ? "PASS" : "MISS", f->second * 1e6, fused,
                 fused >= 1.5 ? "PASS" : "MISS");
   }
-  oar::bench::SimulatedSummary();
+  if (simulated) oar::bench::SimulatedSummary();
   benchmark::Shutdown();
+  oar::runtime::Runtime::DrainAtExit();
   return 0;
 }

@@ -218,6 +218,37 @@ TEST_P(DecodeTest, GreedyGenerationThroughThePredictorMatchesEager) {
   EXPECT_EQ(served[1].dim(2), 8) << "present.0.k holds the cache with this position appended";
 }
 
+// Sampling through the Predictor (top-k with a seed) draws eager generation's tokens; temperature and top-p
+// change what is drawn, the same options and seed draw the same again, and bad options are refused.
+TEST(DecodeSamplingTest, SampledGenerationThroughThePredictorMatchesEager) {
+  auto eager = MakeExample("llama", Device("cpu"), 3);
+  const std::string prompt = "The ";
+  const int64_t n = 10;
+  const fs::path dir = ExportDecode(*eager, 32, "sampling");
+  inference::Predictor p({.model_dir = dir, .device = "cpu"});
+  fs::remove_all(dir);
+  const std::vector<int64_t> ids = inference::EncodeBytes(p, prompt);
+  for (const uint64_t seed : {1u, 7u}) {
+    const std::string want = Generate(*eager, prompt, n, 8, seed);
+    const std::vector<int64_t> got = inference::Generate(p, ids, n, {.top_k = 8, .seed = seed});
+    EXPECT_EQ(prompt + inference::DecodeBytes(p, got), want) << "seed " << seed;
+  }
+  EXPECT_NE(Generate(*eager, prompt, n, 8, 1), Generate(*eager, prompt, n, 8, 7)) << "the seeds draw differently";
+  const inference::SamplingOptions hot{.temperature = 1.5, .top_k = 0, .top_p = 0.9, .seed = 3};
+  const std::vector<int64_t> a = inference::Generate(p, ids, n, hot), b = inference::Generate(p, ids, n, hot);
+  EXPECT_EQ(a, b) << "the same options and seed draw the same tokens";
+  EXPECT_EQ(inference::Generate(p, ids, n, {.temperature = 0, .seed = 3}), inference::GenerateGreedy(p, ids, n))
+      << "temperature 0 is greedy";
+  // top_p small enough keeps only the most likely token: greedy again, whatever the seed.
+  EXPECT_EQ(inference::Generate(p, ids, n, {.top_p = 1e-9, .seed = 11}), inference::GenerateGreedy(p, ids, n));
+  for (const inference::SamplingOptions& bad : {inference::SamplingOptions{.temperature = -1},
+                                                inference::SamplingOptions{.top_k = -2},
+                                                inference::SamplingOptions{.top_p = 0},
+                                                inference::SamplingOptions{.top_p = 1.5}}) {
+    EXPECT_THROW(inference::Generate(p, ids, n, bad), Error);
+  }
+}
+
 TEST(DecodeErrorTest, GenerationRefusesWhatTheProgramCannotServe) {
   auto cpu = MakeExample("llama", Device("cpu"), 3);
   const fs::path dir = ExportDecode(*cpu, 8, "errors");

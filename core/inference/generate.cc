@@ -1,11 +1,15 @@
 #include "core/inference/generate.h"
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
 #include <optional>
 
 #include <fmt/ranges.h>
 
 #include "core/base/error.h"
 #include "core/ir/text.h"
+#include "core/ops/nn.h"
 #include "core/ops/ops.h"
 
 namespace oar::inference {
@@ -43,7 +47,56 @@ std::vector<int64_t> ProgramIntArray(const Predictor& predictor, const std::stri
   return a.AsInts(name);
 }
 
-std::vector<int64_t> GenerateGreedy(const Predictor& p, std::span<const int64_t> prompt, int64_t max_new_tokens) {
+namespace {
+
+void CheckSampling(const SamplingOptions& o) {
+  OAR_CHECK_ARG(std::isfinite(o.temperature) && o.temperature >= 0,
+                "generate: the temperature must be finite and >= 0 (0: greedy), got {}", o.temperature);
+  OAR_CHECK_ARG(o.top_k >= 0, "generate: top_k must be >= 0 (0: every token), got {}", o.top_k);
+  OAR_CHECK_ARG(o.top_p > 0 && o.top_p <= 1, "generate: top_p must be in (0, 1] (1: no nucleus cut), got {}",
+                o.top_p);
+}
+
+}  // namespace
+
+int64_t SampleToken(const Tensor& logits, const SamplingOptions& o, Generator& gen) {
+  CheckSampling(o);
+  const Tensor row = logits.reshape({-1});
+  OAR_CHECK_ARG(row.numel() > 0, "generate: sampling needs at least one score, got shape {}",
+                logits.shape().ToString());
+  if (o.temperature == 0 || o.top_k == 1) return argmax(row, 0).to(Device("cpu")).item<int64_t>();
+  const Tensor scaled = o.temperature == 1 ? row : row / o.temperature;
+  const int64_t k = o.top_k == 0 ? row.numel() : std::min(o.top_k, row.numel());
+  auto [vals, idx] = topk(scaled, k);
+  const std::vector<float> prob = softmax(vals).to(Device("cpu")).ToVector<float>();
+  const std::vector<int64_t> ix = idx.to(Device("cpu")).ToVector<int64_t>();
+  // The nucleus: the most likely first, until their probability reaches top_p.
+  size_t keep = prob.size();
+  double mass = 1.0;
+  if (o.top_p < 1) {
+    double sum = 0;
+    for (size_t j = 0; j < prob.size(); ++j) {
+      sum += prob[j];
+      if (sum >= o.top_p) {
+        keep = j + 1;
+        mass = sum;
+        break;
+      }
+    }
+  }
+  double u = gen.NextDouble() * mass;
+  for (size_t j = 0; j < keep; ++j) {
+    u -= prob[j];
+    if (u < 0) return ix[j];
+  }
+  return ix[keep - 1];  // rounding left u >= 0: the last kept token
+}
+
+namespace {
+
+// The decoding loop; `choose` picks each new token from the step's logits.
+std::vector<int64_t> RunDecoding(const Predictor& p, std::span<const int64_t> prompt, int64_t max_new_tokens,
+                                 const std::function<int64_t(const Tensor&)>& choose) {
   OAR_CHECK_ARG(!prompt.empty(), "generate: the prompt is empty");
   OAR_CHECK_ARG(max_new_tokens >= 0, "generate: the number of new tokens must be >= 0, got {}", max_new_tokens);
   const std::vector<jit::InputSpec>& specs = p.inputs();
@@ -105,9 +158,25 @@ std::vector<int64_t> GenerateGreedy(const Predictor& p, std::span<const int64_t>
     std::vector<Tensor> out = p.Run(in);
     for (const auto& [i, o] : caches) in[i] = out[o];
     if (step + 1 < static_cast<int64_t>(prompt.size())) continue;
-    generated.push_back(argmax(out[*logits_at].reshape({-1}), 0).to(Device("cpu")).item<int64_t>());
+    generated.push_back(choose(out[*logits_at]));
     if (static_cast<int64_t>(generated.size()) == max_new_tokens) return generated;
   }
+}
+
+}  // namespace
+
+std::vector<int64_t> GenerateGreedy(const Predictor& p, std::span<const int64_t> prompt, int64_t max_new_tokens) {
+  return RunDecoding(p, prompt, max_new_tokens, [](const Tensor& logits) {
+    return argmax(logits.reshape({-1}), 0).to(Device("cpu")).item<int64_t>();
+  });
+}
+
+std::vector<int64_t> Generate(const Predictor& p, std::span<const int64_t> prompt, int64_t max_new_tokens,
+                              const SamplingOptions& options) {
+  CheckSampling(options);
+  Generator gen(options.seed);
+  return RunDecoding(p, prompt, max_new_tokens,
+                     [&](const Tensor& logits) { return SampleToken(logits, options, gen); });
 }
 
 std::vector<int64_t> EncodeBytes(const Predictor& p, const std::string& text) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/inference/predictor.h"
+#include "core/ops/ops.h"
 
 namespace oar::inference {
 
@@ -27,6 +28,28 @@ namespace oar::inference {
 /// empty prompt, a token id outside the vocabulary, or a position beyond decode.max_positions.
 std::vector<int64_t> GenerateGreedy(const Predictor& predictor, std::span<const int64_t> prompt,
                                     int64_t max_new_tokens);
+
+/// How the next token is chosen, in the order Hugging Face's generate and PyTorch code apply them: the logits
+/// are divided by `temperature`, only the `top_k` highest are kept (0: all of them), of those the smallest
+/// prefix (most likely first) whose probabilities reach `top_p` (1: all), and a token is drawn from their
+/// softmax, renormalised to the prefix, with one uniform of a Generator seeded by `seed` per token.
+/// temperature 0 or top_k 1 is greedy (argmax; no number is drawn).
+struct SamplingOptions {
+  double temperature = 1.0;
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  uint64_t seed = 0;
+};
+
+/// The next token for `logits` (one row of scores, any device) under `options`, drawing from `gen`. With
+/// temperature 1 and top_p 1 this is the sampling of eager generation (examples::Generate with top_k > 1):
+/// the same seed gives the same tokens. Throws oar::Error for a negative or non-finite temperature, a
+/// negative top_k, or a top_p outside (0, 1].
+int64_t SampleToken(const Tensor& logits, const SamplingOptions& options, Generator& gen);
+
+/// GenerateGreedy's loop with SampleToken choosing each new token (one Generator for the whole sequence).
+std::vector<int64_t> Generate(const Predictor& predictor, std::span<const int64_t> prompt, int64_t max_new_tokens,
+                              const SamplingOptions& options);
 
 /// The program's integer-array module attribute `name` (empty when absent).
 std::vector<int64_t> ProgramIntArray(const Predictor& predictor, const std::string& name);

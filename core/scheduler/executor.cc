@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "core/base/error.h"
@@ -246,6 +247,7 @@ struct Executor::Impl {
       slot_of[op.result(0).impl()] = Slot(op.operand(0), op);
       return;
     }
+    if (FoldPresetView(op)) return;
     Instr in;
     in.name = std::string(name);
     in.where = ir::DescribeOp(op);
@@ -316,6 +318,25 @@ struct Executor::Impl {
   }
 
   void Preset(const ir::Operation& op, Tensor t) { presets[NewSlot(op.result(0))] = std::move(t); }
+
+  // A view (permute, view, slice, ...) of a parameter or constant is the same view on every run: it is made
+  // once here and becomes a preset itself (a transposed weight is no instruction at all). Only a result over
+  // the operand's own bytes on the op's device is folded, so every kernel reading it sees what it saw when
+  // the view ran as an instruction.
+  bool FoldPresetView(const ir::Operation& op) {
+    const ops::OpSchema* s = op.info().schema;
+    if (s == nullptr || !IsPlannableView(s->op) || op.num_operands() != 1 || op.num_results() != 1) return false;
+    auto it = slot_of.find(op.operand(0).impl());
+    if (it == slot_of.end()) return false;
+    const Tensor& x = presets[static_cast<size_t>(it->second)];
+    const bool kernel = op.info().dialect->name() == "kernel";
+    if (!x.defined() || x.device() != (kernel ? Device(op.attr("device").AsString()) : device)) return false;
+    std::vector<Tensor> out =
+        RunTensorMethodOp(*s, std::span<const Tensor>(&x, 1), ir::SchemaAttrValues(*s, op.attributes()));
+    if (out.size() != 1 || !out[0].defined() || out[0].storage() != x.storage()) return false;
+    Preset(op, std::move(out[0]));
+    return true;
+  }
 
   Tensor Parameter(const ir::Program& program, const ir::Operation& op) {
     const std::string& name = op.attr("name").AsString();
@@ -706,6 +727,8 @@ struct Executor::Impl {
     std::vector<char> donor_ok;                // per input: its tensor may take a donated output
     uint64_t donated = 0;                      // outputs written into donated inputs
     uint64_t planned = 0;                      // instructions run from their plan (RunPlanned)
+    std::optional<runtime::ScopedStream>* held = nullptr;  // the top-level block's current stream (EnterStream)
+    int held_stream = -1;
     RunProfile* profile = nullptr;
     Clock::time_point t0;
   };
@@ -879,7 +902,29 @@ struct Executor::Impl {
     }
   }
 
+  // Make `stream` the calling thread's current stream of its device until the top-level block ends or another
+  // planned launch needs another stream: consecutive launches on one stream do not set it again.
+  void EnterStream(RunState& st, int stream) const {
+    if (st.held == nullptr) return;
+    if (st.held_stream == stream && st.held->has_value()) return;
+    st.held->reset();
+    st.held->emplace(StreamOf(st, stream));
+    st.held_stream = stream;
+  }
+
   void RunBlock(RunState& st, const CBlock& b, const Schedule& sched, std::span<const Tensor> inputs) const {
+    std::optional<runtime::ScopedStream> held;  // destroyed last: restores the thread's current stream
+    if (&b == &top) {
+      st.held = &held;
+      st.held_stream = -1;
+    }
+    struct Unhold {
+      RunState& st;
+      bool top;
+      ~Unhold() {
+        if (top) st.held = nullptr;
+      }
+    } unhold{st, &b == &top};
     for (size_t i = 0; i < b.instrs.size(); ++i) {
       const Instr& in = b.instrs[i];
       try {
@@ -996,17 +1041,20 @@ struct Executor::Impl {
     const PlannedInstructions::Entry* e = planned.Get(static_cast<size_t>(top_index));
     if (e != nullptr && e->refused) return false;
     if (in.kind == Kind::kSpecial && e == nullptr) return false;  // the general path plans it
-    std::array<Tensor, 16> args;
+    TensorSlots args(in.in.size());
     for (size_t k = 0; k < in.in.size(); ++k) {
       const Tensor& t = st.values[static_cast<size_t>(in.in[k])];
       if (!t.defined() || t.device() != in.device) return false;
       args[k] = t;
     }
-    const std::span<const Tensor> operands(args.data(), in.in.size());
+    const std::span<const Tensor> operands = args.span();
     if (e == nullptr) {
       auto made = std::make_unique<PlannedInstructions::Entry>();
       try {
         made->kernel = PlanKernel(*in.schema, operands, in.attrs, in.device);
+        for (size_t k = 0; k < in.in.size(); ++k) {  // parameters and constants: the same tensor on every run
+          if (presets[static_cast<size_t>(in.in[k])].defined()) FixOperand(*made->kernel, k, operands[k]);
+        }
       } catch (const Error&) {
         made->kernel.reset();
         made->refused = true;  // the general path reports it
@@ -1034,9 +1082,14 @@ struct Executor::Impl {
     }
     OAR_CHECK(e->kernel->results.size() == in.out.size(), kInternal, "{} gives {} results for {}", in.name,
               e->kernel->results.size(), in.out.size());
-    runtime::ScopedStream on(stream);
-    std::array<Tensor, 16> results;
-    OAR_CHECK(in.out.size() <= results.size(), kInternal, "{}: more than 16 results", in.name);
+    std::optional<runtime::ScopedStream> local;
+    if (st.held != nullptr) {
+      EnterStream(st, in.stream);
+    } else {
+      local.emplace(stream);
+    }
+    OAR_CHECK(in.out.size() <= TensorSlots::kCapacity, kInternal, "{}: more than 16 results", in.name);
+    TensorSlots results(in.out.size());
     LaunchPlanned(
         *e->kernel, operands,
         [&](size_t k, const Dims& shape, DType dtype) { return Output(st, in, top_index, k, shape, dtype, in.device); },

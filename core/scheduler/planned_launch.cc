@@ -110,12 +110,24 @@ std::unique_ptr<PlannedKernel> PlanKernel(const ops::OpSchema& s, std::span<cons
   }
   OAR_CHECK(!p->result_is_view || p->results.size() == 1, kInternal, "{}: a view result must be the only one",
             s.name);
+  // A kernel output already of the result's shape (a matrix product, a reduction keeping no dims) is the result.
+  if (p->result_is_view && p->kernel_out == p->results[0].shape) p->result_is_view = false;
+  p->in_fixed.resize(inputs.size());
   const DType value_dtype =
       ops::KernelValueDType(s, inputs.empty() ? p->results[0].dtype : inputs[0].dtype(), p->results[0].dtype);
   std::vector<runtime::KernelAttr> kattrs;
   for (size_t i = 0; i < s.attrs.size(); ++i) kattrs.push_back(ops::ToKernelAttr(s, i, p->attrs[i], value_dtype));
   p->kernel = std::make_unique<runtime::PreparedKernel>(device, s.kernel_id, kattrs);
   return p;
+}
+
+void FixOperand(PlannedKernel& p, size_t i, const Tensor& t) {
+  switch (p.in_form[i]) {
+    case Form::kAsIs: return;
+    case Form::kExpand: p.in_fixed[i] = t.expand(p.in_shape[i]); return;
+    case Form::kRowThenExpand: p.in_fixed[i] = t.unsqueeze(0).expand(p.in_shape[i]); return;
+    case Form::kColumnThenExpand: p.in_fixed[i] = t.unsqueeze(-1).expand(p.in_shape[i]); return;
+  }
 }
 
 bool Matches(const PlannedKernel& p, std::span<const Tensor> inputs) {

@@ -10,6 +10,8 @@
 #define OAR_CORE_SCHEDULER_PLANNED_LAUNCH_H_
 
 #include <array>
+#include <cstddef>
+#include <new>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -22,6 +24,29 @@
 
 namespace oar::scheduler {
 
+/// At most 16 tensors on the stack of which only the first n are made (std::array<Tensor, 16> makes and
+/// destroys all sixteen on every launch).
+class TensorSlots {
+ public:
+  static constexpr size_t kCapacity = 16;
+  explicit TensorSlots(size_t n) : n_(n < kCapacity ? n : kCapacity) {
+    for (size_t i = 0; i < n_; ++i) new (buf_ + i * sizeof(Tensor)) Tensor();
+  }
+  ~TensorSlots() {
+    for (size_t i = 0; i < n_; ++i) data()[i].~Tensor();
+  }
+  TensorSlots(const TensorSlots&) = delete;
+  TensorSlots& operator=(const TensorSlots&) = delete;
+  Tensor* data() { return std::launder(reinterpret_cast<Tensor*>(buf_)); }
+  Tensor& operator[](size_t i) { return data()[i]; }
+  std::span<const Tensor> span() { return {data(), n_}; }
+  size_t size() const { return n_; }
+
+ private:
+  alignas(Tensor) std::byte buf_[kCapacity * sizeof(Tensor)];
+  size_t n_;
+};
+
 /// A kernel op (ops::Run's path) planned for its operands' dtypes and shapes.
 struct PlannedKernel {
   enum class Form : uint8_t { kAsIs, kExpand, kRowThenExpand, kColumnThenExpand };
@@ -29,8 +54,9 @@ struct PlannedKernel {
   std::vector<Dims> in_shape;       // per operand: the kernel input's shape
   std::vector<Dims> in_expect;      // per operand: the shape planned for (checked on every run)
   std::vector<DType> in_dtype;
+  std::vector<Tensor> in_fixed;     // per operand: its kernel form made once (FixOperand), else undefined
   std::vector<ops::TensorMeta> results;  // the instruction's results
-  bool result_is_view = false;      // one result, a view of a kernel output of shape kernel_out
+  bool result_is_view = false;      // one result, a view of a kernel output of shape kernel_out (another shape)
   Dims kernel_out;
   ops::AttrValues attrs;            // completed and normalised (what the kernel sees)
   std::unique_ptr<runtime::PreparedKernel> kernel;
@@ -40,6 +66,10 @@ struct PlannedKernel {
 /// it. Throws what ops::Run throws for invalid calls.
 std::unique_ptr<PlannedKernel> PlanKernel(const ops::OpSchema& s, std::span<const Tensor> inputs,
                                           const ops::AttrValues& attrs, Device device);
+
+/// Operand `i` of `p` is `t` on every run (a parameter or constant): its kernel form (an expanded bias, a
+/// matmul vector as a matrix) is made now, once, rather than on every launch.
+void FixOperand(PlannedKernel& p, size_t i, const Tensor& t);
 
 /// Whether `inputs` are what `p` was planned for (dtype and shape of every operand).
 bool Matches(const PlannedKernel& p, std::span<const Tensor> inputs);
@@ -95,12 +125,16 @@ class PlannedInstructions {
 template <typename Allocate>
 void LaunchPlanned(const PlannedKernel& p, std::span<const Tensor> inputs, Allocate&& allocate,
                    std::span<Tensor> results) {
-  std::array<Tensor, 16> kin;
   std::span<const Tensor> kernel_in = inputs;
   bool transformed = false;
   for (PlannedKernel::Form f : p.in_form) transformed = transformed || f != PlannedKernel::Form::kAsIs;
+  TensorSlots kin(transformed ? inputs.size() : 0);
   if (transformed) {
     for (size_t i = 0; i < inputs.size(); ++i) {
+      if (p.in_fixed[i].defined()) {
+        kin[i] = p.in_fixed[i];
+        continue;
+      }
       switch (p.in_form[i]) {
         case PlannedKernel::Form::kAsIs: kin[i] = inputs[i]; break;
         case PlannedKernel::Form::kExpand: kin[i] = inputs[i].expand(p.in_shape[i]); break;
@@ -108,7 +142,7 @@ void LaunchPlanned(const PlannedKernel& p, std::span<const Tensor> inputs, Alloc
         case PlannedKernel::Form::kColumnThenExpand: kin[i] = inputs[i].unsqueeze(-1).expand(p.in_shape[i]); break;
       }
     }
-    kernel_in = {kin.data(), inputs.size()};
+    kernel_in = kin.span();
   }
   if (p.result_is_view) {
     const Tensor store = allocate(size_t{0}, p.kernel_out, p.results[0].dtype);

@@ -257,7 +257,7 @@ void AddTrainCommands(CLI::App& app) {
     CLI::Option* checkpoint = cmd->add_option("--checkpoint", a->checkpoint, "Checkpoint folder: generate eagerly");
     CLI::Option* model = cmd->add_option(
         "--model", a->model,
-        "Saved program written by oar export llama --decode: generate through the Predictor (greedy)");
+        "Saved program written by oar export llama --decode: generate through the Predictor");
     checkpoint->excludes(model);
     model->excludes(checkpoint);
     cmd->add_option("--prompt", a->prompt, "Text to continue")->required();
@@ -270,12 +270,14 @@ void AddTrainCommands(CLI::App& app) {
                     "oar generate: give --checkpoint DIR (eager) or --model DIR (a program from oar export llama "
                     "--decode, served by the Predictor)");
       if (!a->model.empty()) {
-        OAR_CHECK_ARG(a->top_k <= 1, "oar generate --model: generation through the Predictor is greedy; --top-k {} "
-                      "needs --checkpoint (eager)", a->top_k);
         OAR_CHECK_ARG(a->max_new_tokens >= 0, "generate: --max-new-tokens must be >= 0, got {}", a->max_new_tokens);
         const inference::Predictor p(inference::Config{.model_dir = a->model, .device = a->device});
         const std::vector<int64_t> ids = inference::EncodeBytes(p, a->prompt);
-        const std::vector<int64_t> out = inference::GenerateGreedy(p, ids, a->max_new_tokens);
+        // As eager generation samples: --top-k 1 (or less) greedy, else from the k most likely with --seed.
+        const std::vector<int64_t> out =
+            a->top_k <= 1 ? inference::GenerateGreedy(p, ids, a->max_new_tokens)
+                          : inference::Generate(p, ids, a->max_new_tokens,
+                                                {.temperature = 1.0, .top_k = a->top_k, .top_p = 1.0, .seed = a->seed});
         std::printf("%s%s\n", a->prompt.c_str(), inference::DecodeBytes(p, out).c_str());
         return;
       }
