@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -143,7 +144,7 @@ class Printer {
       indent_ = 1;
       int a = 0;
       for (const KernelBuffer& b : k_.buffers) {
-        const std::string t = Type(b.dtype);
+        const std::string t = Type(b.dtype, true);
         Line(b.output ? fmt::format("{}* restrict {} = *({}* const*)args[{}];", t, b.name, t, a)
                       : fmt::format("const {}* restrict {} = *(const {}* const*)args[{}];", t, b.name, t, a));
         ++a;
@@ -202,8 +203,12 @@ class Printer {
     for (const Stmt& c : s->body) CollectReduceBuffers(c, out);
   }
 
-  // `buffer`: the element type of a kernel argument (OpenCL C takes no bool pointer there: bytes instead).
+  // `buffer`: the element type of a kernel argument (OpenCL C takes no bool pointer there: bytes instead). C
+  // reads and writes bool buffers as bytes too: GCC 12 does not vectorise a loop that loads a `_Bool` (a causal
+  // mask's select kept the attention softmax of every llama step scalar); the values stay 0 and 1, and each
+  // converts to and from `bool` on load and store.
   std::string Type(DType t, bool buffer = false) const {
+    if (!Gpu() && !pseudo_ && buffer && t == DType::kBool) return "uint8_t";
     if (Ocl()) {
       switch (t) {
         case DType::kInt64: return "long";
@@ -286,7 +291,7 @@ class Printer {
                                 : fmt::format("{}{}", e->int_value, suffix);
       }
       case ExprOp::kFloatImm: return Literal(e->float_value, t);
-      case ExprOp::kVar: return e->var;
+      case ExprOp::kVar: return lanes_.count(e->var) ? e->var + "[" + lane_var_ + "]" : e->var;
       case ExprOp::kLoad: return fmt::format("{}[{}]", k_.buffers[static_cast<size_t>(e->buffer)].name, a(0));
       case ExprOp::kNeg: return "(-" + a(0) + ")";
       case ExprOp::kExp: return (!Gpu() && t == DType::kFloat32 ? "oar_expf(" : Fn("exp", t) + "(") + a(0) + ")";
@@ -358,12 +363,103 @@ class Printer {
     return "?";
   }
 
+  // C: the column-reduce schedule's kThreads loop over a tile of columns holds serial loops down the rows
+  // (the reduction passes). GCC vectorises no loop with inner loops, and walking each column down every row
+  // before the next column misses the cache on every load, so the loop is distributed and interchanged: the
+  // loop's own locals (accumulators, per-column values) become arrays over the tile's lanes, each run of
+  // statements at its top level becomes its own simd loop over the lanes, and each serial nest keeps its
+  // loops with the simd loop over the lanes innermost. Legal because lanes are independent (a lane reads
+  // only what it wrote: its column of every output). The lane count's bound is the extent's constant
+  // operand (min(tile, columns left)); 0 (no interchange) for any other loop.
+  static int64_t LaneBound(const StmtNode& s) {
+    if (s.loop != LoopKind::kThreads || s.extent->op != ExprOp::kMin) return 0;
+    bool nest = false;
+    for (const Stmt& c : s.body) nest = nest || c->op == StmtOp::kFor;
+    if (!nest) return 0;
+    for (const Expr& a : s.extent->args) {
+      if (a->op == ExprOp::kIntImm && a->int_value > 0 && a->int_value <= 1024) return a->int_value;
+    }
+    return 0;
+  }
+
+  // Whether a serial nest is a chain of loops ending in a body of plain statements (how Lower builds each
+  // pass down the reduced dimensions); only those are interchanged.
+  static bool PlainNest(const StmtNode& s) {
+    if (s.op != StmtOp::kFor || s.loop != LoopKind::kSerial) return false;
+    if (s.body.size() == 1 && s.body[0]->op == StmtOp::kFor) return PlainNest(*s.body[0]);
+    for (const Stmt& c : s.body) {
+      if (c->op != StmtOp::kLocal && c->op != StmtOp::kAssign && c->op != StmtOp::kStore) return false;
+    }
+    return true;
+  }
+
+  void LaneLoop(const std::string& extent, const std::vector<Stmt>& stmts) {
+    Line("#pragma omp simd");
+    Line(fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0}) {{", lane_var_, extent));
+    ++indent_;
+    for (const Stmt& c : stmts) {
+      if (c->op == StmtOp::kLocal && lanes_.count(c->var)) {
+        Line(fmt::format("{}[{}] = {};", c->var, lane_var_, E(c->value)));
+      } else {
+        Body(c);
+      }
+    }
+    --indent_;
+    Line("}");
+  }
+
+  void LaneNest(const std::string& extent, const StmtNode& loop) {
+    Line(fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0}) {{", loop.var, E(loop.extent)));
+    ++indent_;
+    if (loop.body.size() == 1 && loop.body[0]->op == StmtOp::kFor) {
+      LaneNest(extent, *loop.body[0]);
+    } else {
+      LaneLoop(extent, loop.body);
+    }
+    --indent_;
+    Line("}");
+  }
+
+  bool InterchangeColumns(const StmtNode& s) {
+    const int64_t bound = LaneBound(s);
+    if (bound == 0 || !lanes_.empty()) return false;
+    for (const Stmt& c : s.body) {
+      if (c->op == StmtOp::kFor ? !PlainNest(*c) : c->op != StmtOp::kLocal && c->op != StmtOp::kStore) return false;
+    }
+    Line("{");
+    ++indent_;
+    const std::string extent = "oar_lanes_" + s.var;
+    Line(fmt::format("const int64_t {} = {};", extent, E(s.extent)));
+    for (const Stmt& c : s.body) {
+      if (c->op != StmtOp::kLocal) continue;
+      Line(fmt::format("{} {}[{}];", Type(c->dtype), c->var, bound));
+      lanes_.insert(c->var);
+    }
+    lane_var_ = s.var;
+    std::vector<Stmt> run;
+    for (const Stmt& c : s.body) {
+      if (c->op != StmtOp::kFor) {
+        run.push_back(c);
+        continue;
+      }
+      if (!run.empty()) LaneLoop(extent, run);
+      run.clear();
+      LaneNest(extent, *c);
+    }
+    if (!run.empty()) LaneLoop(extent, run);
+    lanes_.clear();
+    --indent_;
+    Line("}");
+    return true;
+  }
+
   void Body(const Stmt& s) {
     switch (s->op) {
       case StmtOp::kSeq:
         for (const Stmt& c : s->body) Body(c);
         return;
       case StmtOp::kFor: {
+        if (!pseudo_ && !Gpu() && InterchangeColumns(*s)) return;
         if (pseudo_) {
           const char* kind = s->loop == LoopKind::kTask ? "task" : s->loop == LoopKind::kThreads ? "threads" : "serial";
           std::string red;
@@ -390,7 +486,10 @@ class Printer {
       case StmtOp::kLocal:
         Line(fmt::format("{} {} = {}{}", Type(s->dtype), s->var, E(s->value), End()));
         return;
-      case StmtOp::kAssign: Line(fmt::format("{} = {}{}", s->var, E(s->value), End())); return;
+      case StmtOp::kAssign:
+        Line(fmt::format("{} = {}{}", lanes_.count(s->var) ? s->var + "[" + lane_var_ + "]" : s->var, E(s->value),
+                         End()));
+        return;
       case StmtOp::kStore:
         Line(fmt::format("{}[{}] = {}{}", k_.buffers[static_cast<size_t>(s->buffer)].name, E(s->offset), E(s->value),
                          End()));
@@ -438,6 +537,8 @@ class Printer {
   bool pseudo_;
   int indent_ = 0;
   std::ostringstream out_;
+  std::set<std::string> lanes_;  // InterchangeColumns: the locals that are arrays over the lanes
+  std::string lane_var_;
 };
 
 }  // namespace

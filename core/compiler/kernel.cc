@@ -151,9 +151,60 @@ class GroupKernel : public scheduler::CompiledOp {
 
   std::vector<Tensor> Run(std::span<const Tensor> inputs) const override {
     OAR_CHECK(inputs.size() == num_args_, kInternal, "cinn: {} got {} operands for {}", where_, inputs.size(), num_args_);
-    // Shapes of every body value for these inputs.
+    const std::shared_ptr<const Shapes> shapes = ShapesFor(inputs);
+    const LoweredGroup& lg = lowered_;
+    // Buffers: inputs contiguous on the device, outputs allocated.
+    std::vector<Tensor> buffers;
+    buffers.reserve(lg.buffer_values.size());
+    for (size_t b = 0; b < lg.buffer_values.size(); ++b) {
+      if (b < lg.num_inputs) {
+        const Tensor& t = inputs[static_cast<size_t>(buffer_value_[b])];
+        buffers.push_back(t.is_contiguous() ? t : t.contiguous());
+      } else {
+        const ops::TensorMeta& m = shapes->outputs[b - lg.num_inputs];
+        buffers.push_back(ops::AllocateOutput(m.shape, m.dtype, device_));
+      }
+    }
+    std::vector<Tensor> outputs(buffers.begin() + static_cast<std::ptrdiff_t>(lg.num_inputs), buffers.end());
+    if (shapes->tasks == 0) return outputs;
+    if (function_) {
+      Launch(buffers, shapes->params, shapes->tasks, shapes->elements);
+    } else if (unfused_) {
+      RunUnfused(inputs, outputs);
+    } else {
+      Interpret(buffers, shapes->params);
+    }
+    return outputs;
+  }
+
+ private:
+  // What a run's input shapes determine: the output buffers' shapes, the kernel's int64 parameters (extents
+  // and the contiguous buffers' strides) and its task and element counts. Computed from the body's op
+  // schemas on the first run with these shapes and kept for the next ones (a step or decoding loop runs the
+  // same shapes again: the schemas' inference and the parameters' evaluation were most of a small group's
+  // launch cost).
+  struct Shapes {
+    std::vector<Dims> inputs;
+    std::vector<ops::TensorMeta> outputs;  ///< per output buffer
+    std::vector<int64_t> params;
+    int64_t tasks = 0, elements = 0;
+  };
+
+  std::shared_ptr<const Shapes> ShapesFor(std::span<const Tensor> inputs) const {
+    {
+      std::lock_guard lock(shapes_mutex_);
+      if (last_shapes_ && last_shapes_->inputs.size() == inputs.size()) {
+        bool same = true;
+        for (size_t i = 0; i < inputs.size() && same; ++i) same = last_shapes_->inputs[i] == inputs[i].shape();
+        if (same) return last_shapes_;
+      }
+    }
+    auto shapes = std::make_shared<Shapes>();
     std::vector<ops::TensorMeta> meta(num_values_);
-    for (size_t i = 0; i < inputs.size(); ++i) meta[i] = {inputs[i].dtype(), inputs[i].shape()};
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      meta[i] = {inputs[i].dtype(), inputs[i].shape()};
+      shapes->inputs.push_back(inputs[i].shape());
+    }
     for (const BodyStep& s : steps_) {
       if (s.schema == nullptr) {
         meta[static_cast<size_t>(s.out)] = {s.dtype, s.static_shape};
@@ -166,47 +217,33 @@ class GroupKernel : public scheduler::CompiledOp {
     const LoweredGroup& lg = lowered_;
     Dims domain = anchor_ >= 0 ? meta[static_cast<size_t>(anchor_)].shape : Dims{1};
     if (domain.empty()) domain = Dims{1};
-    // Buffers: inputs contiguous on the device, outputs allocated.
-    std::vector<Tensor> buffers;
+    std::vector<Dims> buffer_shapes;
     for (size_t b = 0; b < lg.buffer_values.size(); ++b) {
-      const int v = buffer_value_[b];
-      if (b < lg.num_inputs) {
-        const Tensor& t = inputs[static_cast<size_t>(v)];
-        buffers.push_back(t.is_contiguous() ? t : t.contiguous());
-      } else {
-        const ops::TensorMeta& m = meta[static_cast<size_t>(v)];
-        buffers.push_back(ops::AllocateOutput(m.shape, m.dtype, device_));
-      }
+      const ops::TensorMeta& m = meta[static_cast<size_t>(buffer_value_[b])];
+      buffer_shapes.push_back(m.shape);
+      if (b >= lg.num_inputs) shapes->outputs.push_back(m);
     }
-    std::vector<int64_t> params;
     for (const IntParam& p : lg.params) {
       if (p.kind == IntParam::kExtent) {
-        params.push_back(domain[p.dim]);
+        shapes->params.push_back(domain[p.dim]);
         continue;
       }
-      const Dims& shape = buffers[static_cast<size_t>(p.buffer)].shape();
+      const Dims& shape = buffer_shapes[static_cast<size_t>(p.buffer)];
       const std::vector<int>& map = lg.buffer_maps[static_cast<size_t>(p.buffer)];
       int64_t stride = 1, found = 0;
       for (int j = static_cast<int>(map.size()) - 1; j >= 0; --j) {
         if (map[static_cast<size_t>(j)] == p.dim) found = stride;
         stride *= shape[j];
       }
-      params.push_back(found);
+      shapes->params.push_back(found);
     }
-    std::vector<Tensor> outputs(buffers.begin() + static_cast<std::ptrdiff_t>(lg.num_inputs), buffers.end());
-    const int64_t tasks = domain.Product() == 0 ? 0 : EvaluateIndex(lg.kernel, lg.kernel.num_tasks, params);
-    if (tasks == 0) return outputs;
-    if (function_) {
-      Launch(buffers, params, tasks, domain.Product());
-    } else if (unfused_) {
-      RunUnfused(inputs, outputs);
-    } else {
-      Interpret(buffers, params);
-    }
-    return outputs;
+    shapes->elements = domain.Product();
+    shapes->tasks = shapes->elements == 0 ? 0 : EvaluateIndex(lg.kernel, lg.kernel.num_tasks, shapes->params);
+    std::lock_guard lock(shapes_mutex_);
+    last_shapes_ = shapes;
+    return shapes;
   }
 
- private:
   void BuildSteps(const ir::Operation& group) {
     const ir::Block& body = group.region(0).front();
     std::unordered_map<ir::Value, int, ir::ValueHash> index;
@@ -248,6 +285,7 @@ class GroupKernel : public scheduler::CompiledOp {
   void Launch(const std::vector<Tensor>& buffers, const std::vector<int64_t>& params, int64_t tasks,
               int64_t elements) const {
     std::vector<runtime::LaunchArg> args;
+    args.reserve(buffers.size() + params.size());
     double bytes = 0;
     for (const Tensor& t : buffers) {
       args.push_back(runtime::LaunchArg::Buffer(t.data_ptr(), t.nbytes()));
@@ -304,6 +342,8 @@ class GroupKernel : public scheduler::CompiledOp {
   bool unfused_ = false;
   std::shared_ptr<runtime::CompiledModule> module_;
   std::optional<runtime::CompiledFunction> function_;
+  mutable std::mutex shapes_mutex_;
+  mutable std::shared_ptr<const Shapes> last_shapes_;  // ShapesFor's last answer
 };
 
 }  // namespace

@@ -178,8 +178,10 @@ void Launch(const CompiledFunction& f, const LaunchConfig& config, std::span<con
   if (!f.valid()) Throw(ErrorCode::kInvalidArgument, "Launch: an empty CompiledFunction");
   const CompiledModule& m = *f.module();
   DeviceContext& ctx = m.context();
-  const std::string what = fmt::format("{}: launch of '{}' (module '{}')", ctx.device().str(), f.name(), m.name());
-  const oar_compiler_api_t* c = OAR_COMPILER_SLOT(ctx, launch_kernel, what);
+  // Built only on an error: a launch of a small fused kernel costs a few microseconds, and formatting this
+  // string on every one was a measurable part of it.
+  const auto what = [&] { return fmt::format("{}: launch of '{}' (module '{}')", ctx.device().str(), f.name(), m.name()); };
+  const oar_compiler_api_t* c = OAR_COMPILER_SLOT(ctx, launch_kernel, what());
   std::vector<oar_kernel_arg_t> abi(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     abi[i].kind = static_cast<int32_t>(args[i].kind);

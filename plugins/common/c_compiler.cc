@@ -318,8 +318,10 @@ const oar_compiler_api_t* CCompilerApi(const CCompilerHooks& hooks) {
 
 std::unique_ptr<CLaunch> PrepareCLaunch(
     const oar_launch_info_t* info, const std::function<void*(const void*, size_t, const std::string&)>& translate,
-    const std::string& where) {
-  auto fail = [&](const std::string& m) { throw StatusError(OAR_STATUS_INVALID_ARGUMENT, where + ": " + m); };
+    std::string_view where) {
+  auto fail = [&](const std::string& m) {
+    throw StatusError(OAR_STATUS_INVALID_ARGUMENT, std::string(where) + ": " + m);
+  };
   if (info == nullptr) fail("NULL launch info");
   if (info->struct_size < OAR_LAUNCH_INFO_MIN_SIZE) {
     fail("launch info struct_size " + std::to_string(info->struct_size) + " is smaller than ABI 1.1's " +
@@ -334,8 +336,9 @@ std::unique_ptr<CLaunch> PrepareCLaunch(
     launch->entry_ = f->entry;
     launch->name_ = f->module->name + "." + f->name;
   }
-  const std::string w = where + " '" + launch->name_ + "'";
-  auto fail_named = [&](const std::string& m) { throw StatusError(OAR_STATUS_INVALID_ARGUMENT, w + ": " + m); };
+  // Messages are built only on a failure (this runs on every launch of a fused kernel).
+  const auto w = [&] { return std::string(where) + " '" + launch->name_ + "'"; };
+  auto fail_named = [&](const std::string& m) { throw StatusError(OAR_STATUS_INVALID_ARGUMENT, w() + ": " + m); };
   int64_t tasks = 1;
   for (int d = 0; d < 3; ++d) {
     if (info->grid[d] == 0 || info->block[d] == 0) {
@@ -363,21 +366,22 @@ std::unique_ptr<CLaunch> PrepareCLaunch(
   for (int32_t i = 0; i < info->num_args; ++i) {
     const oar_kernel_arg_t& a = info->args[i];
     CLaunch::Slot& slot = launch->slots_[static_cast<size_t>(i)];
-    const std::string arg = "argument " + std::to_string(i);
+    const auto arg = [i] { return "argument " + std::to_string(i); };
     const char* kind = KernelArgKindName(a.kind);
-    if (kind == nullptr) fail_named(arg + " has unknown kind " + std::to_string(a.kind));
-    if (a.reserved != 0) fail_named(arg + ": reserved must be 0");
+    if (kind == nullptr) fail_named(arg() + " has unknown kind " + std::to_string(a.kind));
+    if (a.reserved != 0) fail_named(arg() + ": reserved must be 0");
     auto scalar = [&](size_t size, void* dst) {
       if (a.size != size || a.value == nullptr) {
-        fail_named(arg + " (" + kind + ") needs a value of " + std::to_string(size) + " bytes, got " +
+        fail_named(arg() + " (" + kind + ") needs a value of " + std::to_string(size) + " bytes, got " +
                    std::to_string(a.size) + " bytes" + (a.value ? "" : " at NULL"));
       }
       std::memcpy(dst, a.value, size);
     };
     switch (a.kind) {
       case OAR_KERNEL_ARG_BUFFER:
-        if (a.value == nullptr && a.size != 0) fail_named(arg + " (BUFFER) is NULL with " + std::to_string(a.size) + " bytes");
-        slot.ptr = a.size == 0 ? const_cast<void*>(a.value) : translate(a.value, a.size, w + " " + arg);
+        if (a.value == nullptr && a.size != 0) fail_named(arg() + " (BUFFER) is NULL with " + std::to_string(a.size) + " bytes");
+        // No translation (host memory): the address as it is, no message built.
+        slot.ptr = a.size == 0 || !translate ? const_cast<void*>(a.value) : translate(a.value, a.size, w() + " " + arg());
         break;
       case OAR_KERNEL_ARG_INT32: scalar(4, &slot.i32); break;
       case OAR_KERNEL_ARG_INT64: scalar(8, &slot.i64); break;

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "oar/plugin/plugin.h"
@@ -79,7 +80,7 @@ class CLaunch {
  private:
   friend std::unique_ptr<CLaunch> PrepareCLaunch(
       const oar_launch_info_t* info, const std::function<void*(const void*, size_t, const std::string&)>& translate,
-      const std::string& where);
+      std::string_view where);
   union Slot {
     int32_t i32;
     int64_t i64;
@@ -101,11 +102,12 @@ class CLaunch {
 
 /// Validate `info` (struct size, function handle, grid, block, every argument's kind and size) and copy
 /// it. `translate(device_ptr, bytes, what)` returns the host address of a BUFFER range and throws
-/// sdk::StatusError when the range is not valid device memory (identity for host-memory devices).
+/// sdk::StatusError when the range is not valid device memory (an empty `translate`: host memory, the
+/// addresses as they are).
 /// `where` ("cpu: launch_kernel") prefixes messages. Throws sdk::StatusError.
 std::unique_ptr<CLaunch> PrepareCLaunch(
     const oar_launch_info_t* info, const std::function<void*(const void*, size_t, const std::string&)>& translate,
-    const std::string& where);
+    std::string_view where);
 
 }  // namespace oar::host
 

@@ -462,9 +462,7 @@ oar_status_t* LaunchKernel(int32_t device, oar_stream_t stream, const oar_launch
   return Guard([&] {
     CheckStream(device, stream);
     // Device memory is host memory: a buffer only has to be a non-NULL range.
-    const auto launch = host::PrepareCLaunch(
-        info, [](const void* ptr, size_t, const std::string&) { return const_cast<void*>(ptr); },
-        "cpu: launch_kernel");
+    const auto launch = host::PrepareCLaunch(info, nullptr, "cpu: launch_kernel");
     launch->Run(omp_get_max_threads());
   });
 }
