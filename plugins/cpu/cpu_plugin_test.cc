@@ -23,6 +23,45 @@ const oar::sdk::testing::LoadedPlugin& P() { return oar::sdk::testing::LoadOnce(
 const oar_plugin_api_t* Api() { return P().api; }
 const oar_device_api_t* Dev() { return Api()->device; }
 
+// The float32 add kernel as registered, or null.
+oar_kernel_fn_t AddF32() {
+  const std::vector<int32_t> f32x3 = {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32};
+  for (const auto& e : P().kernels.entries) {
+    if (e.op == "add" && e.dtypes == f32x3) return e.fn;
+  }
+  return nullptr;
+}
+
+// A 1-D float32 `add` call through the ABI over 12 floats at `f`: f[0:4] + f[4:8] -> f[8:12]. Reset()
+// restores every field after a test has broken one.
+struct AddCall {
+  explicit AddCall(float* data) : f(data) { Reset(); }
+  void Reset() {
+    for (int i = 0; i < 3; ++i) {
+      descs[i] = {};
+      descs[i].struct_size = OAR_TENSOR_DESC_STRUCT_SIZE;
+      descs[i].data = f + 4 * i;
+      descs[i].dtype = OAR_DTYPE_FLOAT32;
+      descs[i].rank = 1;
+      shape[i][0] = 4;
+      strides[i][0] = 1;
+      descs[i].shape = shape[i];
+      descs[i].strides = strides[i];
+    }
+    call = {};
+    call.struct_size = OAR_KERNEL_CALL_STRUCT_SIZE;
+    call.op = "add";
+    call.num_inputs = 2;
+    call.num_outputs = 1;
+    call.inputs = descs;
+    call.outputs = descs + 2;
+  }
+  float* f;
+  int64_t shape[3][1] = {}, strides[3][1] = {};
+  oar_tensor_desc_t descs[3] = {};
+  oar_kernel_call_t call{};
+};
+
 TEST(CpuPlugin, HandshakeNamesAndVersions) {
   ASSERT_NE(Api(), nullptr);
   EXPECT_STREQ(Api()->name, "cpu");
@@ -187,34 +226,14 @@ TEST(CpuPlugin, RegistersHostKernelsThatRunOnItsMemory) {
   // Every kernel of the host library, nothing filtered out.
   EXPECT_EQ(registrar.entries.size(), oar::host::HostKernels().size());
   EXPECT_EQ(Api()->kernel->supports, nullptr);
-  oar_kernel_fn_t add = nullptr;
-  const std::vector<int32_t> f32x3 = {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32};
-  for (const auto& e : registrar.entries) {
-    if (e.op == "add" && e.dtypes == f32x3) add = e.fn;
-  }
+  const oar_kernel_fn_t add = AddF32();
   ASSERT_NE(add, nullptr);
   void* mem = nullptr;
   OAR_ASSERT_OK(Dev()->malloc(0, 3 * 4 * sizeof(float), &mem));
   float* f = static_cast<float*>(mem);
   for (int i = 0; i < 8; ++i) f[i] = static_cast<float>(i);
-  const int64_t shape[] = {4}, strides[] = {1};
-  oar_tensor_desc_t descs[3] = {};
-  for (int i = 0; i < 3; ++i) {
-    descs[i].struct_size = OAR_TENSOR_DESC_STRUCT_SIZE;
-    descs[i].data = f + 4 * i;
-    descs[i].dtype = OAR_DTYPE_FLOAT32;
-    descs[i].rank = 1;
-    descs[i].shape = shape;
-    descs[i].strides = strides;
-  }
-  oar_kernel_call_t call{};
-  call.struct_size = OAR_KERNEL_CALL_STRUCT_SIZE;
-  call.op = "add";
-  call.num_inputs = 2;
-  call.num_outputs = 1;
-  call.inputs = descs;
-  call.outputs = descs + 2;
-  OAR_ASSERT_OK(add(&call));
+  AddCall a(f);
+  OAR_ASSERT_OK(add(&a.call));
   for (int i = 0; i < 4; ++i) EXPECT_EQ(f[8 + i], f[i] + f[4 + i]);
   OAR_ASSERT_OK(Dev()->free(0, mem));
 }
@@ -224,67 +243,40 @@ TEST(CpuPlugin, RegistersHostKernelsThatRunOnItsMemory) {
 // (plugins/common/kernel_util.h); the messages come from the out-of-line functions they call on failure.
 TEST(CpuPlugin, HostKernelsRefuseBadCallsThroughTheAbiWithTheirMessages) {
   ASSERT_TRUE(P().ok()) << P().error;
-  oar_kernel_fn_t add = nullptr;
-  const std::vector<int32_t> f32x3 = {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32};
-  for (const auto& e : P().kernels.entries) {
-    if (e.op == "add" && e.dtypes == f32x3) add = e.fn;
-  }
+  const oar_kernel_fn_t add = AddF32();
   ASSERT_NE(add, nullptr);
   float f[12] = {};
-  int64_t shape[3][1] = {{4}, {4}, {4}}, strides[3][1] = {{1}, {1}, {1}};
-  oar_tensor_desc_t descs[3] = {};
-  oar_kernel_call_t call{};
-  const auto reset = [&] {
-    for (int i = 0; i < 3; ++i) {
-      descs[i] = {};
-      descs[i].struct_size = OAR_TENSOR_DESC_STRUCT_SIZE;
-      descs[i].data = f + 4 * i;
-      descs[i].dtype = OAR_DTYPE_FLOAT32;
-      descs[i].rank = 1;
-      shape[i][0] = 4;
-      strides[i][0] = 1;
-      descs[i].shape = shape[i];
-      descs[i].strides = strides[i];
-    }
-    call = {};
-    call.struct_size = OAR_KERNEL_CALL_STRUCT_SIZE;
-    call.op = "add";
-    call.num_inputs = 2;
-    call.num_outputs = 1;
-    call.inputs = descs;
-    call.outputs = descs + 2;
-  };
+  AddCall a(f);
   const auto refused = [&](const std::string& want) {
-    const Result r = Take(add(&call));
+    const Result r = Take(add(&a.call));
     EXPECT_EQ(r.code, OAR_STATUS_INVALID_ARGUMENT) << want;
     EXPECT_EQ(r.message, want);
   };
-  reset();
-  OAR_EXPECT_OK(add(&call));
-  call.num_inputs = 1;
-  call.outputs = descs + 1;
+  OAR_EXPECT_OK(add(&a.call));
+  a.call.num_inputs = 1;
+  a.call.outputs = a.descs + 1;
   refused("op 'add' on device 0: expected 2 input(s) and 1 output(s), got 1 and 1");
-  reset();
-  descs[1].rank = OAR_MAX_RANK + 1;
+  a.Reset();
+  a.descs[1].rank = OAR_MAX_RANK + 1;
   refused("op 'add' on device 0: rank " + std::to_string(OAR_MAX_RANK + 1) + " is outside 0.." +
           std::to_string(OAR_MAX_RANK));
-  reset();
-  strides[2][0] = -1;
+  a.Reset();
+  a.strides[2][0] = -1;
   refused("op 'add' on device 0 ([4], [4] -> [4]): negative extent or stride in dimension 0 of output 0");
-  reset();
-  shape[0][0] = -4;
+  a.Reset();
+  a.shape[0][0] = -4;
   refused("op 'add' on device 0 ([-4], [4] -> [4]): negative extent or stride in dimension 0 of input 0");
-  reset();
-  descs[1].dtype = OAR_DTYPE_FLOAT64;
+  a.Reset();
+  a.descs[1].dtype = OAR_DTYPE_FLOAT64;
   refused("op 'add' on device 0 ([4], [4] -> [4]): input 1 has dtype float64, the kernel expects float32");
-  reset();
-  descs[2].dtype = OAR_DTYPE_INT32;
+  a.Reset();
+  a.descs[2].dtype = OAR_DTYPE_INT32;
   refused("op 'add' on device 0 ([4], [4] -> [4]): output 0 has dtype int32, the kernel expects float32");
-  reset();
-  shape[1][0] = 3;
+  a.Reset();
+  a.shape[1][0] = 3;
   refused("op 'add' on device 0 ([4], [3] -> [4]): input 1 has shape [3], expected [4]");
-  reset();
-  descs[0].rank = 0;
+  a.Reset();
+  a.descs[0].rank = 0;
   refused("op 'add' on device 0 ([], [4] -> [4]): input 0 has shape [], expected [4]");
 }
 
