@@ -118,6 +118,7 @@ std::string LlamaText(bool training, int64_t& ops, std::string& error) {
   ir::IrContext ctx;
   std::unique_ptr<jit::Captured> c;
   if (training) {
+    (void)e->TrainStep(0, 10);  // the optimiser's moments exist, as in the step `oar train --static` replays
     jit::CaptureOptions o;
     for (auto& [name, t] : e->module().NamedParameters()) o.state.push_back({name, t});
     for (auto& [name, t] : e->optimizer().NamedState()) o.state.push_back({name, t});
@@ -147,6 +148,12 @@ std::string LlamaText(bool training, int64_t& ops, std::string& error) {
     distributed::AnnotatePlacements(*c->program, n + "mlp.gate.weight", {Placement::Shard(0)});
     distributed::AnnotatePlacements(*c->program, n + "mlp.up.weight", {Placement::Shard(0)});
     distributed::AnnotatePlacements(*c->program, n + "mlp.down.weight", {Placement::Shard(1)});
+  }
+  if (training) {  // AdamW's moments live with their parameter's shard
+    std::vector<std::string> params;
+    for (auto& [name, t] : e->module().NamedParameters()) params.push_back(name);
+    const std::string_view moments[] = {"adam.m.", "adam.v."};
+    distributed::AnnotateStateLikeParameters(*c->program, params, moments);
   }
   const std::string text = ir::Print(*c->program);
   ir::IrContext ctx2;

@@ -154,17 +154,8 @@ TEST(SpmdLlama, TrainingStepOnTp2HasMegatronsCollectivesAndEqualsOneDevice) {
   const std::vector<Tensor> one_device = scheduler::Executor(p, kDev).Run(in);
   const d::ProcessMesh mesh = d::ProcessMesh::Parse("tp=2", "kunlun_sim");
   Annotate(p, mesh);
-  for (size_t k = 0; k < params.size(); ++k) {
-    for (ir::Operation* op : p.block()) {
-      if (op->name() != "builtin.parameter" || op->attr("name").AsString() != params[k] ||
-          !op->attr(d::kPlacementsAttr)) {
-        continue;
-      }
-      for (const char* m : {"adam.m.", "adam.v."}) {
-        d::AnnotatePlacements(p, m + std::to_string(k), d::PlacementsOf(op->result(0)));
-      }
-    }
-  }
+  const std::string_view moments[] = {"adam.m.", "adam.v."};
+  EXPECT_EQ(d::AnnotateStateLikeParameters(p, params, moments), 16);  // 2 layers x 4 projections x 2 moments
   const d::PropagationReport report = d::PropagatePlacements(p);
   ir::Verify(p);
   EXPECT_EQ(report.count("dist.all_reduce"), 7) << report.explain;

@@ -341,6 +341,23 @@ void AnnotatePlacements(ir::Program& program, std::string_view name, const Place
   SetPlacements(*op, {p});
 }
 
+int AnnotateStateLikeParameters(ir::Program& program, std::span<const std::string> params,
+                                std::span<const std::string_view> prefixes) {
+  int annotated = 0;
+  for (size_t k = 0; k < params.size(); ++k) {
+    ir::Operation* param = FindInput(program, params[k]);
+    if (param == nullptr || !param->attr(kPlacementsAttr)) continue;
+    const Placements placements = PlacementsOf(param->result(0));
+    for (std::string_view prefix : prefixes) {
+      const std::string name = std::string(prefix) + std::to_string(k);
+      if (FindInput(program, name) == nullptr) continue;
+      AnnotatePlacements(program, name, placements);
+      ++annotated;
+    }
+  }
+  return annotated;
+}
+
 Placements PlacementsOf(ir::Value value) {
   const ir::Operation* op = value.defining_op();
   OAR_CHECK_ARG(op != nullptr, "placements: a block argument has none");

@@ -55,6 +55,12 @@ ProcessMesh ProgramMesh(const ir::Program& program);
 void AnnotatePlacements(ir::Program& program, std::string_view name, const Placements& placements);
 /// The placements of a value (dist.placements of its defining op); throws kInvalidArgument when absent.
 Placements PlacementsOf(ir::Value value);
+/// Give optimiser state its parameter's placements, so that the state lives with the parameter's shard and
+/// the update needs no collective: for each k whose parameter `params[k]` is annotated, the parameters
+/// named `prefix + k` (for each of `prefixes`, e.g. AdamW's "adam.m." and "adam.v.") that the program has
+/// get the same placements. Returns how many were annotated.
+int AnnotateStateLikeParameters(ir::Program& program, std::span<const std::string> params,
+                                std::span<const std::string_view> prefixes);
 
 struct PropagateOptions {
   bool replicate_outputs = true;
