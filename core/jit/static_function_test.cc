@@ -16,8 +16,9 @@ namespace {
 
 // A training-step shape in small: state read and replaced every call (a weight and a step counter).
 struct Accumulator {
-  Tensor w = zeros({3});
-  Tensor steps = zeros({});
+  explicit Accumulator(Device device) : w(zeros({3}).to(device)), steps(zeros({}).to(device)) {}
+  Tensor w;
+  Tensor steps;
   Function Step() {
     return [this](std::span<const Tensor> in) {
       NoGradGuard no_grad;
@@ -31,9 +32,7 @@ struct Accumulator {
 TEST(StaticFunctionTest, StateEntersEveryReplayAsAnInputOfTheExecutor) {
   for (const char* name : {"cpu:0", "kunlun_sim:0"}) {
     const Device device(name);
-    Accumulator acc;
-    acc.w = acc.w.to(device);
-    acc.steps = acc.steps.to(device);
+    Accumulator acc(device);
     StaticFunction f(acc.Step(), {{"w", &acc.w}, {"steps", &acc.steps}}, device);
     scheduler::RunProfile profile;
     f.set_profile(&profile);
@@ -84,9 +83,7 @@ TEST(StaticFunctionTest, StateEntersEveryReplayAsAnInputOfTheExecutor) {
 TEST(StaticFunctionTest, FirstReplayMovesTheProgramsConstantsIntoOneAllocation) {
   for (const char* name : {"cpu:0", "kunlun_sim:0"}) {
     const Device device(name);
-    Accumulator acc;
-    acc.w = acc.w.to(device);
-    acc.steps = acc.steps.to(device);
+    Accumulator acc(device);
     const Tensor table = FromVector<float>(std::vector<float>(96, 0.5f), Dims{3, 32}, device);  // the caller's
     auto fn = [&](std::span<const Tensor> in) {
       NoGradGuard no_grad;
