@@ -32,6 +32,35 @@ void SetFlopRate(benchmark::State& state, double flops_per_iteration);
 /// Marks the iterations of `state` as having moved `bytes` each to or from memory (the "B/s" counter,
 /// decimal prefixes).
 void SetByteRate(benchmark::State& state, double bytes_per_iteration);
+/// 64-byte aligned float buffer, first touched (and so placed) by the threads that will use it.
+class AlignedFloats {
+ public:
+  explicit AlignedFloats(int64_t n);  ///< throws oar::Error (kResourceExhausted) when it cannot allocate
+  ~AlignedFloats();
+  AlignedFloats(const AlignedFloats&) = delete;
+  AlignedFloats& operator=(const AlignedFloats&) = delete;
+
+  float* get() const { return data_; }
+  void ParallelFill(float value);  ///< every OpenMP thread writes its static share
+
+ private:
+  float* data_;
+  int64_t n_;
+};
+
+/// How a copy writes.
+enum class CopyKind {
+  kLoop,         ///< a vectorised loop with ordinary stores: STREAM's "Copy"
+  kNonTemporal,  ///< non-temporal stores (SSE2, so x86-64 only): no read-for-ownership of the destination
+};
+
+/// The machine's limit for a streaming kernel: every OpenMP thread copies its contiguous share of
+/// kStreamElements floats, one read and one write per element ("B/s" counts 2 x kStreamBytes). Which kind
+/// is faster depends on the machine; a summary takes the faster as the limit. (glibc's memcpy is not a
+/// candidate: on the 2-vCPU AMD EPYC VM this was written on it ran at about half the speed of either loop
+/// for 64 MiB.)
+void CopyLimit(benchmark::State& state, CopyKind kind);
+
 /// Compares a few elements of the row-major n x n product c = a @ b with a double-precision dot
 /// product. False (and a message on `state`) when one is off: a benchmark must not time a wrong result.
 bool SpotCheckMatmul(benchmark::State& state, const float* a, const float* b, const float* c, int64_t n);

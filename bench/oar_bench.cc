@@ -39,9 +39,6 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
 #include "bench/bench.h"
 #include "core/autograd/autograd.h"
@@ -65,28 +62,6 @@ const Device& Cpu() {
   return cpu;
 }
 
-/// 64-byte aligned float buffer, first touched (and so placed) by the threads that will use it.
-class AlignedFloats {
- public:
-  explicit AlignedFloats(int64_t n)
-      : data_(static_cast<float*>(std::aligned_alloc(64, RoundUp(n * sizeof(float))))), n_(n) {
-    OAR_CHECK(data_ != nullptr, kResourceExhausted, "oar_bench: cannot allocate {} floats", n);
-  }
-  ~AlignedFloats() { std::free(data_); }
-  AlignedFloats(const AlignedFloats&) = delete;
-  AlignedFloats& operator=(const AlignedFloats&) = delete;
-
-  float* get() const { return data_; }
-  void ParallelFill(float value) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n_; ++i) data_[i] = value;
-  }
-
- private:
-  static size_t RoundUp(size_t bytes) { return (bytes + 63) / 64 * 64; }
-  float* data_;
-  int64_t n_;
-};
 
 /// Runs `fn`; an exception becomes a benchmark error (reported, and the exit status becomes 1).
 template <typename Fn>
@@ -208,50 +183,6 @@ void OarStreamAdd(benchmark::State& state) {
   SetByteRate(state, 3 * kStreamBytes);
 }
 
-/// How a copy writes.
-enum class CopyKind {
-  kLoop,         // a vectorised loop with ordinary stores: STREAM's "Copy"
-  kNonTemporal,  // non-temporal stores (SSE2, so x86-64 only): no read-for-ownership of the destination
-};
-
-/// The machine's limit for a streaming kernel: every OpenMP thread copies its contiguous share, one read
-/// and one write per element. Which kind is faster depends on the machine; the summary takes the faster
-/// as the limit. (glibc's memcpy is not a candidate: on the 2-vCPU AMD EPYC VM this was written on it
-/// ran at about half the speed of either loop for 64 MiB.)
-void CopyLimit(benchmark::State& state, CopyKind kind) {
-  AlignedFloats src(kStreamElements), dst(kStreamElements);
-  src.ParallelFill(1);
-  dst.ParallelFill(0);
-#ifndef __SSE2__
-  if (kind == CopyKind::kNonTemporal) {
-    state.SkipWithError("non-temporal copy: x86-64 only");
-    return;
-  }
-#endif
-  for (auto _ : state) {
-#pragma omp parallel
-    {
-      // Split points on 64-byte boundaries: aligned non-temporal stores, no shared cache lines.
-      const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const int64_t begin = kStreamElements * t / nt / 16 * 16;
-      const int64_t end = t + 1 == nt ? kStreamElements : kStreamElements * (t + 1) / nt / 16 * 16;
-      const float* in = src.get();
-      float* out = dst.get();
-      if (kind == CopyKind::kNonTemporal) {
-#ifdef __SSE2__
-        for (int64_t i = begin; i < end; i += 4) _mm_stream_ps(out + i, _mm_load_ps(in + i));
-        _mm_sfence();
-#endif
-      } else {
-#pragma omp simd
-        for (int64_t i = begin; i < end; ++i) out[i] = in[i];
-      }
-    }
-    benchmark::ClobberMemory();
-  }
-  if (dst.get()[kStreamElements - 1] != 1.0f) state.SkipWithError("copy did not copy");
-  SetByteRate(state, 2 * kStreamBytes);
-}
 
 // ---- op library: conv2d, softmax, layer_norm, rms_norm composed of primitives ---------------------
 
