@@ -180,6 +180,16 @@ int main(int argc, char** argv) {
                 e->second * 1e6, p->second * 1e6, speedup, speedup >= 1.5 ? "PASS" : "MISS", f->second * 1e6, fused,
                 fused >= 1.5 ? "PASS" : "MISS");
   }
+  // Issue 19's target: the decoding step with CINN >= 1.3x faster than the Predictor without it.
+  std::printf("\nCINN through the Predictor (target: llama_decode >= 1.3x faster with CINN than without)\n");
+  for (const char* kind : {"mlp", "cnn", "llama", "llama_decode"}) {
+    const auto p = rec.seconds.find(fmt::format("predictor/{}_b1", kind));
+    const auto f = rec.seconds.find(fmt::format("predictor_cinn/{}_b1", kind));
+    if (p == rec.seconds.end() || f == rec.seconds.end()) continue;
+    const double ratio = p->second / f->second;
+    std::printf("  %-12s predictor %8.1f us  +cinn %8.1f us  -> %.2fx%s\n", kind, p->second * 1e6, f->second * 1e6,
+                ratio, std::string_view(kind) == "llama_decode" ? (ratio >= 1.3 ? " PASS" : " MISS") : "");
+  }
   if (simulated) oar::bench::SimulatedSummary();
   benchmark::Shutdown();
   oar::runtime::Runtime::DrainAtExit();
