@@ -182,7 +182,11 @@ void Launch(const CompiledFunction& f, const LaunchConfig& config, std::span<con
   // string on every one was a measurable part of it.
   const auto what = [&] { return fmt::format("{}: launch of '{}' (module '{}')", ctx.device().str(), f.name(), m.name()); };
   const oar_compiler_api_t* c = OAR_COMPILER_SLOT(ctx, launch_kernel, what());
-  std::vector<oar_kernel_arg_t> abi(args.size());
+  // A fused kernel's arguments fit on the stack (no allocation per launch); longer lists on the heap.
+  constexpr size_t kInline = 32;
+  oar_kernel_arg_t inline_args[kInline];
+  std::vector<oar_kernel_arg_t> heap_args(args.size() > kInline ? args.size() : 0);
+  oar_kernel_arg_t* abi = args.size() > kInline ? heap_args.data() : inline_args;
   for (size_t i = 0; i < args.size(); ++i) {
     abi[i].kind = static_cast<int32_t>(args[i].kind);
     abi[i].reserved = 0;
@@ -197,8 +201,8 @@ void Launch(const CompiledFunction& f, const LaunchConfig& config, std::span<con
     info.block[d] = config.block[static_cast<size_t>(d)];
   }
   info.shared_bytes = config.shared_bytes;
-  info.args = abi.data();
-  info.num_args = static_cast<int32_t>(abi.size());
+  info.args = abi;
+  info.num_args = static_cast<int32_t>(args.size());
   info.flops = config.flops;
   info.bytes = config.bytes;
   ThrowIfError(c->launch_kernel(ctx.ordinal(), ctx.stream(), &info), what);

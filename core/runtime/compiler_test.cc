@@ -132,6 +132,14 @@ void scale(void* const* args, int64_t task_begin, int64_t task_end) {
   const float s = *(const float*)args[1];
   for (int64_t i = task_begin; i < task_end; ++i) y[i] *= s;
 }
+/* y[0] = the sum of int64 arguments 2 .. 1 + n, n = args[1] (long argument lists) */
+void sum_args(void* const* args, int64_t task_begin, int64_t task_end) {
+  float* y = *(float* const*)args[0];
+  const int64_t n = *(const int64_t*)args[1];
+  int64_t s = 0;
+  for (int64_t i = 0; i < n; ++i) s += *(const int64_t*)args[2 + i];
+  if (task_begin == 0 && task_end > 0) y[0] = (float)s;
+}
 /* y[t] = the first task of the chunk that ran task t */
 void chunk_starts(void* const* args, int64_t task_begin, int64_t task_end) {
   float* y = *(float* const*)args[0];
@@ -223,6 +231,24 @@ TEST_P(CCompiler, SmallLaunchesRunOnOneThreadLargeOnesSplit) {
   const char* omp = std::getenv("OMP_NUM_THREADS");
   if (dev().type() == "cpu" && std::thread::hardware_concurrency() >= 2 && (omp == nullptr || std::atoi(omp) != 1)) {
     EXPECT_GE(starts.size(), 2u) << "a 64 MiB launch ran as one chunk";
+  }
+}
+
+// Launches of few and of many arguments (the plugins keep up to some number inline in the launch and the
+// rest on the heap) see every argument's value.
+TEST_P(CCompiler, EveryArgumentOfLongArgumentListsArrives) {
+  DeviceBuffer dy(dev(), 4);
+  const CompiledFunction f = SaxpyModule(dev())->Function("sum_args");
+  for (int64_t n : {0, 3, 22, 23, 40, 100}) {
+    std::vector<LaunchArg> args = {LaunchArg::Buffer(dy.get(), dy.bytes()), LaunchArg::Int64(n)};
+    int64_t want = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      args.push_back(LaunchArg::Int64(1000 + 7 * i));
+      want += 1000 + 7 * i;
+    }
+    dy.Upload(std::vector<float>{-1.0f});
+    Launch(f, LaunchConfig{}, args);
+    EXPECT_EQ(dy.Download<float>(), std::vector<float>{static_cast<float>(want)}) << n << " int64 arguments";
   }
 }
 

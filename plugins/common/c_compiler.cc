@@ -137,6 +137,7 @@ struct Function {
   Module* module;
   std::string name;
   CEntry entry;
+  std::shared_ptr<const std::string> launch_name;  // "<module>.<function>", shared by its launches
 };
 struct Module {
   int32_t device;
@@ -293,7 +294,8 @@ oar_status_t* GetFunction(int32_t device, oar_module_t handle, const char* name,
       if (symbol == nullptr) {
         Fail(OAR_STATUS_NOT_FOUND, "module '" + m->name + "' (" + m->path + ") has no function '" + name + "'");
       }
-      return std::make_unique<Function>(Function{m, name, reinterpret_cast<CEntry>(symbol)});
+      return std::make_unique<Function>(Function{m, name, reinterpret_cast<CEntry>(symbol),
+                                                 std::make_shared<const std::string>(m->name + "." + name)});
     });
   });
 }
@@ -316,9 +318,14 @@ const oar_compiler_api_t* CCompilerApi(const CCompilerHooks& hooks) {
   return &table;
 }
 
-std::unique_ptr<CLaunch> PrepareCLaunch(
-    const oar_launch_info_t* info, const std::function<void*(const void*, size_t, const std::string&)>& translate,
-    std::string_view where) {
+const std::string& CLaunch::name() const {
+  static const std::string kNone;
+  return name_ ? *name_ : kNone;
+}
+
+void PrepareCLaunch(const oar_launch_info_t* info,
+                    const std::function<void*(const void*, size_t, const std::string&)>& translate,
+                    std::string_view where, CLaunch* launch) {
   auto fail = [&](const std::string& m) {
     throw StatusError(OAR_STATUS_INVALID_ARGUMENT, std::string(where) + ": " + m);
   };
@@ -327,17 +334,16 @@ std::unique_ptr<CLaunch> PrepareCLaunch(
     fail("launch info struct_size " + std::to_string(info->struct_size) + " is smaller than ABI 1.1's " +
          std::to_string(OAR_LAUNCH_INFO_MIN_SIZE));
   }
-  auto launch = std::make_unique<CLaunch>();
   {
     std::lock_guard<std::mutex> lock(Live().mutex());
     const Function* f = Live().FindFunction(info->function);
     if (f == nullptr) fail("unknown function handle (or its module was destroyed)");
     launch->module_ = f->module->library;
     launch->entry_ = f->entry;
-    launch->name_ = f->module->name + "." + f->name;
+    launch->name_ = f->launch_name;
   }
   // Messages are built only on a failure (this runs on every launch of a fused kernel).
-  const auto w = [&] { return std::string(where) + " '" + launch->name_ + "'"; };
+  const auto w = [&] { return std::string(where) + " '" + launch->name() + "'"; };
   auto fail_named = [&](const std::string& m) { throw StatusError(OAR_STATUS_INVALID_ARGUMENT, w() + ": " + m); };
   int64_t tasks = 1;
   for (int d = 0; d < 3; ++d) {
@@ -360,9 +366,16 @@ std::unique_ptr<CLaunch> PrepareCLaunch(
   if (info->num_args < 0 || (info->num_args > 0 && info->args == nullptr)) {
     fail_named("num_args is " + std::to_string(info->num_args) + (info->args ? "" : " with NULL args"));
   }
-  launch->slots_.resize(static_cast<size_t>(info->num_args));
-  launch->args_.resize(static_cast<size_t>(info->num_args));
-  launch->kinds_.resize(static_cast<size_t>(info->num_args));
+  const size_t n = static_cast<size_t>(info->num_args);
+  if (n > CLaunch::kInlineArgs) {
+    launch->heap_slots_.resize(n);
+    launch->heap_kinds_.resize(n);
+    launch->heap_args_.resize(n);
+    launch->slots_ = launch->heap_slots_.data();
+    launch->kinds_ = launch->heap_kinds_.data();
+    launch->args_ = launch->heap_args_.data();
+  }
+  launch->num_args_ = n;
   for (int32_t i = 0; i < info->num_args; ++i) {
     const oar_kernel_arg_t& a = info->args[i];
     CLaunch::Slot& slot = launch->slots_[static_cast<size_t>(i)];
@@ -391,6 +404,13 @@ std::unique_ptr<CLaunch> PrepareCLaunch(
     launch->args_[static_cast<size_t>(i)] = &slot;
     launch->kinds_[static_cast<size_t>(i)] = a.kind;
   }
+}
+
+std::unique_ptr<CLaunch> PrepareCLaunch(
+    const oar_launch_info_t* info, const std::function<void*(const void*, size_t, const std::string&)>& translate,
+    std::string_view where) {
+  auto launch = std::make_unique<CLaunch>();
+  PrepareCLaunch(info, translate, where, launch.get());
   return launch;
 }
 
@@ -407,7 +427,7 @@ int CLaunch::ThreadsWorthUsing(int threads) const {
 
 void CLaunch::Run(int threads) const {
   const int64_t chunks = std::min<int64_t>(tasks_, ThreadsWorthUsing(threads));
-  void* const* args = args_.data();
+  void* const* args = args_;
   if (chunks <= 1) {
     if (tasks_ > 0) entry_(args, 0, tasks_);
     return;

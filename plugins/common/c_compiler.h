@@ -49,9 +49,13 @@ const oar_compiler_api_t* CCompilerApi(const CCompilerHooks& hooks);
 /// A C entry point (compiler.h: the C calling convention).
 using CEntry = void (*)(void* const* args, int64_t task_begin, int64_t task_end);
 
-/// A validated launch of a C function, ready to run on any thread; keeps its module loaded.
+/// A validated launch of a C function, ready to run on any thread; keeps its module loaded. Up to
+/// kInlineArgs arguments live in the object itself, so a launch prepared into a CLaunch on the stack (the
+/// cpu plugin runs its launches at once) allocates nothing. Not copyable or movable (it points into itself).
 class CLaunch {
  public:
+  static constexpr size_t kInlineArgs = 24;
+
   CLaunch() = default;
   CLaunch(const CLaunch&) = delete;
   CLaunch& operator=(const CLaunch&) = delete;
@@ -64,23 +68,24 @@ class CLaunch {
   /// 16384 elements of work, at most `threads`; `threads` when the launch gave neither estimate.
   int ThreadsWorthUsing(int threads) const;
   int64_t tasks() const { return tasks_; }
-  const std::string& name() const { return name_; }
+  /// "<module>.<function>"; empty before PrepareCLaunch.
+  const std::string& name() const;
   double flops() const { return flops_; }
   double bytes() const { return bytes_; }
   /// The function's address (for a caller that does not use the C convention, e.g. gpu_emu's kernels).
   void* symbol() const { return reinterpret_cast<void*>(entry_); }
   /// Argument i's kind (oar_kernel_arg_kind) and the address of its (translated) value.
   int32_t kind(size_t i) const { return kinds_[i]; }
-  void* const* args() const { return args_.data(); }
-  size_t num_args() const { return args_.size(); }
+  void* const* args() const { return args_; }
+  size_t num_args() const { return num_args_; }
   const uint32_t* grid() const { return grid_; }
   const uint32_t* block() const { return block_; }
   size_t shared_bytes() const { return shared_bytes_; }
 
  private:
-  friend std::unique_ptr<CLaunch> PrepareCLaunch(
-      const oar_launch_info_t* info, const std::function<void*(const void*, size_t, const std::string&)>& translate,
-      std::string_view where);
+  friend void PrepareCLaunch(const oar_launch_info_t* info,
+                             const std::function<void*(const void*, size_t, const std::string&)>& translate,
+                             std::string_view where, CLaunch* out);
   union Slot {
     int32_t i32;
     int64_t i64;
@@ -89,22 +94,34 @@ class CLaunch {
     void* ptr;
   };
   std::shared_ptr<const void> module_;  // keeps the shared object loaded until the launch is gone
+  std::shared_ptr<const std::string> name_;  // the function's, made once when it was looked up
   CEntry entry_ = nullptr;
-  std::string name_;
   int64_t tasks_ = 0;
   double flops_ = 0, bytes_ = 0;
   uint32_t grid_[3] = {1, 1, 1}, block_[3] = {1, 1, 1};
   size_t shared_bytes_ = 0;
-  std::vector<Slot> slots_;
-  std::vector<int32_t> kinds_;
-  std::vector<void*> args_;
+  size_t num_args_ = 0;
+  Slot* slots_ = inline_slots_;
+  int32_t* kinds_ = inline_kinds_;
+  void** args_ = inline_args_;
+  Slot inline_slots_[kInlineArgs];
+  int32_t inline_kinds_[kInlineArgs];
+  void* inline_args_[kInlineArgs];
+  std::vector<Slot> heap_slots_;  // more than kInlineArgs arguments
+  std::vector<int32_t> heap_kinds_;
+  std::vector<void*> heap_args_;
 };
 
 /// Validate `info` (struct size, function handle, grid, block, every argument's kind and size) and copy
-/// it. `translate(device_ptr, bytes, what)` returns the host address of a BUFFER range and throws
-/// sdk::StatusError when the range is not valid device memory (an empty `translate`: host memory, the
-/// addresses as they are).
+/// it into `out` (a fresh CLaunch). `translate(device_ptr, bytes, what)` returns the host address of a
+/// BUFFER range and throws sdk::StatusError when the range is not valid device memory (an empty
+/// `translate`: host memory, the addresses as they are).
 /// `where` ("cpu: launch_kernel") prefixes messages. Throws sdk::StatusError.
+void PrepareCLaunch(const oar_launch_info_t* info,
+                    const std::function<void*(const void*, size_t, const std::string&)>& translate,
+                    std::string_view where, CLaunch* out);
+
+/// The same into a new CLaunch, for a plugin that queues its launches.
 std::unique_ptr<CLaunch> PrepareCLaunch(
     const oar_launch_info_t* info, const std::function<void*(const void*, size_t, const std::string&)>& translate,
     std::string_view where);

@@ -461,9 +461,11 @@ oar_status_t* RegisterKernels(oar_kernel_registrar_t* registrar) {
 oar_status_t* LaunchKernel(int32_t device, oar_stream_t stream, const oar_launch_info_t* info) {
   return Guard([&] {
     CheckStream(device, stream);
-    // Device memory is host memory: a buffer only has to be a non-NULL range.
-    const auto launch = host::PrepareCLaunch(info, nullptr, "cpu: launch_kernel");
-    launch->Run(omp_get_max_threads());
+    // Device memory is host memory: a buffer only has to be a non-NULL range. The launch runs at once, so
+    // it lives on the stack (nothing allocated per launch).
+    host::CLaunch launch;
+    host::PrepareCLaunch(info, nullptr, "cpu: launch_kernel", &launch);
+    launch.Run(omp_get_max_threads());
   });
 }
 
