@@ -34,6 +34,15 @@ bool IsFloat(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
 //   Max error 2.68 ulp. sigmoid(+inf) = 1, sigmoid(-inf) = 0, NaN stays NaN.
 // - oar_tanhf: Cephes' odd polynomial below |x| = 0.625, else 1 - 2 / (exp(2|x|) + 1) with x's sign (|x|
 //   clamped at 9, where tanh rounds to 1); max error 1.30 ulp; NaN propagates, ±inf gives ±1, ±0 stays ±0.
+// - oar_erff: x P(x^2) for |x| <= 1 (degree 6 in x^2), else 1 - exp(-x^2) R(1/|x|) with x's sign (R degree 9,
+//   erfc(x) e^(x^2) fitted in 1/x on [1/4, 1]), 1 above 3.92 where erf rounds to 1; both fits Chebyshev
+//   interpolants made for this file. Max error 2 ulp (near 0: P's leading coefficient in float). NaN
+//   propagates, ±inf gives ±1, ±0 stays ±0.
+// - oar_sinf, oar_cosf: |x| = n pi/2 + r in double: below 2^28 pi/2 by rint(|x| 2/pi) and pi/2 in 25 + 53 bits
+//   (fdlibm's medium case), above it Payne-Hanek: the float's 24-bit mantissa times a 96-bit window of 2/pi's
+//   bits (a table of 32-bit words every 8 bits, oar_two_over_pi) gives n mod 4 and r in 64-bit fixed point;
+//   then double polynomials of r (fdlibm's __sindf / __cosdf) and the quadrant's select. Max error 1 ulp
+//   over the whole range; ±inf and NaN give NaN, sin(±0) = ±0. Branch-free: the table loads are gathers.
 constexpr const char* kCPrelude = R"(static inline uint32_t oar_bits(float x) {
   union { float f; uint32_t u; } v = {x};
   return v.u;
@@ -123,6 +132,80 @@ static inline float oar_tanhf(float x) {
   return ax < 0.625f ? (ax == 0.0f ? x : small) : (x < 0.0f ? -big : big);
 }
 
+static inline float oar_erff(float x) {
+  const float ax = fabsf(x), t = x * x;
+  float p = 2.03882824e-4f;
+  p = p * t - 1.17645448e-3f;
+  p = p * t + 5.6098667e-3f;
+  p = p * t - 2.70718485e-2f;
+  p = p * t + 1.12886794e-1f;
+  p = p * t - 3.76130611e-1f;
+  p = p * t + 1.12837923f;
+  const float small = x * p;
+  const float s = 1.0f / (ax > 1.0f ? ax : 1.0f);
+  float q = 2.50325426e-2f;
+  q = q * s - 1.4789845e-1f;
+  q = q * s + 3.60861868e-1f;
+  q = q * s - 4.2983374e-1f;
+  q = q * s + 1.45477355e-1f;
+  q = q * s + 2.82589793e-1f;
+  q = q * s - 3.94859582e-1f;
+  q = q * s + 2.48475205e-2f;
+  q = q * s + 5.61214626e-1f;
+  q = q * s + 1.5165568e-4f;
+  const float big = ax > 3.92f ? 1.0f : 1.0f - oar_expf(-t) * q;
+  return ax <= 1.0f ? small : (x < 0.0f ? -big : big);
+}
+
+static const uint32_t oar_two_over_pi[21] = {0x517cc1b7u, 0x7cc1b727u, 0xc1b72722u, 0xb727220au, 0x27220a94u, 0x220a94feu, 0x0a94fe13u, 0x94fe13abu, 0xfe13abe8u, 0x13abe8fau, 0xabe8fa9au, 0xe8fa9a6eu, 0xfa9a6ee0u, 0x9a6ee06du, 0x6ee06db1u, 0xe06db14au, 0x6db14accu, 0xb14acc9eu, 0x4acc9e21u, 0xcc9e21c8u, 0x9e21c820u};
+
+/* |x| = n pi/2 + r for a finite float ax = |x|: returns r, *n gets n (mod 4 is what counts). */
+static inline double oar_rem_pio2f(float ax, int32_t* n) {
+  const uint32_t u = oar_bits(ax);
+  const bool big = u >= 0x4dc90fdbu;
+  const double am = big ? 0.0 : (double)ax;
+  const double fn = (am * 6.36619772367581382433e-01 + 6755399441055744.0) - 6755399441055744.0;
+  const double r_med = (am - fn * 1.57079631090164184570e+00) - fn * 1.58932547735281966916e-08;
+  int32_t e = (int32_t)((u >> 23) & 0xffu) - 150;
+  e = e < 1 ? 1 : e > 104 ? 104 : e;
+  const int32_t k = (e - 1) >> 3;
+  const uint64_t m = (uint64_t)((u & 0x007fffffu) | 0x00800000u) << ((e - 1) & 7);
+  const uint64_t p0 = m * oar_two_over_pi[k], p1 = m * oar_two_over_pi[k + 4], p2 = m * oar_two_over_pi[k + 8];
+  const uint64_t hi = (p0 << 32) + p1 + (p2 >> 32);
+  const uint64_t nb = (hi + ((uint64_t)1 << 61)) >> 62;
+  const double r_big = (double)(int64_t)(hi - (nb << 62)) * (1.57079632679489661923 * 0x1p-62);
+  *n = big ? (int32_t)nb : (int32_t)fn;
+  return big ? r_big : r_med;
+}
+
+static inline double oar_sindf(double r) {
+  const double z = r * r, w = z * z, p = -1.98393348360966317347e-4 + z * 2.7183114939898219064e-6, s = z * r;
+  return (r + s * (-1.66666666416265235595e-1 + z * 8.3333293858894631756e-3)) + s * w * p;
+}
+
+static inline double oar_cosdf(double r) {
+  const double z = r * r, w = z * z, p = -1.38867637746099294692e-3 + z * 2.43904487962774090654e-5;
+  return ((1.0 + z * -4.99999997251031003120e-1) + w * 4.16666233237390631894e-2) + (w * z) * p;
+}
+
+static inline float oar_sinf(float x) {
+  int32_t n;
+  const double r = oar_rem_pio2f(fabsf(x), &n);
+  const double s = oar_sindf(r), c = oar_cosdf(r);
+  const int32_t q = n & 3;
+  const double v = q == 0 ? s : q == 1 ? c : q == 2 ? -s : -c;
+  const float f = (float)((oar_bits(x) >> 31) ? -v : v);
+  return (oar_bits(x) & 0x7fffffffu) >= 0x7f800000u ? x - x : f;
+}
+
+static inline float oar_cosf(float x) {
+  int32_t n;
+  const double r = oar_rem_pio2f(fabsf(x), &n);
+  const double s = oar_sindf(r), c = oar_cosdf(r);
+  const int32_t q = n & 3;
+  const float f = (float)(q == 0 ? c : q == 1 ? -s : q == 2 ? -c : s);
+  return (oar_bits(x) & 0x7fffffffu) >= 0x7f800000u ? x - x : f;
+}
 )";
 
 class Printer {
@@ -299,10 +382,10 @@ class Printer {
       case ExprOp::kLog1p: return (!Gpu() && t == DType::kFloat32 ? "oar_log1pf(" : Fn("log1p", t) + "(") + a(0) + ")";
       case ExprOp::kSqrt: return Fn("sqrt", t) + "(" + a(0) + ")";
       case ExprOp::kRsqrt: return "(" + One(t) + " / " + Fn("sqrt", t) + "(" + a(0) + "))";
-      case ExprOp::kSin: return Fn("sin", t) + "(" + a(0) + ")";
-      case ExprOp::kCos: return Fn("cos", t) + "(" + a(0) + ")";
+      case ExprOp::kSin: return (!Gpu() && t == DType::kFloat32 ? "oar_sinf(" : Fn("sin", t) + "(") + a(0) + ")";
+      case ExprOp::kCos: return (!Gpu() && t == DType::kFloat32 ? "oar_cosf(" : Fn("cos", t) + "(") + a(0) + ")";
       case ExprOp::kTanh: return (!Gpu() && t == DType::kFloat32 ? "oar_tanhf(" : Fn("tanh", t) + "(") + a(0) + ")";
-      case ExprOp::kErf: return Fn("erf", t) + "(" + a(0) + ")";
+      case ExprOp::kErf: return (!Gpu() && t == DType::kFloat32 ? "oar_erff(" : Fn("erf", t) + "(") + a(0) + ")";
       case ExprOp::kSigmoid:
         if (!Gpu() && t == DType::kFloat32) return "oar_sigmoidf(" + a(0) + ")";
         return "(" + One(t) + " / (" + One(t) + " + " + Fn("exp", t) + "(-" + a(0) + ")))";

@@ -198,11 +198,22 @@ std::vector<float> WideRangeInputs() {
     }
   }
   for (float x = -20.0f; x <= 20.0f; x += 0.0173f) v.push_back(x);
+  // erf's edges (1, 3.92) and sin/cos: floats next to multiples of pi/2, the switch to the large-argument
+  // reduction (2^28 pi/2, bit pattern 0x4dc90fdb), and large integers.
+  for (const float x : {3.91f, 3.92f, 3.93f, 1.5707963f, 3.1415927f, 4.712389f, 6.2831855f, 1e4f * 3.1415927f,
+                        4.2165e8f, 4.2166e8f, 16777216.0f, 1.6777216e7f * 3.0f, 1e20f, 6.5e31f, 1.7e38f}) {
+    v.insert(v.end(), {x, -x, std::nextafter(x, 0.0f), std::nextafter(x, INFINITY)});
+  }
+  for (uint32_t bits = 0x4dc90fdbu - 8; bits <= 0x4dc90fdbu + 8; ++bits) {
+    float x;
+    std::memcpy(&x, &bits, sizeof x);
+    v.push_back(x);
+  }
   return v;
 }
 
-// The C prelude's float32 math (codegen.cc: oar_expf, oar_logf, oar_log1pf, oar_tanhf; sigmoid through
-// oar_expf) in generated kernels, over the whole float range: against the loop interpreter (double
+// The C prelude's float32 math (codegen.cc: oar_expf, oar_logf, oar_log1pf, oar_tanhf, oar_erff, oar_sinf,
+// oar_cosf; sigmoid through oar_expf) in generated kernels, over the whole float range: against the loop interpreter (double
 // precision rounded to float) within each function's documented bound, and against eager on every
 // device within that bound plus eager's own (its float32 exp within 2 ulp, tanh within 4).
 TEST_F(CinnTest, GeneratedMathMatchesEagerOverEveryRange) {
@@ -219,7 +230,10 @@ TEST_F(CinnTest, GeneratedMathMatchesEagerOverEveryRange) {
                     {"log", [](const Tensor& x) { return log(x); }, 1, 2},
                     {"log1p", [](const Tensor& x) { return log1p(x); }, 2, 3},
                     {"tanh", [](const Tensor& x) { return tanh(x); }, 2, 6},
-                    {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, 4, 6}};
+                    {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, 4, 6},
+                    {"erf", [](const Tensor& x) { return erf(x); }, 2, 3},
+                    {"sin", [](const Tensor& x) { return sin(x); }, 1, 2},
+                    {"cos", [](const Tensor& x) { return cos(x); }, 1, 2}};
   const Tensor x = FromVector<float>(xs, Dims{n});
   for (const Fn& fn : fns) {
     // f(x) * 1: two computing ops, one elementwise group; the product is exact.

@@ -38,6 +38,13 @@ inline Tensor TanhGelu(const Tensor& x, const Tensor& w) {
 // Two independent reductions sharing a prologue, a row output (the mean) and a full one.
 inline Tensor MeanAndCentered(const Tensor& x, const Tensor&) { return (x - mean(x, {-1}, true)) * amin(x, {-1}, true); }
 
+// erf, sin and cos in one elementwise group (the C prelude's oar_erff, oar_sinf, oar_cosf): an erf GELU plus
+// a rotary-embedding-like term with a large argument (x * 1e4, so the sines reduce well past 2 pi).
+inline Tensor ErfSinCos(const Tensor& x, const Tensor& w) {
+  const Tensor gelu = x * 0.5 * (erf(x * 0.70710678) + 1.0);
+  return gelu + sin(x * 1e4) * w - cos(x * w) * 0.5;
+}
+
 // Column reductions (over dimensions other than the last): a weight gradient's sum over batch and
 // sequence, a max over the batch alone (the kept [S, H] tiles), and batch statistics in two passes with a
 // full-domain output (a batch-norm over the rows of [B * S, H]).
@@ -61,6 +68,7 @@ inline const Case kCases[] = {
     {"silu", Silu, GroupTemplate::kElementwise, 0},
     {"tanh_gelu", TanhGelu, GroupTemplate::kElementwise, 0},
     {"mean_centered", MeanAndCentered, GroupTemplate::kRowReduce, 1},
+    {"erf_sin_cos", ErfSinCos, GroupTemplate::kElementwise, 0},
     // The composite ops, through their schema decompositions.
     {"softmax_op", [](const Tensor& x, const Tensor&) { return softmax(x, -1); }, GroupTemplate::kRowReduce, 2},
     {"layer_norm_op", [](const Tensor& x, const Tensor& w) { return layer_norm(x, 1, w, w, 1e-5); },
