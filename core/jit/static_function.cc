@@ -222,7 +222,10 @@ std::vector<Tensor> StaticFunction::operator()(std::span<const Tensor> inputs) {
     passes::PassManager pm;
     pm.AddPipeline("canonicalize,cse,dce");
     pm.AddPipeline(fusion_passes_);
-    pm.AddPipeline(fmt::format("kernel-select{{device={}}},inplace", device_.str()));
+    pm.AddPipeline(fmt::format("kernel-select{{device={}}}", device_.str()));
+    // Forward results the backward reads late are recomputed there where that lowers the step's peak bytes.
+    pm.AddPipeline("remat");
+    pm.AddPipeline("inplace");
     pm.Run(*e->program);
   }
   // The state updates overwrite the state they replace where the program allows it (the state's last reader

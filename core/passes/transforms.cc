@@ -306,6 +306,7 @@ void RegisterGenericPasses() {
     RegisterDecomposePass();
     RegisterShapeInferPass();
     RegisterFuseLinearPass();
+    RegisterRematPass();
     return true;
   }();
   (void)once;

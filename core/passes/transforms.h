@@ -31,6 +31,10 @@ bool FusedLinearKernelOn(Device device, DType dtype);
 /// bias broadcasts over rows only), the product used once, and a kernel on `device`.
 bool CanFuseLinear(ir::Value x, ir::Value w, ir::Value bias, ir::Value mm, ir::Value sum, Device device);
 
+/// The `remat` pass (remat.cc): recompute elementwise results before their late uses while that lowers the
+/// most bytes the program's own buffers hold at once; returns how many ops were recomputed.
+int64_t RecomputeAtPeak(ir::Program& program);
+
 /// Register dce, cse, canonicalize and kernel-select with the pass registry (idempotent; called by the
 /// pass registry on first use).
 void RegisterGenericPasses();
@@ -40,6 +44,7 @@ void RegisterInplacePass();
 void RegisterDecomposePass();
 void RegisterShapeInferPass();
 void RegisterFuseLinearPass();
+void RegisterRematPass();
 
 }  // namespace oar::passes
 

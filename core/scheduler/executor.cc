@@ -403,7 +403,8 @@ struct Executor::Impl {
           if (buffer_of[slot] >= 0) aliases[buffer_of[slot]].push_back(slot);
           continue;
         }
-        if (in.kind == Kind::kIf || in.kind == Kind::kWhile || in.kind == Kind::kSpecial) continue;
+        // clone, copy and slice_scatter make fresh bytes (Kind::kSpecial, not a view): planned like a kernel's.
+        if (in.kind == Kind::kIf || in.kind == Kind::kWhile) continue;
         // An output that may take a donated input it reads elementwise takes that input's bytes rather than
         // another operand's (a state update p - u goes into p, not into u).
         if (k == 0 && in.inplace >= 0 && TakesDonatedOperand(in, slot)) in.inplace = -1;
@@ -1014,7 +1015,7 @@ struct Executor::Impl {
     }
     std::vector<Tensor> out;
     if (in.kind == Kind::kSpecial) {
-      out = RunTensorMethodOp(*in.schema, args, in.attrs);
+      out = RunSpecial(st, in, top_index, args);
       if (top_index >= 0 && st.plan != nullptr && IsPlannableView(in.schema->op) &&
           st.plan->planned->Get(static_cast<size_t>(top_index)) == nullptr && args.size() == 1 && out.size() == 1) {
         auto e = std::make_unique<PlannedInstructions::Entry>();
@@ -1031,6 +1032,27 @@ struct Executor::Impl {
     }
     OAR_CHECK(out.size() == in.out.size(), kInternal, "{} gave {} results for {}", in.name, out.size(), in.out.size());
     for (size_t k = 0; k < out.size(); ++k) st.values[static_cast<size_t>(in.out[k])] = std::move(out[k]);
+  }
+
+  // A Tensor-method op. clone, copy and slice_scatter write fresh bytes: the instruction's planned output
+  // (Output), filled as Tensor::clone and SliceScatter fill theirs (the same kernels). Under capture (a tracer
+  // records the Tensor methods) and for views: the methods themselves.
+  std::vector<Tensor> RunSpecial(RunState& st, const Instr& in, int top_index, std::span<const Tensor> args) const {
+    const ops::Op op = in.schema->op;
+    if (ops::ActiveTracer() != nullptr || args.size() != 1 ||
+        (op != ops::Op::kClone && op != ops::Op::kCopy && op != ops::Op::kSliceScatter)) {
+      return RunTensorMethodOp(*in.schema, args, in.attrs);
+    }
+    if (op != ops::Op::kSliceScatter) {
+      Tensor out = Output(st, in, top_index, 0, args[0].shape(), args[0].dtype(), in.device);
+      out.copy_(args[0]);
+      return {std::move(out)};
+    }
+    // SliceScatter's zeros come from the output allocator (a fill kernel through ops::Run).
+    ops::ScopedOutputAllocator alloc([&](const Dims& shape, DType dtype, Device device) {
+      return Output(st, in, top_index, 0, shape, dtype, device);
+    });
+    return RunTensorMethodOp(*in.schema, args, in.attrs);
   }
 
   // The planned launch of a kernel or view instruction (planned_launch.h): false, having done nothing, when
