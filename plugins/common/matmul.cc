@@ -126,6 +126,7 @@ bool PlainMatrix(int64_t rows, int64_t cols, int64_t* rs, int64_t* cs) {
 struct Primitive {
   bool ok = false;  // false: oneDNN has no implementation for this problem
   dnnl::matmul matmul;
+  dnnl::memory::desc scratchpad;  // each executing thread brings its own (Execution)
 };
 
 /// The cached primitive for (dt, a, b, c); a refusal is cached too, so the fallback is chosen at once
@@ -143,7 +144,15 @@ std::shared_ptr<const Primitive> FindPrimitive(dnnl::memory::data_type dt, const
   return cache.FindOrMake(KeyOf(words), [&] {
     auto made = std::make_shared<Primitive>();
     try {
-      made->matmul = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), DnnlEngine()));
+      // User scratchpads: the primitive is shared by every thread (two simulated devices' stream workers run
+      // the same shapes at once under data parallelism), and with the library's scratchpad concurrent
+      // executions of one primitive wrote into one buffer (wrong, run-dependent products, seen with the AVX-512
+      // brgemm kernels). Each thread's Execution holds its own, as conv.cc does per call.
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, DnnlEngine());
+      made->matmul = dnnl::matmul(pd);
+      made->scratchpad = pd.scratchpad_desc();
       made->ok = true;
     } catch (const dnnl::error&) {
       made->ok = false;
@@ -176,6 +185,7 @@ struct Execution {
   size_t key_size = 0;
   std::shared_ptr<const Primitive> prim;
   dnnl::memory a, b, c;
+  dnnl::memory scratchpad;  // this thread's, allocated by oneDNN with the Execution
   std::unordered_map<int, dnnl::memory> args;
 
   bool one_thread = false;  // a product too small to gain from a second thread (kOneThreadMacs)
@@ -240,7 +250,9 @@ Execution* FindExecution(dnnl::memory::data_type dt, const dnnl::memory::desc& a
     e->a = dnnl::memory(a, DnnlEngine(), DNNL_MEMORY_NONE);
     e->b = dnnl::memory(b, DnnlEngine(), DNNL_MEMORY_NONE);
     e->c = dnnl::memory(c, DnnlEngine(), DNNL_MEMORY_NONE);
-    e->args = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+    e->scratchpad = dnnl::memory(e->prim->scratchpad, DnnlEngine());
+    e->args = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c},
+               {DNNL_ARG_SCRATCHPAD, e->scratchpad}};
   }
   if (recent.size() == kCapacity) recent.pop_back();
   recent.insert(recent.begin(), std::move(e));
