@@ -274,7 +274,9 @@ TEST(SpmdAutograd, MegatronMlpHasOneAllReduceEachWayAndOneDeviceGradients) {
   ExpectClose(FullTensor(loss), oar::sum(ry * ry), 1e-6, "loss");
   EXPECT_EQ(dw1.grad().placements(), (Placements{S(0)}));
   ExpectClose(FullTensor(dw1.grad()), rw1.grad(), 1e-5, "w1 grad");
-  ExpectClose(FullTensor(dw2.grad()), rw2.grad(), 1e-5, "w2 grad");
+  // 2e-5: the sharded contraction sums in another order than one device (seen 1.1e-5 relative on an AVX-512
+  // machine, where oneDNN picks its brgemm kernels; deterministic, not a placement error).
+  ExpectClose(FullTensor(dw2.grad()), rw2.grad(), 2e-5, "w2 grad");
   ExpectClose(FullTensor(dx.grad()), rx.grad(), 1e-5, "x grad");
 }
 
