@@ -15,6 +15,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -549,6 +550,48 @@ TEST(Matmul, LargeFloat64CrossesBlockEdges) {
   Tensor c = Permuted(F64, {2, 37, 301}, {0, 2, 1}), d = Contiguous(F64, {2, 301, 263});  // ragged tiles
   FillRandom(c, rng), FillRandom(d, rng);
   CheckMatmul(c, d);
+}
+
+// Two threads running the same shapes at once (two simulated devices' stream workers under data
+// parallelism): each must get its serial result bit for bit. The shared oneDNN primitive's library
+// scratchpad made concurrent executions overwrite each other's partial sums on AVX-512 (brgemm) machines.
+TEST(Matmul, ConcurrentCallsOfOneShapeEqualSerialOnes) {
+  struct Case {
+    Tensor a, b, out, want;
+  };
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{16, 64}, {64, 192}}, {{2, 16, 16}, {2, 16, 64}},
+                                                       {{64, 256}, {256, 64}}};
+  std::vector<Case> cases;
+  std::mt19937 rng(21);
+  for (int t = 0; t < 2; ++t) {
+    for (const auto& [sa, sb] : shapes) {
+      Shape so = sa;
+      so.back() = sb.back();
+      // A linear layer's weight is read transposed; the batched case is plain.
+      Case c{Contiguous(F32, sa), sb.size() == 2 ? Permuted(F32, sb, {1, 0}) : Contiguous(F32, sb),
+             Contiguous(F32, so), Contiguous(F32, so)};
+      FillRandom(c.a, rng, -2, 2), FillRandom(c.b, rng, -2, 2);
+      EXPECT_OK(RunKernel("matmul", {&c.a, &c.b}, {&c.want}));
+      cases.push_back(std::move(c));
+    }
+  }
+  std::array<int, 2> wrong{};
+  auto work = [&](int t) {
+    for (int rep = 0; rep < 200; ++rep) {
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        Case& c = cases[t * shapes.size() + i];
+        if (RunKernel("matmul", {&c.a, &c.b}, {&c.out}).code != OAR_STATUS_OK ||
+            c.out.storage != c.want.storage) {
+          ++wrong[t];
+        }
+      }
+    }
+  };
+  std::thread other(work, 1);
+  work(0);
+  other.join();
+  EXPECT_EQ(wrong[0], 0) << "thread 0: products unlike its serial ones";
+  EXPECT_EQ(wrong[1], 0) << "thread 1: products unlike its serial ones";
 }
 
 TEST(Matmul, RejectsInconsistentShapes) {
