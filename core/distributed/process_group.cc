@@ -1,7 +1,9 @@
 #include "core/distributed/process_group.h"
 
+#include <atomic>
 #include <charconv>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -81,7 +83,13 @@ struct ProcessGroup::Impl {
   std::deque<Pending> sends;
   int64_t sent = 0, received = 0;
   std::vector<int> world_ranks;  // empty: the world
+  // Device CCL communicators of this group, by device.
+  std::map<std::string, std::unique_ptr<runtime::Communicator>> device_comms;
 };
+
+namespace {
+int g_thread_level = MPI_THREAD_SINGLE;  // what MPI_Init_thread provided
+}  // namespace
 
 namespace {
 
@@ -157,13 +165,16 @@ ProcessGroup::ProcessGroup() : impl_(std::make_unique<Impl>()) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    // MPI_THREAD_MULTIPLE: the stores' rank-0 service thread (NewStore) calls MPI beside the main thread.
+    // OpenMPI 4.1 provides it (ob1/vader and tcp support it); with less, only NewStore is refused.
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &g_thread_level);
     std::atexit([] {
       int finalized = 0;
       MPI_Finalized(&finalized);
       if (!finalized) MPI_Finalize();
     });
+  } else {
+    MPI_Query_thread(&g_thread_level);
   }
   MPI_Comm_rank(impl_->comm, &rank_);
   MPI_Comm_size(impl_->comm, &size_);
@@ -439,6 +450,191 @@ void ProcessGroup::Barrier() {
   AllReduce(one, runtime::ReduceOp::kSum);
 }
 
+
+// ===================================================================================================
+// The MPI store: rank 0's service thread answers requests on a duplicated communicator
+// ===================================================================================================
+// A request is one message to rank 0 (tag kStoreRequestTag): op ('S' set, 'G' get, 'D' done), the key's byte
+// count (4 bytes), the key, the value. The answer to a get is one message (kStoreReplyTag) holding the value,
+// sent when the key exists. Sets need no answer: MPI delivers in order and a dead rank ends the job.
+
+namespace {
+
+constexpr int kStoreRequestTag = 7121, kStoreReplyTag = 7122;
+
+class MpiStore final : public Store {
+ public:
+  MpiStore(MPI_Comm parent, int world_rank, std::chrono::milliseconds timeout)
+      : world_rank_(world_rank), timeout_(timeout) {
+    MPI_Comm_dup(parent, &comm_);  // collective: its own matching space, away from the group's collectives
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    if (rank_ == 0) thread_ = std::thread([this] { Serve(); });
+  }
+
+  ~MpiStore() override {
+    if (rank_ != 0) {
+      const std::string done = Message('D', "-", {});
+      MPI_Send(done.data(), static_cast<int>(done.size()), MPI_CHAR, 0, kStoreRequestTag, comm_);
+    } else {
+      // Serve until every peer's store is gone (a peer may still be waiting for a key), at most timeout_.
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, timeout_, [&] { return done_ == size_ - 1; });
+      stop_ = true;
+      lock.unlock();
+      thread_.join();
+    }
+    MPI_Comm_free(&comm_);
+  }
+
+  void Set(std::string_view key, std::string_view value) override {
+    CheckKey(key, value);
+    if (rank_ == 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      kv_[std::string(key)] = std::string(value);
+      cv_.notify_all();
+      return;
+    }
+    const std::string m = Message('S', key, value);
+    MPI_Send(m.data(), static_cast<int>(m.size()), MPI_CHAR, 0, kStoreRequestTag, comm_);
+  }
+
+  std::string Get(std::string_view key, std::chrono::milliseconds timeout) override {
+    CheckKey(key, {});
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto timed_out = [&] {
+      broken_ = true;
+      Throw(ErrorCode::kDeadlineExceeded,
+            "MPI store (rank {}, group rank {}): get '{}' timed out after {} ms: no rank set the key (is a peer missing "
+            "or late?)",
+            world_rank_, rank_, key, timeout.count());
+    };
+    if (rank_ == 0) {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!cv_.wait_until(lock, deadline, [&] { return kv_.count(std::string(key)) > 0; })) timed_out();
+      return kv_[std::string(key)];
+    }
+    std::lock_guard<std::mutex> one_at_a_time(client_mu_);
+    OAR_CHECK(!broken_, kFailedPrecondition, "MPI store (rank {}): get '{}': an earlier get timed out", world_rank_, key);
+    const std::string m = Message('G', key, {});
+    MPI_Send(m.data(), static_cast<int>(m.size()), MPI_CHAR, 0, kStoreRequestTag, comm_);
+    auto pause = std::chrono::microseconds(20);
+    while (true) {
+      int flag = 0, count = 0;
+      MPI_Status st;
+      MPI_Iprobe(0, kStoreReplyTag, comm_, &flag, &st);
+      if (flag) {
+        MPI_Get_count(&st, MPI_CHAR, &count);
+        std::string value(static_cast<size_t>(count), '\0');
+        MPI_Recv(value.data(), count, MPI_CHAR, 0, kStoreReplyTag, comm_, MPI_STATUS_IGNORE);
+        return value;
+      }
+      if (std::chrono::steady_clock::now() > deadline) timed_out();
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+  }
+
+ private:
+  static std::string Message(char op, std::string_view key, std::string_view value) {
+    std::string m(1, op);
+    const auto n = static_cast<uint32_t>(key.size());
+    m.append(reinterpret_cast<const char*>(&n), sizeof(n));
+    m.append(key);
+    m.append(value);
+    return m;
+  }
+
+  void CheckKey(std::string_view key, std::string_view value) const {
+    OAR_CHECK_ARG(!key.empty() && key.size() <= kMaxKeyBytes && value.size() <= kMaxValueBytes,
+                  "MPI store (rank {}): key '{}' ({} bytes) or its value ({} bytes) is empty or too long", world_rank_,
+                  key.substr(0, 64), key.size(), value.size());
+  }
+
+  // Rank 0's service thread: receive requests, answer gets once their key exists (sleeping between polls:
+  // the ranks may outnumber the cores).
+  void Serve() {
+    std::multimap<std::string, int> waiters;  // key -> rank waiting for it
+    auto pause = std::chrono::microseconds(20);
+    while (true) {
+      int flag = 0;
+      MPI_Status st;
+      MPI_Iprobe(MPI_ANY_SOURCE, kStoreRequestTag, comm_, &flag, &st);
+      if (flag) {
+        int count = 0;
+        MPI_Get_count(&st, MPI_CHAR, &count);
+        std::string m(static_cast<size_t>(count), '\0');
+        MPI_Recv(m.data(), count, MPI_CHAR, st.MPI_SOURCE, kStoreRequestTag, comm_, MPI_STATUS_IGNORE);
+        uint32_t n = 0;
+        if (m.size() >= 5) std::memcpy(&n, m.data() + 1, sizeof(n));
+        if (m.size() < 5 + static_cast<size_t>(n)) continue;  // not ours
+        std::string key = m.substr(5, n);
+        std::lock_guard<std::mutex> lock(mu_);
+        if (m[0] == 'S') {
+          kv_[key] = m.substr(5 + n);
+        } else if (m[0] == 'G') {
+          waiters.emplace(std::move(key), st.MPI_SOURCE);
+        } else if (m[0] == 'D') {
+          ++done_;
+          cv_.notify_all();
+        }
+        cv_.notify_all();
+        pause = std::chrono::microseconds(20);
+      }
+      std::vector<std::pair<int, std::string>> answers;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_) return;
+        for (auto it = waiters.begin(); it != waiters.end();) {
+          if (auto v = kv_.find(it->first); v != kv_.end()) {
+            answers.emplace_back(it->second, v->second);
+            it = waiters.erase(it);
+          } else {
+            ++it;
+          }
+        }
+      }
+      for (const auto& [peer, value] : answers) {
+        MPI_Send(value.data(), static_cast<int>(value.size()), MPI_CHAR, peer, kStoreReplyTag, comm_);
+      }
+      if (!flag && answers.empty()) {
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::microseconds(1000));
+      }
+    }
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1, world_rank_ = 0;
+  std::chrono::milliseconds timeout_;
+  std::mutex mu_, client_mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::string> kv_;  // rank 0
+  int done_ = 0;
+  bool stop_ = false, broken_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> ProcessGroup::NewStore(std::chrono::milliseconds timeout) {
+  OAR_CHECK(g_thread_level >= MPI_THREAD_MULTIPLE, kUnimplemented,
+            "process group: the MPI store needs MPI_THREAD_MULTIPLE, this MPI library provides level {}; launch with "
+            "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT to use the TCP store",
+            g_thread_level);
+  return std::make_unique<MpiStore>(impl_->comm, WorldRank(rank_), timeout);
+}
+
+runtime::Communicator& ProcessGroup::DeviceCommunicator(Device device) {
+  std::unique_ptr<runtime::Communicator>& c = impl_->device_comms[device.str()];
+  if (c == nullptr) {
+    const std::unique_ptr<Store> store = NewStore(std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000)));
+    c = std::make_unique<runtime::Communicator>(device, size_, rank_, store->ccl(), "ccl/" + device.str(),
+                                                static_cast<int64_t>(timeout_s_ * 1000));
+  }
+  return *c;
+}
+
 #else  // !OAR_HAVE_MPI
 
 bool HaveMpi() { return false; }
@@ -462,6 +658,12 @@ void ProcessGroup::Send(const Tensor&, int) {}
 Tensor ProcessGroup::Recv(int, Device) { return {}; }
 void ProcessGroup::WaitSends() {}
 void ProcessGroup::Barrier() {}
+std::unique_ptr<Store> ProcessGroup::NewStore(std::chrono::milliseconds) {
+  Throw(ErrorCode::kUnimplemented, "this build has no MPI process group (no MPI store)");
+}
+runtime::Communicator& ProcessGroup::DeviceCommunicator(Device) {
+  Throw(ErrorCode::kUnimplemented, "this build has no MPI process group");
+}
 
 #endif
 

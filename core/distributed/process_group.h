@@ -11,11 +11,13 @@
 #ifndef OAR_CORE_DISTRIBUTED_PROCESS_GROUP_H_
 #define OAR_CORE_DISTRIBUTED_PROCESS_GROUP_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/distributed/store.h"
 #include "core/runtime/ccl.h"
 #include "core/tensor/tensor.h"
 
@@ -69,6 +71,18 @@ class ProcessGroup {
   void WaitSends();
   /// Wait until every process arrives.
   void Barrier();
+
+  /// A new key/value store over this group's processes (a collective: every member calls it, in the same
+  /// order as its other collectives), for bootstrapping a device type's CCL (Store::ccl()). It talks MPI on
+  /// a communicator of its own, rank 0 answering from a service thread, so a Get completes while the other
+  /// ranks do anything else; this needs MPI_THREAD_MULTIPLE, which World() requests (kUnimplemented when
+  /// the MPI library does not provide it: use the TCP store instead). The destructor is a collective too:
+  /// rank 0's waits (at most `timeout`) until every peer's store is gone.
+  std::unique_ptr<Store> NewStore(std::chrono::milliseconds timeout);
+  /// The device type's CCL communicator of this group, one rank per process, rank i on `device` of process
+  /// i, bootstrapped through a NewStore() (created on first use per device, a collective then; kept for the
+  /// group). kUnimplemented when the type has no CCL table or its CCL cannot span processes.
+  runtime::Communicator& DeviceCommunicator(Device device);
 
  private:
   ProcessGroup();

@@ -8,8 +8,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
 #include <thread>
 
+#include "core/base/error.h"
 #include "core/ops/ops.h"
 #include "core/runtime/runtime.h"
 #include "core/runtime/testing.h"
@@ -57,6 +59,31 @@ TEST(ProcessGroup, AllReduceSumAvgMaxMatchEveryRanksInputs) {
       for (float& w : want) w /= static_cast<float>(g.size());
     }
     EXPECT_EQ(t.ToVector<float>(), want) << static_cast<int>(op);
+  }
+  g.Barrier();
+}
+
+// The MPI store: every rank sets a value and reads every other's; rank 0 sets its key last, after the
+// others are already waiting for it (they must be answered while rank 0 is in no MPI call of theirs).
+TEST(ProcessGroup, MpiStoreExchangesEveryRanksValueAndTimesOutNamingTheKey) {
+  if (!HaveMpi()) GTEST_SKIP() << "built without MPI";
+  ProcessGroup& g = ProcessGroup::World();
+  {
+    const std::unique_ptr<Store> store = g.NewStore(std::chrono::milliseconds(20000));
+    auto value = [](int r) { return std::string(static_cast<size_t>(3000 * r + 1), static_cast<char>('a' + r)); };
+    if (g.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    store->Set("value/" + std::to_string(g.rank()), value(g.rank()));
+    for (int p = 0; p < g.size(); ++p) {
+      EXPECT_EQ(store->Get("value/" + std::to_string(p), std::chrono::milliseconds(20000)), value(p)) << p;
+    }
+    try {
+      store->Get("never/set", std::chrono::milliseconds(200));
+      ADD_FAILURE() << "a key no rank sets was found";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kDeadlineExceeded);
+      EXPECT_NE(std::string(e.what()).find("get 'never/set'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(g.rank())), std::string::npos) << e.what();
+    }
   }
   g.Barrier();
 }

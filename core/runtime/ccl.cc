@@ -13,21 +13,52 @@ DeviceContext& Ctx(Device d) { return Runtime::Get().Context(d); }
 int32_t Code(DType dtype) { return static_cast<int32_t>(dtype); }
 int32_t Code(ReduceOp op) { return static_cast<int32_t>(op); }
 
+const oar_ccl_api_t* CclOf(const Device& d) {
+  DeviceType* type = Runtime::Get().FindType(d.type());
+  OAR_CHECK(type != nullptr, kNotFound, "no device type '{}'", d.type());
+  const oar_ccl_api_t* ccl = type->plugin().ccl();
+  OAR_CHECK(ccl != nullptr, kUnimplemented,
+            "device type '{}' has no collective communication (its plugin has no CCL table)", d.type());
+  return ccl;
+}
+
 }  // namespace
 
 Communicator::Communicator(std::vector<Device> devices) : devices_(std::move(devices)) {
   OAR_CHECK(!devices_.empty(), kInternal, "runtime::Communicator needs at least one device");
-  DeviceType* type = Runtime::Get().FindType(devices_[0].type());
-  OAR_CHECK(type != nullptr, kNotFound, "no device type '{}'", devices_[0].type());
-  ccl_ = type->plugin().ccl();
-  OAR_CHECK(ccl_ != nullptr, kUnimplemented,
-            "device type '{}' has no collective communication (its plugin has no CCL table)", devices_[0].type());
+  ccl_ = CclOf(devices_[0]);
+  nranks_ = size();
   oar_ccl_unique_id_t id{};
   ThrowIfError(ccl_->get_unique_id(&id), [&] { return devices_[0].type() + " ccl get_unique_id"; });
   comms_.assign(devices_.size(), nullptr);
   Grouped("comm_init_rank", [&](int r) {
     return ccl_->comm_init_rank(Ctx(devices_[r]).ordinal(), size(), &id, r, nullptr, &comms_[r]);
   });
+}
+
+Communicator::Communicator(Device device, int nranks, int rank, const oar_ccl_kv_store_t* store,
+                           const std::string& key, int64_t timeout_ms)
+    : devices_{device}, nranks_(nranks) {
+  OAR_CHECK(nranks >= 1 && rank >= 0 && rank < nranks && store != nullptr && store->set != nullptr &&
+                store->get != nullptr,
+            kInternal, "runtime::Communicator: rank {} of {}, or no store", rank, nranks);
+  ccl_ = CclOf(device);
+  oar_ccl_unique_id_t id{};
+  const std::string id_key = key + "/unique_id";
+  if (rank == 0) {
+    ThrowIfError(ccl_->get_unique_id(&id), [&] { return device.type() + " ccl get_unique_id"; });
+    ThrowIfError(store->set(store->context, id_key.c_str(), id.bytes, sizeof(id.bytes)),
+                 [&] { return fmt::format("{} ccl bootstrap: rank 0 publishing the unique id", device.str()); });
+  } else {
+    size_t got = 0;
+    ThrowIfError(store->get(store->context, id_key.c_str(), id.bytes, sizeof(id.bytes), &got, timeout_ms),
+                 [&] { return fmt::format("{} ccl bootstrap: rank {} waiting for rank 0's unique id", device.str(), rank); });
+    OAR_CHECK(got == sizeof(id.bytes), kInternal, "ccl bootstrap: the unique id under '{}' has {} bytes, not {}", id_key,
+              got, sizeof(id.bytes));
+  }
+  comms_.assign(1, nullptr);
+  ThrowIfError(ccl_->comm_init_rank(Ctx(device).ordinal(), nranks, &id, rank, store, &comms_[0]),
+               [&] { return fmt::format("{} ccl comm_init_rank (rank {} of {}, across processes)", device.str(), rank, nranks); });
 }
 
 Communicator::~Communicator() {

@@ -5,7 +5,9 @@
 #ifndef OAR_CORE_RUNTIME_CCL_H_
 #define OAR_CORE_RUNTIME_CCL_H_
 
+#include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/tensor/tensor.h"
@@ -29,18 +31,28 @@ class Communicator {
  public:
   /// kUnimplemented when the type's plugin has no CCL table; the plugin's error when it cannot initialise.
   explicit Communicator(std::vector<Device> devices);
+  /// One rank of a communicator whose `nranks` ranks are spread over processes (each process constructs
+  /// its own): this process holds rank `rank` on `device`. The ranks meet through the host's key/value
+  /// `store` (used during the construction only): rank 0 makes the unique id and sets it under `key`, the
+  /// others get it (waiting at most `timeout_ms`); the plugin's comm_init_rank gets the store for its own
+  /// bootstrap. The calls below then take this process's one tensor.
+  Communicator(Device device, int nranks, int rank, const oar_ccl_kv_store_t* store, const std::string& key,
+               int64_t timeout_ms);
   /// Waits for each device's queued work (which may still use its communicator), then destroys them.
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
+  /// The ranks held by this process (the tensors each call takes).
   int size() const { return static_cast<int>(devices_.size()); }
+  /// The ranks of the communicator, in every process.
+  int nranks() const { return nranks_; }
 
   /// In place: every tensor becomes op(all tensors).
   void AllReduce(std::span<const Tensor> tensors, ReduceOp op);
   /// In place: every tensor becomes tensors[root].
   void Broadcast(std::span<const Tensor> tensors, int root);
-  /// outputs[r] = every rank's input, concatenated (outputs hold size() * inputs[r].numel() elements).
+  /// outputs[r] = every rank's input, concatenated (outputs hold nranks() * inputs[r].numel() elements).
   void AllGather(std::span<const Tensor> inputs, std::span<const Tensor> outputs);
   /// outputs[r] = op over ranks of the r-th block of the inputs (each block outputs[r].numel() elements).
   void ReduceScatter(std::span<const Tensor> inputs, std::span<const Tensor> outputs, ReduceOp op);
@@ -54,6 +66,7 @@ class Communicator {
   const oar_ccl_api_t* ccl_ = nullptr;
   std::vector<Device> devices_;
   std::vector<oar_ccl_comm_t> comms_;
+  int nranks_ = 0;
 };
 
 }  // namespace oar::runtime

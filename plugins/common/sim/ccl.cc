@@ -1,9 +1,15 @@
 #include "plugins/common/sim/ccl.h"
 
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -231,12 +237,15 @@ struct Group {
   }
 };
 
+struct ShmGroup;
+
 /// One rank's handle.
 struct Comm {
   std::shared_ptr<Group> group;
   int32_t rank;
   int32_t device;
   uint64_t next_seq = 0;  // used by the one host thread that drives this rank
+  std::shared_ptr<ShmGroup> shm = nullptr;  // across processes (initialised with a store)
 };
 
 std::mutex g_mu;
@@ -281,6 +290,298 @@ void WaitForRanks(Comm* comm) {
   Throw(OAR_STATUS_DEADLINE_EXCEEDED, "comm_init_rank: " + name + " timed out waiting for rank(s) " + missing +
                                           " (all ranks must call comm_init_rank in this process; timeout "
                                           "OAR_SIM_CCL_TIMEOUT_MS)");
+}
+
+
+// ===================================================================================================
+// Across processes: a shared-memory segment per communicator
+// ===================================================================================================
+// A communicator initialised with a store may span processes. Rank 0 creates a POSIX shared-memory segment
+// (named after the unique id) and sets its name in the store; the other ranks get it and map the segment.
+// A collective runs in rounds, each moving a chunk of at most kShmSlotBytes per rank: every rank copies its
+// part of the chunk (and, in the first round, its call's description) into its slot, meets the others at a
+// barrier, then computes its own output from every rank's slot with the single-process arithmetic (Reduce:
+// rank order, so the results are bitwise those of the in-process path). The slots alternate between two
+// sets by round parity, so the next round's writes never touch what a slower rank may still be reading, and
+// one barrier per round suffices. The barrier is a count and a generation word in the segment, waited on
+// with a (shared, not process-private) futex in short slices; a rank that waits longer than the timeout
+// marks the segment broken with a message naming itself and the ranks that never arrived, and every rank
+// then fails with that message, so nothing hangs when a peer process dies.
+
+constexpr size_t kShmSlotBytes = size_t{4} << 20;
+constexpr uint64_t kShmMagic = 0x6f61722d63636c31;  // "oar-ccl1"
+static_assert(std::atomic<uint32_t>::is_always_lock_free && sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+struct ShmRank {
+  std::atomic<uint32_t> joined;
+  std::atomic<uint64_t> rounds;  // barriers this rank has reached
+  CollectiveDesc desc[2];        // of the collective whose first round it reached last, by round parity
+};
+
+struct ShmHeader {
+  uint64_t magic;
+  uint32_t nranks;
+  uint64_t slot_bytes;
+  std::atomic<uint32_t> joined;
+  std::atomic<uint32_t> count;       // arrivals at the current barrier
+  std::atomic<uint32_t> generation;  // barriers completed (the futex word)
+  std::atomic<uint32_t> broken;      // 0 fine; 1 being written; 2 message complete
+  char message[512];
+};
+
+size_t ShmRanksOffset() { return (sizeof(ShmHeader) + 63) / 64 * 64; }
+size_t ShmDataOffset(int32_t n) { return (ShmRanksOffset() + sizeof(ShmRank) * static_cast<size_t>(n) + 4095) / 4096 * 4096; }
+size_t ShmBytes(int32_t n) { return ShmDataOffset(n) + 2 * static_cast<size_t>(n) * kShmSlotBytes; }
+
+long Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+}
+
+/// One rank's mapping of the segment.
+struct ShmGroup {
+  ShmHeader* header = nullptr;
+  size_t bytes = 0;
+  int32_t nranks = 0, rank = 0;
+  std::string name;
+  std::mutex mu;        // one collective of this rank at a time
+  uint64_t rounds = 0;  // barriers this rank has passed
+
+  ~ShmGroup() {
+    if (header != nullptr) munmap(header, bytes);
+  }
+  ShmRank& Rank(int32_t r) {
+    return reinterpret_cast<ShmRank*>(reinterpret_cast<char*>(header) + ShmRanksOffset())[r];
+  }
+  char* Slot(uint64_t round, int32_t r) {
+    return reinterpret_cast<char*>(header) + ShmDataOffset(nranks) +
+           ((round % 2) * static_cast<size_t>(nranks) + static_cast<size_t>(r)) * kShmSlotBytes;
+  }
+  SimError Broken() const {
+    while (header->broken.load(std::memory_order_acquire) == 1) std::this_thread::yield();
+    return SimError{OAR_STATUS_DEADLINE_EXCEEDED, std::string(header->message)};
+  }
+  /// Mark the segment broken with `message` (the first one wins) and wake every waiter.
+  SimError Break(const std::string& message) {
+    uint32_t fine = 0;
+    if (header->broken.compare_exchange_strong(fine, 1)) {
+      std::snprintf(header->message, sizeof(header->message), "%s", message.c_str());
+      header->broken.store(2, std::memory_order_release);
+      Futex(&header->generation, FUTEX_WAKE, INT_MAX, nullptr);
+      Futex(&header->joined, FUTEX_WAKE, INT_MAX, nullptr);
+    }
+    return Broken();
+  }
+  /// Wait until `word` differs from `seen`, in slices, watching for a broken segment; false on timeout.
+  bool WaitChange(std::atomic<uint32_t>& word, uint32_t seen, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (word.load(std::memory_order_acquire) == seen) {
+      if (header->broken.load(std::memory_order_acquire) != 0) return true;
+      const auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= std::chrono::nanoseconds(0)) return false;
+      const auto slice = std::min<std::chrono::nanoseconds>(left, std::chrono::milliseconds(100));
+      const timespec ts{static_cast<time_t>(slice.count() / 1000000000), static_cast<long>(slice.count() % 1000000000)};
+      Futex(&word, FUTEX_WAIT, seen, &ts);
+    }
+    return true;
+  }
+  /// Meet every rank; `what` names the collective in a timeout.
+  std::optional<SimError> Barrier(std::chrono::milliseconds timeout, const std::string& what) {
+    if (header->broken.load(std::memory_order_acquire) != 0) return Broken();
+    const uint64_t round = rounds++;
+    Rank(rank).rounds.store(round + 1, std::memory_order_release);
+    const uint32_t gen = header->generation.load(std::memory_order_acquire);
+    if (header->count.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<uint32_t>(nranks)) {
+      header->count.store(0, std::memory_order_relaxed);
+      header->generation.fetch_add(1, std::memory_order_release);
+      Futex(&header->generation, FUTEX_WAKE, INT_MAX, nullptr);
+      return std::nullopt;
+    }
+    if (!WaitChange(header->generation, gen, timeout)) {
+      std::string missing;
+      for (int32_t r = 0; r < nranks; ++r) {
+        if (Rank(r).rounds.load() <= round) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+      return Break(what + ": rank " + std::to_string(rank) + " timed out after " + std::to_string(timeout.count()) +
+                   " ms waiting for rank(s) " + missing +
+                   " (in other processes: dead or hung?); the communicator is now broken");
+    }
+    if (header->generation.load(std::memory_order_acquire) == gen) return Broken();
+    return std::nullopt;
+  }
+};
+
+/// Rank 0: create and publish the segment. Others: find it through the store and map it. Then join.
+std::shared_ptr<ShmGroup> OpenShmGroup(const oar_ccl_unique_id_t& id, int32_t nranks, int32_t rank,
+                                       const oar_ccl_kv_store_t& store) {
+  auto g = std::make_shared<ShmGroup>();
+  g->nranks = nranks;
+  g->rank = rank;
+  g->bytes = ShmBytes(nranks);
+  static const char* kHex = "0123456789abcdef";
+  std::string tag;
+  for (size_t i = 64; i < 96; ++i) {
+    tag += kHex[id.bytes[i] >> 4];
+    tag += kHex[id.bytes[i] & 15];
+  }
+  const std::string key = "oar-sim-ccl/" + tag + "/segment";
+  const std::string who = Simulator::Get().spec().name + " comm_init_rank (rank " + std::to_string(rank) + " of " +
+                          std::to_string(nranks) + ")";
+  auto check = [&](oar_status_t* st, const std::string& what) {
+    if (st == nullptr) return;
+    const auto code = static_cast<oar_status_code>(sdk::Host()->status_code(st));
+    const std::string message = sdk::Host()->status_message(st);
+    sdk::Host()->status_destroy(st);
+    Throw(code, who + ": " + what + ": " + message);
+  };
+  int fd = -1;
+  if (rank == 0) {
+    g->name = "/oar-sim-ccl-" + tag.substr(0, 48);
+    fd = shm_open(g->name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) Throw(OAR_STATUS_UNAVAILABLE, who + ": shm_open(" + g->name + "): " + std::strerror(errno));
+    if (ftruncate(fd, static_cast<off_t>(g->bytes)) != 0) {
+      const int err = errno;
+      close(fd);
+      shm_unlink(g->name.c_str());
+      Throw(OAR_STATUS_RESOURCE_EXHAUSTED, who + ": " + std::to_string(g->bytes) + " bytes of shared memory for " +
+                                               g->name + ": " + std::strerror(err));
+    }
+  }
+  std::string name;
+  if (rank != 0) {
+    char buf[256] = {};
+    size_t size = 0;
+    check(store.get(store.context, key.c_str(), buf, sizeof(buf) - 1, &size, Timeout().count()),
+          "waiting for rank 0's shared-memory segment name under '" + key + "'");
+    g->name.assign(buf, size);
+    fd = shm_open(g->name.c_str(), O_RDWR, 0);
+    if (fd < 0) Throw(OAR_STATUS_UNAVAILABLE, who + ": shm_open(" + g->name + ") of rank 0's segment: " +
+                                                  std::strerror(errno) + " (the ranks must share one machine)");
+  }
+  void* base = mmap(nullptr, g->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int map_errno = errno;
+  close(fd);
+  if (base == MAP_FAILED) {
+    if (rank == 0) shm_unlink(g->name.c_str());
+    Throw(OAR_STATUS_RESOURCE_EXHAUSTED, who + ": mmap of " + g->name + ": " + std::strerror(map_errno));
+  }
+  g->header = static_cast<ShmHeader*>(base);
+  if (rank == 0) {
+    // A fresh segment is zero: atomics start at 0. Publish only once the header is complete.
+    g->header->nranks = static_cast<uint32_t>(nranks);
+    g->header->slot_bytes = kShmSlotBytes;
+    std::atomic_thread_fence(std::memory_order_release);
+    g->header->magic = kShmMagic;
+    try {
+      check(store.set(store.context, key.c_str(), g->name.data(), g->name.size()), "publishing the segment name");
+    } catch (...) {
+      shm_unlink(g->name.c_str());
+      throw;
+    }
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (g->header->magic != kShmMagic || g->header->nranks != static_cast<uint32_t>(nranks)) {
+    Throw(OAR_STATUS_INVALID_ARGUMENT, who + ": the segment " + g->name + " is for " +
+                                           std::to_string(g->header->nranks) + " ranks (or not a communicator's)");
+  }
+  uint32_t free_slot = 0;
+  if (!g->Rank(rank).joined.compare_exchange_strong(free_slot, 1)) {
+    Throw(OAR_STATUS_INVALID_ARGUMENT, who + ": rank " + std::to_string(rank) + " has already joined");
+  }
+  g->header->joined.fetch_add(1, std::memory_order_acq_rel);
+  Futex(&g->header->joined, FUTEX_WAKE, INT_MAX, nullptr);
+  return g;
+}
+
+/// Wait until every rank has mapped the segment (then rank 0 removes its name: the mappings stay).
+void WaitForShmRanks(ShmGroup& g) {
+  const auto deadline = std::chrono::steady_clock::now() + Timeout();
+  uint32_t joined = 0;
+  while ((joined = g.header->joined.load(std::memory_order_acquire)) < static_cast<uint32_t>(g.nranks)) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || !g.WaitChange(g.header->joined, joined, left)) break;
+    if (g.header->broken.load() != 0) break;
+  }
+  if (g.rank == 0) shm_unlink(g.name.c_str());
+  if (g.header->joined.load() == static_cast<uint32_t>(g.nranks)) return;
+  std::string missing;
+  for (int32_t r = 0; r < g.nranks; ++r) {
+    if (g.Rank(r).joined.load() == 0) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+  }
+  Throw(OAR_STATUS_DEADLINE_EXCEEDED, Simulator::Get().spec().name + " comm_init_rank: rank " + std::to_string(g.rank) +
+                                          " of " + std::to_string(g.nranks) + " timed out waiting for rank(s) " +
+                                          missing + " to join across processes (timeout OAR_SIM_CCL_TIMEOUT_MS)");
+}
+
+/// One rank's part of a collective through the segment (on the rank's stream worker).
+std::optional<SimError> ShmArrive(ShmGroup& g, uint64_t seq, const Contribution& part,
+                                  std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(g.mu);
+  const CollectiveDesc& d = part.desc;
+  const size_t n = static_cast<size_t>(g.nranks), rank = static_cast<size_t>(g.rank);
+  const size_t esize = sdk::DTypeSize(d.dtype);
+  const bool blocked = d.type == CollectiveType::kReduceScatter || d.type == CollectiveType::kAllToAll;
+  const size_t chunk = kShmSlotBytes / esize / (blocked ? n : 1);  // elements per rank (per block) per round
+  const std::string what = "collective " + d.ToString() + " #" + std::to_string(seq) + " across processes";
+  size_t offset = 0;
+  bool first = true;
+  do {
+    const size_t len = std::min(chunk, d.count - offset);
+    char* mine = g.Slot(g.rounds, g.rank);
+    if (first) g.Rank(g.rank).desc[g.rounds % 2] = d;
+    const bool sends = d.type != CollectiveType::kBroadcast || rank == static_cast<size_t>(d.root);
+    if (sends && len > 0) {
+      if (blocked) {
+        for (size_t b = 0; b < n; ++b) std::memcpy(mine + b * len * esize, part.send + (b * d.count + offset) * esize, len * esize);
+      } else {
+        std::memcpy(mine, part.send + offset * esize, len * esize);
+      }
+    }
+    const uint64_t round = g.rounds;
+    if (std::optional<SimError> e = g.Barrier(timeout, what)) return e;
+    if (first) {
+      const size_t p = round % 2;
+      for (int32_t r = 1; r < g.nranks; ++r) {
+        if (!(g.Rank(r).desc[p] == g.Rank(0).desc[p])) {
+          return SimError{OAR_STATUS_INVALID_ARGUMENT,
+                          "collective #" + std::to_string(seq) + " does not match across ranks: rank 0 called " +
+                              g.Rank(0).desc[p].ToString() + ", rank " + std::to_string(r) + " called " +
+                              g.Rank(r).desc[p].ToString()};
+        }
+      }
+      first = false;
+    }
+    std::vector<const char*> slots(n);
+    for (size_t r = 0; r < n; ++r) slots[r] = g.Slot(round, static_cast<int32_t>(r));
+    try {
+      switch (d.type) {
+        case CollectiveType::kAllReduce:
+          Reduce(d.dtype, slots, 0, len, d.op, part.recv + offset * esize);
+          break;
+        case CollectiveType::kReduce:
+          if (rank == static_cast<size_t>(d.root)) Reduce(d.dtype, slots, 0, len, d.op, part.recv + offset * esize);
+          break;
+        case CollectiveType::kBroadcast:
+          std::memcpy(part.recv + offset * esize, slots[static_cast<size_t>(d.root)], len * esize);
+          break;
+        case CollectiveType::kAllGather:
+          for (size_t r = 0; r < n; ++r) std::memcpy(part.recv + (r * d.count + offset) * esize, slots[r], len * esize);
+          break;
+        case CollectiveType::kReduceScatter:
+          Reduce(d.dtype, slots, rank * len, len, d.op, part.recv + offset * esize);
+          break;
+        case CollectiveType::kAllToAll:
+          for (size_t r = 0; r < n; ++r) {
+            std::memcpy(part.recv + (r * d.count + offset) * esize, slots[r] + rank * len * esize, len * esize);
+          }
+          break;
+      }
+    } catch (const sdk::StatusError& e) {
+      return SimError{e.code(), e.what()};  // the same on every rank (the descriptions match)
+    }
+    offset += len;
+  } while (offset < d.count);
+  return std::nullopt;
 }
 
 // ---- rank-side execution on the worker -------------------------------------------------------------
@@ -393,6 +694,10 @@ void Issue(std::vector<PendingOp> ops) {
     uint64_t seq = 0;
     if (op.kind == PendingOp::kCollective) {
       seq = op.comm->next_seq++;
+      if (op.comm->shm != nullptr) {
+        op.stream->Enqueue(op.make(seq));
+        return;
+      }
       Group& g = *op.comm->group;
       std::lock_guard<std::mutex> lock(g.mu);
       auto& streams = g.seq_streams[seq];
@@ -475,6 +780,7 @@ void SubmitCollective(oar_ccl_comm_t handle, oar_stream_t stream_handle, Collect
   }
   const Cost cost = CollectiveCost(d.model(), moved, std::max(send_bytes, recv_bytes));
   std::shared_ptr<Group> group = comm->group;
+  std::shared_ptr<ShmGroup> shm = comm->shm;
   const int32_t rank = comm->rank;
   const std::chrono::milliseconds timeout = Timeout();
   Submit(PendingOp{comm, stream, PendingOp::kCollective, [=](uint64_t seq) {
@@ -482,7 +788,11 @@ void SubmitCollective(oar_ccl_comm_t handle, oar_stream_t stream_handle, Collect
                      w.name = TypeName(desc.type);
                      w.kind = OAR_ACTIVITY_COLLECTIVE;
                      w.cost = cost;
-                     w.run = [=] { return Arrive(group, rank, seq, part, timeout); };
+                     if (shm != nullptr) {
+                       w.run = [=] { return ShmArrive(*shm, seq, part, timeout); };
+                     } else {
+                       w.run = [=] { return Arrive(group, rank, seq, part, timeout); };
+                     }
                      return w;
                    }});
 }
@@ -506,7 +816,7 @@ oar_status_t* GetUniqueId(oar_ccl_unique_id_t* id) {
 }
 
 oar_status_t* CommInitRank(int32_t device, int32_t nranks, const oar_ccl_unique_id_t* id, int32_t rank,
-                           const oar_ccl_kv_store_t* /*store: single-process only*/, oar_ccl_comm_t* out) {
+                           const oar_ccl_kv_store_t* store, oar_ccl_comm_t* out) {
   return Guard([&] {
     if (id == nullptr || out == nullptr) Throw(OAR_STATUS_INVALID_ARGUMENT, "comm_init_rank: NULL id or comm");
     *out = nullptr;
@@ -516,6 +826,28 @@ oar_status_t* CommInitRank(int32_t device, int32_t nranks, const oar_ccl_unique_
     if (nranks < 1 || nranks > 4096 || rank < 0 || rank >= nranks) {
       Throw(OAR_STATUS_INVALID_ARGUMENT,
             "comm_init_rank: rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " is out of range");
+    }
+    if (store != nullptr) {  // the ranks may be in several processes: through shared memory
+      if (store->struct_size < OAR_CCL_KV_STORE_STRUCT_SIZE || store->set == nullptr || store->get == nullptr) {
+        Throw(OAR_STATUS_INVALID_ARGUMENT, "comm_init_rank: the key/value store is incomplete");
+      }
+      auto group = std::make_shared<Group>(nranks);  // this rank's only: nranks, and nothing shared in-process
+      group->devices[static_cast<size_t>(rank)] = device;
+      group->joined = 1;
+      auto comm = std::make_unique<Comm>(Comm{group, rank, device});
+      comm->shm = OpenShmGroup(*id, nranks, rank, *store);
+      Comm* raw = comm.get();
+      if (t_group_depth > 0) {
+        t_inits.push_back(raw);  // group_end waits for the other ranks
+      } else {
+        WaitForShmRanks(*raw->shm);
+      }
+      {
+        std::lock_guard<std::mutex> lock(g_mu);
+        g_comms.insert(comm.release());
+      }
+      *out = reinterpret_cast<oar_ccl_comm_t>(raw);
+      return;
     }
     std::shared_ptr<Group> group;
     {
@@ -642,6 +974,10 @@ void SubmitP2P(bool is_send, void* buf, size_t count, int32_t dtype, int32_t pee
   Comm* comm = GetComm(handle);
   const size_t bytes = count * CheckDType(dtype);
   const char* name = is_send ? "send" : "recv";
+  if (comm->shm != nullptr) {
+    Throw(OAR_STATUS_UNIMPLEMENTED, std::string(name) + " on a communicator across processes is not simulated yet "
+                                                          "(collectives are)");
+  }
   if (peer < 0 || peer >= comm->group->nranks) {
     Throw(OAR_STATUS_INVALID_ARGUMENT, std::string(name) + ": peer " + std::to_string(peer) + " is out of range");
   }
@@ -692,7 +1028,11 @@ oar_status_t* GroupEnd() {
     std::optional<sdk::StatusError> first;
     for (Comm* comm : inits) {
       try {
-        WaitForRanks(comm);
+        if (comm->shm != nullptr) {
+          WaitForShmRanks(*comm->shm);
+        } else {
+          WaitForRanks(comm);
+        }
       } catch (const sdk::StatusError& e) {
         if (!first) first = e;
       }

@@ -1,7 +1,7 @@
 // In-process collectives across the devices of one simulator (oar_ccl_api_t), NCCL-shaped.
 //
-// Every rank of a communicator lives in this process (the key/value store argument is accepted and
-// ignored; multi-process groups are not simulated). A collective is enqueued on the rank's stream;
+// Without a key/value store every rank of a communicator lives in this process. A collective is enqueued
+// on the rank's stream;
 // when a rank's worker reaches it, the rank arrives at a rendezvous keyed by the communicator and the
 // collective's sequence number; the last rank to arrive computes the result for everyone (reading
 // every rank's send buffer, writing every rank's receive buffer) and releases the others. Sends are
@@ -10,6 +10,14 @@
 // communicator inits first, then sends, then everything else in call order — so one host thread can
 // drive every rank. A rank that waits longer than OAR_SIM_CCL_TIMEOUT_MS (default 60 s) fails with
 // DEADLINE_EXCEEDED and marks the communicator broken: later collectives on it fail at once.
+//
+// With a store (comm_init_rank's `store`), the ranks may be in several processes of one machine: rank 0
+// creates a POSIX shared-memory segment named after the unique id and publishes its name through the store;
+// collectives (all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all) then run through the
+// segment in rounds of at most 4 MiB per rank, with process-shared futex barriers, computing with the same
+// arithmetic in rank order (results bitwise equal to the in-process path) and the same simulated time. A
+// rank that waits longer than the timeout breaks the segment with a message naming the missing ranks, which
+// every rank then reports. send/recv across processes are not simulated yet (UNIMPLEMENTED).
 //
 // Supported dtypes: float32, float16, bfloat16 (reduced in float32, rounded once), int32, int64
 // (wrapping). AVG divides the sum by nranks (integer division for integers).
