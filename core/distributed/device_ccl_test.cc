@@ -259,5 +259,33 @@ TEST(DeviceCcl, UnderMpirunMpiStoreBootstrapsKunlunCclBitwiseAsOneProcess) {
   g.Barrier();
 }
 
+// Under mpirun -np 4: ProcessGroup's collectives on kunlun tensors go through kunlun's CCL (not the host's
+// MPI, whose summation order differs): bitwise the one-process CCL's results, on the device.
+TEST(DeviceCcl, UnderMpirunProcessGroupCollectivesOnKunlunTensorsUseItsCcl) {
+  ASSERT_TRUE(kConfigured);
+  ASSERT_EQ(LaunchInfo::FromEnv().launcher, "mpirun") << "run under mpirun -np 4";
+  ProcessGroup& g = ProcessGroup::World();
+  ASSERT_EQ(g.size(), kRanks);
+  const int r = g.rank();
+  const Device dev("kunlun_sim:0");
+  Tensor a = FromVector<float>(Input(r, kBig), {kBig}).to(dev);
+  g.AllReduce(a, ReduceOp::kSum);
+  Tensor b = FromVector<float>(Input(r, kSmall), {kSmall}).to(dev);
+  g.AllReduce(b, ReduceOp::kAvg);
+  const Tensor gathered = g.AllGather(FromVector<float>(Input(r + 7, kSmall), {kSmall}).to(dev));
+  const Tensor scattered = g.ReduceScatter(FromVector<float>(Input(r + 3, kRanks * kBlock), {kRanks, kBlock}).to(dev),
+                                           ReduceOp::kSum);
+  EXPECT_EQ(a.device(), dev);
+  EXPECT_EQ(gathered.device(), dev);
+  EXPECT_EQ(gathered.shape(), Dims({kRanks, kSmall}));
+  EXPECT_EQ(scattered.shape(), Dims({kBlock}));
+  const auto want = OneProcessReference()[static_cast<size_t>(r)];
+  EXPECT_TRUE(Bytes(a) == want[0]) << "all_reduce(sum) on rank " << r << " differs from kunlun's one-process CCL";
+  EXPECT_TRUE(Bytes(b) == want[1]) << "all_reduce(avg) on rank " << r;
+  EXPECT_TRUE(Bytes(gathered) == want[3]) << "all_gather on rank " << r;
+  EXPECT_TRUE(Bytes(scattered) == want[4]) << "reduce_scatter on rank " << r;
+  g.Barrier();
+}
+
 }  // namespace
 }  // namespace oar::distributed

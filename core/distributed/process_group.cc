@@ -16,6 +16,7 @@
 
 #include "core/base/error.h"
 #include "core/ops/ops.h"
+#include "core/runtime/runtime.h"
 #include "core/tensor/autograd_meta.h"
 
 #if OAR_HAVE_MPI
@@ -270,6 +271,14 @@ void ProcessGroup::AllReduce(Tensor& t, runtime::ReduceOp op) {
   OAR_CHECK_ARG(t.defined(), "process group all_reduce: the tensor is undefined");
   const Device where = t.device();
   NoGradGuard no_grad;
+  if (runtime::Communicator* ccl = DeviceCclFor(t)) {
+    Tensor buf = t.contiguous();
+    if (buf.storage() == t.storage()) buf = buf.clone();
+    Arrive("all_reduce", buf);
+    ccl->AllReduce({&buf, 1}, op);
+    t = buf;
+    return;
+  }
   Tensor host = t.to(Device("cpu")).contiguous();
   if (host.storage() == t.storage()) host = host.clone();
   const std::string what = Arrive("all_reduce", host);
@@ -288,6 +297,15 @@ void ProcessGroup::AllReduce(Tensor& t, runtime::ReduceOp op) {
 Tensor ProcessGroup::AllGather(const Tensor& t) {
   OAR_CHECK_ARG(t.defined(), "process group all_gather: the tensor is undefined");
   NoGradGuard no_grad;
+  if (runtime::Communicator* ccl = DeviceCclFor(t)) {
+    const Tensor in = t.contiguous();
+    Arrive("all_gather", in);
+    Dims shape = in.shape();
+    shape.insert(0, size_);
+    Tensor out = empty(shape, in.dtype(), in.device());
+    ccl->AllGather({&in, 1}, {&out, 1});
+    return out;
+  }
   const Tensor host = t.to(Device("cpu")).contiguous();
   const std::string what = Arrive("all_gather", host);
   Dims shape = host.shape();
@@ -307,6 +325,15 @@ Tensor ProcessGroup::ReduceScatter(const Tensor& t, runtime::ReduceOp op) {
   OAR_CHECK_ARG(op == runtime::ReduceOp::kSum || op == runtime::ReduceOp::kAvg,
                 "process group reduce_scatter: the reduction must be sum or avg");
   NoGradGuard no_grad;
+  if (runtime::Communicator* ccl = DeviceCclFor(t)) {
+    const Tensor in = t.contiguous();
+    Arrive("reduce_scatter", in);
+    Dims piece = in.shape();
+    piece.erase(0);
+    Tensor out = empty(piece, in.dtype(), in.device());
+    ccl->ReduceScatter({&in, 1}, {&out, 1}, op);
+    return out;
+  }
   const Tensor host = t.to(Device("cpu")).contiguous();
   const std::string what = Arrive("reduce_scatter", host);
   Dims piece = host.shape();
@@ -625,6 +652,23 @@ std::unique_ptr<Store> ProcessGroup::NewStore(std::chrono::milliseconds timeout)
   return std::make_unique<MpiStore>(impl_->comm, WorldRank(rank_), timeout);
 }
 
+runtime::Communicator* ProcessGroup::DeviceCclFor(const Tensor& t) {
+  const Device d = t.device();
+  if (d.type() == "cpu" || size_ == 1) return nullptr;
+  if (t.dtype() != DType::kFloat32 && t.dtype() != DType::kInt32 && t.dtype() != DType::kInt64) return nullptr;
+  static const bool enabled = [] {
+    const char* v = Env("OAR_DIST_DEVICE_CCL");
+    OAR_CHECK_ARG(v == nullptr || std::string_view(v) == "0" || std::string_view(v) == "1",
+                  "OAR_DIST_DEVICE_CCL='{}' is neither 0 nor 1", v);
+    return v == nullptr || std::string_view(v) == "1";
+  }();
+  if (!enabled) return nullptr;
+  // The same answer in every process (one plugin build), so every rank takes the same path.
+  runtime::DeviceType* type = runtime::Runtime::Get().FindType(d.type());
+  if (type == nullptr || type->plugin().ccl() == nullptr) return nullptr;
+  return &DeviceCommunicator(d);
+}
+
 runtime::Communicator& ProcessGroup::DeviceCommunicator(Device device) {
   std::unique_ptr<runtime::Communicator>& c = impl_->device_comms[device.str()];
   if (c == nullptr) {
@@ -664,6 +708,7 @@ std::unique_ptr<Store> ProcessGroup::NewStore(std::chrono::milliseconds) {
 runtime::Communicator& ProcessGroup::DeviceCommunicator(Device) {
   Throw(ErrorCode::kUnimplemented, "this build has no MPI process group");
 }
+runtime::Communicator* ProcessGroup::DeviceCclFor(const Tensor&) { return nullptr; }
 
 #endif
 

@@ -4,7 +4,9 @@
 // LOCAL_RANK}; under torchrun, Slurm wrappers or Kubernetes operators the torchrun-style RANK, WORLD_SIZE,
 // LOCAL_RANK, MASTER_ADDR, MASTER_PORT. ProcessGroup::World() is every process of the job, one rank per
 // process, with collectives on host memory through MPI (an existing engine, so CPU clusters work as
-// they are; other devices stage through the host). Each collective first exchanges its sequence number
+// they are). Device tensors of a type whose plugin has a CCL go through that CCL instead (all_reduce,
+// all_gather, reduce_scatter; float32, int32, int64), its communicator bootstrapped through an MPI store
+// (DeviceCommunicator); everything else stages through the host (OAR_DIST_DEVICE_CCL=0 forces that). Each collective first exchanges its sequence number
 // with the peers and then runs non-blocking, and a blocked rank sleeps between polls (4 ranks fit on 2
 // cores). A rank that waits longer than the timeout (OAR_DIST_TIMEOUT_S, default 300) prints which
 // peers never arrived at which collective and aborts the whole job (MPI_Abort), so nothing hangs.
@@ -88,6 +90,8 @@ class ProcessGroup {
   ProcessGroup();
   explicit ProcessGroup(const std::vector<int>& world_ranks);
   int WorldRank(int r) const;
+  // The device CCL communicator a collective on `t` uses, or nullptr when it goes through the host.
+  runtime::Communicator* DeviceCclFor(const Tensor& t);
   int WorldSize() const;
   // Check that every peer is at this collective (its sequence number), or abort after the timeout.
   std::string Arrive(const std::string& op, const Tensor& t);
