@@ -98,4 +98,16 @@ for i, v in enumerate([b"\x00512M", b"\x004096", b"\x001tb", b"\x00M", b"\x01tru
     write(C, "value%02d" % i, v)
 # Found while writing the target: 15 digits and a T wrapped around 2^64 to a small size.
 write(R, "byte_size_wraps_around", b"\x00999999999999999T")
+
+# ---- the TCP store's requests (control byte: client = byte % 3, chunk length = byte / 4 + 1; then the chunk) ----
+C = "corpus/tcp_store"
+def store_request(op, key, value=b""):
+    return op + struct.pack("<II", len(key), len(value)) + key + value
+def chunked(client, b, n=8):
+    return b"".join(bytes([(len(b[i:i + n]) - 1) * 4 + client]) + b[i:i + n] for i in range(0, len(b), n))
+write(C, "set_then_get", chunked(0, store_request(b"S", b"ccl/id", b"abcdef")) + chunked(1, store_request(b"G", b"ccl/id")))
+write(C, "get_waits_then_set", chunked(2, store_request(b"G", b"shm")) + chunked(1, store_request(b"S", b"shm", b"/oar-x"), 3))
+write(C, "bad_op", chunked(0, b"X" + struct.pack("<II", 1, 0) + b"k") + chunked(0, store_request(b"S", b"a", b"b")))
+write(C, "huge_length", chunked(1, b"S" + struct.pack("<II", 0xffffffff, 0xffffffff)))
+write(C, "get_with_value", chunked(2, store_request(b"G", b"k", b"v")))
 print("seeds written")

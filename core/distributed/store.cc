@@ -57,10 +57,7 @@ oar_status_t* CclGet(void* context, const char* key, void* value, size_t capacit
   }
 }
 
-// ---- the TCP store's wire format -------------------------------------------------------------------------
-// A request is op (1 byte: 'S' set, 'G' get), the key's and the value's byte counts (4 bytes each, little
-// endian), the key, the value (empty for a get). The answer to a set is 'k'; to a get 'v', the value's byte
-// count (4 bytes) and the value, sent when the key exists.
+// ---- the TCP store's wire format (store.h: StoreTable) ----------------------------------------------------
 
 constexpr size_t kHeaderBytes = 9;
 
@@ -71,15 +68,6 @@ uint32_t GetU32(const char* p) {
   uint32_t v = 0;
   for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
-}
-
-std::string Request(char op, std::string_view key, std::string_view value) {
-  std::string r(1, op);
-  PutU32(r, static_cast<uint32_t>(key.size()));
-  PutU32(r, static_cast<uint32_t>(value.size()));
-  r.append(key);
-  r.append(value);
-  return r;
 }
 
 std::string ValueReply(const std::string& value) {
@@ -107,6 +95,51 @@ bool SendAll(int fd, std::string_view data) {
 }
 
 }  // namespace
+
+std::string StoreRequest(char op, std::string_view key, std::string_view value) {
+  std::string r(1, op);
+  PutU32(r, static_cast<uint32_t>(key.size()));
+  PutU32(r, static_cast<uint32_t>(value.size()));
+  r.append(key);
+  r.append(value);
+  return r;
+}
+
+bool StoreTable::Consume(int client, std::string& in, const Send& send) {
+  bool ok = true;
+  size_t at = 0;
+  while (in.size() - at >= kHeaderBytes) {
+    const char* h = in.data() + at;
+    const uint32_t klen = GetU32(h + 1), vlen = GetU32(h + 5);
+    if ((h[0] != 'S' && h[0] != 'G') || klen == 0 || klen > Store::kMaxKeyBytes || vlen > Store::kMaxValueBytes ||
+        (h[0] == 'G' && vlen != 0)) {
+      ok = false;  // not one of ours
+      break;
+    }
+    if (in.size() - at < kHeaderBytes + klen + vlen) break;
+    std::string key = in.substr(at + kHeaderBytes, klen);
+    if (h[0] == 'S') {
+      std::string value = in.substr(at + kHeaderBytes + klen, vlen);
+      ok = send(client, "k");
+      auto [lo, hi] = waiters_.equal_range(key);
+      for (auto it = lo; it != hi; ++it) send(it->second, ValueReply(value));
+      waiters_.erase(lo, hi);
+      kv_[std::move(key)] = std::move(value);
+    } else if (auto it = kv_.find(key); it != kv_.end()) {
+      ok = send(client, ValueReply(it->second));
+    } else {
+      waiters_.emplace(std::move(key), client);
+    }
+    at += kHeaderBytes + klen + vlen;
+    if (!ok) break;
+  }
+  in.erase(0, at);
+  return ok;
+}
+
+void StoreTable::Drop(int client) {
+  for (auto it = waiters_.begin(); it != waiters_.end();) it = it->second == client ? waiters_.erase(it) : ++it;
+}
 
 Store::Store() {
   ccl_.struct_size = OAR_CCL_KV_STORE_STRUCT_SIZE;
@@ -164,10 +197,10 @@ class TcpStore::Server {
 
   void Loop() {
     std::vector<Client> clients;
-    std::map<std::string, std::string, std::less<>> kv;
-    std::multimap<std::string, int, std::less<>> waiters;  // key -> fd of a client waiting for it
+    StoreTable table;
+    const StoreTable::Send send = [](int fd, std::string_view bytes) { return SendAll(fd, bytes); };
     auto drop = [&](size_t i) {
-      for (auto it = waiters.begin(); it != waiters.end();) it = it->second == clients[i].fd ? waiters.erase(it) : ++it;
+      table.Drop(clients[i].fd);
       ::close(clients[i].fd);
       clients.erase(clients.begin() + static_cast<std::ptrdiff_t>(i));
       finished_.fetch_add(1);
@@ -184,7 +217,9 @@ class TcpStore::Server {
           clients.push_back({fd, {}});
         }
       }
-      for (size_t i = clients.size(); i-- > 0;) {
+      // Only the clients polled above (one accepted just now has no pollfd yet); a drop erases at i, so the
+      // lower indices stay valid.
+      for (size_t i = fds.size() - 2; i-- > 0;) {
         const pollfd& p = fds[2 + i];
         if (p.fd != clients[i].fd || !(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
         char buf[65536];
@@ -195,30 +230,7 @@ class TcpStore::Server {
         }
         std::string& in = clients[i].in;
         in.append(buf, static_cast<size_t>(n));
-        bool bad = false;
-        while (in.size() >= kHeaderBytes) {
-          const uint32_t klen = GetU32(in.data() + 1), vlen = GetU32(in.data() + 5);
-          if ((in[0] != 'S' && in[0] != 'G') || klen == 0 || klen > kMaxKeyBytes || vlen > kMaxValueBytes) {
-            bad = true;  // not one of ours: hang up on it
-            break;
-          }
-          if (in.size() < kHeaderBytes + klen + vlen) break;
-          std::string key = in.substr(kHeaderBytes, klen);
-          if (in[0] == 'S') {
-            std::string value = in.substr(kHeaderBytes + klen, vlen);
-            bad |= !SendAll(p.fd, "k");
-            auto [lo, hi] = waiters.equal_range(key);
-            for (auto it = lo; it != hi; ++it) SendAll(it->second, ValueReply(value));
-            waiters.erase(lo, hi);
-            kv[std::move(key)] = std::move(value);
-          } else if (auto it = kv.find(key); it != kv.end()) {
-            bad |= !SendAll(p.fd, ValueReply(it->second));
-          } else {
-            waiters.emplace(std::move(key), p.fd);
-          }
-          in.erase(0, kHeaderBytes + klen + vlen);
-        }
-        if (bad) drop(i);
+        if (!table.Consume(p.fd, in, send)) drop(i);
       }
     }
     for (const Client& c : clients) ::close(c.fd);
@@ -328,13 +340,13 @@ void TcpStore::Exchange(std::string_view request, std::string* reply, std::chron
 
 void TcpStore::Set(std::string_view key, std::string_view value) {
   CheckSizes(key, value);
-  Exchange(Request('S', key, value), nullptr, timeout_, "set", key);
+  Exchange(StoreRequest('S', key, value), nullptr, timeout_, "set", key);
 }
 
 std::string TcpStore::Get(std::string_view key, std::chrono::milliseconds timeout) {
   CheckSizes(key, {});
   std::string value;
-  Exchange(Request('G', key, {}), &value, timeout, "get", key);
+  Exchange(StoreRequest('G', key, {}), &value, timeout, "get", key);
   return value;
 }
 

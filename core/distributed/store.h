@@ -16,6 +16,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -82,6 +84,32 @@ class TcpStore final : public Store {
   bool broken_ = false;
   std::unique_ptr<std::mutex> mu_;  // one request at a time on the connection
 };
+
+/// The TCP store's server side without its sockets: the table of keys and the clients waiting for them,
+/// fed the bytes each client sent (also the fuzz target's entry, fuzz/tcp_store_fuzzer.cc). Wire format: a
+/// request is op (1 byte: 'S' set, 'G' get), the key's and the value's byte counts (4 bytes each, little
+/// endian), the key, the value (empty for a get); a set is answered 'k', a get 'v', the value's byte count
+/// (4 bytes) and the value, once the key exists.
+class StoreTable {
+ public:
+  /// Sends `bytes` to `client`; false when the client is gone.
+  using Send = std::function<bool(int client, std::string_view bytes)>;
+  /// Handle every whole request at the front of `in` (what `client` sent so far), erasing them from it and
+  /// answering through `send`; a partial request stays in `in`. False when `in` starts with something that
+  /// is not a request (unknown op, empty or too long key or value: the server hangs up on such a client).
+  bool Consume(int client, std::string& in, const Send& send);
+  /// Forget `client`'s waits (it hung up).
+  void Drop(int client);
+  size_t keys() const { return kv_.size(); }
+  size_t waiting() const { return waiters_.size(); }
+
+ private:
+  std::map<std::string, std::string, std::less<>> kv_;
+  std::multimap<std::string, int, std::less<>> waiters_;  // key -> client waiting for it
+};
+
+/// A request in the TCP store's wire format (StoreTable).
+std::string StoreRequest(char op, std::string_view key, std::string_view value);
 
 /// The store for this process's launcher: under `mpirun` the MPI store of ProcessGroup::World() (a
 /// collective: every process must call it), under torchrun-style variables the TCP store; kFailedPrecondition
