@@ -465,6 +465,15 @@ SpmdRule SpmdRuleFor(ops::Op op, std::span<const ops::TensorMeta> in, const ops:
       for (int d = 0; d < std::min(x.size(), idx.size()); ++d) {
         if (d != axis && x[d] == idx[d]) fx[static_cast<size_t>(d)] = fi[static_cast<size_t>(d)] = r.AddFactor(x[d]);
       }
+      if (op == Op::kScatterAdd && axis < idx.size()) {
+        // The rows scattered (index and src along the axis) contract: each rank scatters its rows into its
+        // Partial(sum) share of x (the embedding's backward under data parallelism scatters locally).
+        const int rows = r.AddFactor(idx[static_cast<int>(axis)]);
+        fi[static_cast<size_t>(axis)] = rows;
+        r.contraction[static_cast<size_t>(rows)] = ReduceOp::kSum;
+        r.accumulates.resize(static_cast<size_t>(rows) + 1);
+        r.accumulates[static_cast<size_t>(rows)] = {true, false, false};
+      }
       if (op == Op::kGather) {
         r.inputs = {fx, fi};
         r.outputs = {fi};
@@ -712,7 +721,11 @@ SpmdDecision Decide(const SpmdRule& rule, const ProcessMesh& mesh, std::span<con
         Candidate c;
         for (size_t i = 0; i < ni; ++i) {
           const Carrier at = CarrierOf(rule, false, i, fi);
-          c.in.push_back(at.dim >= 0 ? Placement::Shard(at.dim, at.split * k) : Placement::Replicate());
+          const bool into = !in_outputs && f < rule.accumulates.size() && i < rule.accumulates[f].size() &&
+                            rule.accumulates[f][i];
+          c.in.push_back(at.dim >= 0 ? Placement::Shard(at.dim, at.split * k)
+                         : into      ? Placement::Partial(*rule.contraction[f])
+                                     : Placement::Replicate());
         }
         for (size_t o = 0; o < no; ++o) {
           const Carrier at = CarrierOf(rule, true, o, fi);

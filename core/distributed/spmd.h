@@ -57,6 +57,10 @@ struct SpmdRule {
     int64_t split = 1;
   };
   std::vector<StridedDim> strided;
+  /// Per factor (may be shorter than factor_size), per input: the op adds its result into that input, which
+  /// must then be Partial(op) when the factor is contracted — scatter_add's x, into which each rank scatters
+  /// the rows it holds (the sum over ranks is the whole scatter).
+  std::vector<std::vector<bool>> accumulates;
 
   int AddFactor(int64_t size, bool blocked_factor = false);
 };

@@ -249,6 +249,25 @@ TEST(SpmdEager, FusedProjectionShardedByHeadsStaysShardedThroughTheHeadsView) {
   EXPECT_THROW(shard_tensor(w, mesh, {S(0), Placement::Shard(0, 3)}), Error);  // a strided dim takes one mesh dim
 }
 
+// scatter_add with the scattered rows sharded (the embedding's backward under data parallelism): each rank
+// scatters its rows into its Partial(sum) share of x — no gather of the rows, the sum is the whole scatter.
+TEST(SpmdEager, ScatterAddOfShardedRowsIsPartialWithoutGathering) {
+  const ProcessMesh mesh = Grid();
+  std::vector<int64_t> ix(8 * 3);
+  for (size_t i = 0; i < ix.size(); ++i) ix[i] = static_cast<int64_t>((i * 7 + 1) % 5);
+  const Tensor x = oar::zeros({5, 3}, DType::kFloat32, kDev), idx = FromVector<int64_t>(ix, {8, 3}, kDev),
+               src = Rand({8, 3}, 24);
+  DistTensor dx = shard_tensor(x, mesh, {R, R});
+  dx.set_annotated(false);
+  ResetCollectiveCounts();
+  const DistTensor out = One(Apply(Op::kScatterAdd,
+                                   std::vector{dx, shard_tensor(idx, mesh, {S(0), R}), shard_tensor(src, mesh, {S(0), R})},
+                                   {int64_t{0}}));
+  EXPECT_EQ(GetCollectiveCounts().total(), 0) << GetCollectiveCounts().ToString();
+  EXPECT_EQ(out.placements(), (Placements{Placement::Partial(), R}));
+  ExpectClose(FullTensor(out), oar::scatter_add(x, 0, idx, src), 1e-6, "scatter_add");
+}
+
 TEST(SpmdEager, NormsEmbeddingAttentionAndCrossEntropyMatchOneDevice) {
   const ProcessMesh mesh = Grid();
   const Tensor x = Rand({4, 6, 8}, 11), w = Rand({8}, 12);
