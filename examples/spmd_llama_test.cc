@@ -7,6 +7,7 @@
 #include <cmath>
 #include <algorithm>
 #include <map>
+#include <span>
 #include <cstdlib>
 #include <filesystem>
 
@@ -52,10 +53,11 @@ struct Llama {
   std::vector<float> OneDevice() { return Host(f.fn(std::vector<Tensor>{ids}).at(0)); }
 };
 
-// Megatron on the mesh dim tp: the attention output and down projections row-parallel, gate and up
-// column-parallel; the fused qkv projection replicated (its [3 · heads · head_dim] rows split contiguously
-// are not a split by heads: see docs/distributed.md); on dp the batch rows.
-void Annotate(ir::Program& p, const d::ProcessMesh& mesh) {
+// Megatron on the mesh dim tp: the fused qkv projection column-parallel by heads — its rows [3, heads,
+// head_dim] strided-sharded, Shard(0, 3), so each rank holds its heads' q, k and v rows — gate and up
+// column-parallel, the attention output and down projections row-parallel; on dp the batch rows (`rows`:
+// the inputs to shard so).
+void Annotate(ir::Program& p, const d::ProcessMesh& mesh, std::span<const std::string> rows = {}) {
   d::SetProgramMesh(p, mesh);
   auto on_tp = [&](d::Placement tp, d::Placement other = d::Placement::Replicate()) {
     d::Placements pl;
@@ -64,12 +66,13 @@ void Annotate(ir::Program& p, const d::ProcessMesh& mesh) {
   };
   for (int l = 0; l < 2; ++l) {
     const std::string n = "layers." + std::to_string(l) + ".";
+    d::AnnotatePlacements(p, n + "attn.qkv.weight", on_tp(d::Placement::Shard(0, 3)));
     d::AnnotatePlacements(p, n + "attn.out.weight", on_tp(d::Placement::Shard(1)));
     d::AnnotatePlacements(p, n + "mlp.gate.weight", on_tp(d::Placement::Shard(0)));
     d::AnnotatePlacements(p, n + "mlp.up.weight", on_tp(d::Placement::Shard(0)));
     d::AnnotatePlacements(p, n + "mlp.down.weight", on_tp(d::Placement::Shard(1)));
   }
-  if (mesh.ndim() == 2) d::AnnotatePlacements(p, "ids", on_tp(d::Placement::Replicate(), d::Placement::Shard(0)));
+  for (const std::string& name : rows) d::AnnotatePlacements(p, name, on_tp(d::Placement::Replicate(), d::Placement::Shard(0)));
 }
 
 void ExpectForwardEqualsOneDevice(const std::string& spec, int64_t all_reduces, int64_t collectives) {
@@ -78,7 +81,8 @@ void ExpectForwardEqualsOneDevice(const std::string& spec, int64_t all_reduces, 
   auto c = m.Capture(ctx);
   ir::Program& p = *c->program;
   const d::ProcessMesh mesh = d::ProcessMesh::Parse(spec, "kunlun_sim");
-  Annotate(p, mesh);
+  const std::vector<std::string> rows = {"ids"};
+  Annotate(p, mesh, mesh.ndim() == 2 ? rows : std::vector<std::string>{});
   const d::PropagationReport report = d::PropagatePlacements(p);
   ir::Verify(p);
   const std::string text = ir::Print(p);
@@ -110,16 +114,13 @@ namespace oar::examples {
 namespace {
 
 // The training step (TrainOn: forward, cross-entropy, backward, gradient clipping, AdamW), captured as
-// `oar train --static` replays it once Adam's moments exist, placed for Megatron on tp=2: the four
-// projections annotated as in the forward and each one's AdamW moments like it (the optimiser state lives
-// with its shard). Megatron's collectives: one all_reduce per attention and per MLP block forward (4), one
-// per MLP block backward (2, the input gradient of the column-parallel gate/up), one for the gradient
-// norm's sum of squares (1); the attention block's backward is one all_gather (2) — the adjoint of the
-// forward's local slice of the replicated attention output, since the fused qkv is replicated. Nothing
-// else: the updated shards and moments stay sharded, the rms_norm backward reduces its Partial input
-// gradient once (not once per branch), and the column-parallel weight gradient keeps its sharding through
-// the view dropping the batch's unit dim. Before: 26 all_reduce and 20 all_gather.
-TEST(SpmdLlama, TrainingStepOnTp2HasMegatronsCollectivesAndEqualsOneDevice) {
+// `oar train --static` replays it once Adam's moments exist, placed for Megatron on `spec`: the projections
+// annotated as in the forward (the fused qkv by heads) and each one's AdamW moments like it (the optimiser
+// state lives with its shard), on dp the batch's rows. Placed, counted (`all_reduces`, `all_gathers`, no
+// other collective), run through one Executor per rank (the same collectives) and compared with the
+// one-device run of the unplaced program (every output within 1e-5) and with the eager op-by-op run of
+// the placed one (bitwise).
+void ExpectTrainingStep(const std::string& spec, int64_t all_reduces, int64_t all_gathers) {
   std::unique_ptr<Example> e = MakeExample("llama", kDev, 5);
   (void)e->TrainStep(0, 10);  // the optimiser's moments exist, as in the replayed static step
   ir::IrContext ctx;
@@ -152,21 +153,25 @@ TEST(SpmdLlama, TrainingStepOnTp2HasMegatronsCollectivesAndEqualsOneDevice) {
   }
   // One device: the same program through the scheduler, before placement.
   const std::vector<Tensor> one_device = scheduler::Executor(p, kDev).Run(in);
-  const d::ProcessMesh mesh = d::ProcessMesh::Parse("tp=2", "kunlun_sim");
-  Annotate(p, mesh);
+  const d::ProcessMesh mesh = d::ProcessMesh::Parse(spec, "kunlun_sim");
+  std::vector<std::string> rows;
+  for (size_t i = 0; i < num_batch && mesh.ndim() == 2; ++i) rows.push_back("in" + std::to_string(i));
+  Annotate(p, mesh, rows);
   const std::string_view moments[] = {"adam.m.", "adam.v."};
-  EXPECT_EQ(d::AnnotateStateLikeParameters(p, params, moments), 16);  // 2 layers x 4 projections x 2 moments
+  EXPECT_EQ(d::AnnotateStateLikeParameters(p, params, moments), 20);  // 2 layers x 5 projections x 2 moments
   const d::PropagationReport report = d::PropagatePlacements(p);
   ir::Verify(p);
-  EXPECT_EQ(report.count("dist.all_reduce"), 7) << report.explain;
-  EXPECT_EQ(report.count("dist.all_gather"), 2) << report.explain;
+  EXPECT_EQ(report.count("dist.all_reduce"), all_reduces) << report.explain;
+  EXPECT_EQ(report.count("dist.all_gather"), all_gathers) << report.explain;
   EXPECT_EQ(report.count("dist.reduce_scatter"), 0);
   EXPECT_EQ(report.count("dist.all_to_all"), 0);
   // Run through one Executor per rank: the loss is the one-device step's (the eager run capture made).
   d::ResetCollectiveCounts();
   const std::vector<d::DistTensor> out = d::RunSpmd(p, mesh, in);
-  EXPECT_EQ(d::GetCollectiveCounts().all_reduce, 7) << d::GetCollectiveCounts().ToString();
-  EXPECT_EQ(d::GetCollectiveCounts().all_gather, 2) << d::GetCollectiveCounts().ToString();
+  EXPECT_EQ(d::GetCollectiveCounts().all_reduce, all_reduces) << d::GetCollectiveCounts().ToString();
+  EXPECT_EQ(d::GetCollectiveCounts().all_gather, all_gathers) << d::GetCollectiveCounts().ToString();
+  const std::vector<d::DistTensor> eager = d::RunSpmdEager(p, mesh, in);
+  ASSERT_EQ(eager.size(), out.size());
   const float loss = Host(d::FullTensor(out.at(0))).at(0), one = Host(c.outputs.at(0)).at(0);
   EXPECT_NEAR(loss, one, 1e-5 * std::abs(one));
   // Every output (the loss, the updated parameters and moments, in their shards) is the one-device run's.
@@ -176,6 +181,7 @@ TEST(SpmdLlama, TrainingStepOnTp2HasMegatronsCollectivesAndEqualsOneDevice) {
   for (size_t u = 0; u < out.size(); ++u) {
     const std::vector<float> got = Host(d::FullTensor(out[u])), want = Host(one_device[u]);
     ASSERT_EQ(got.size(), want.size()) << u;
+    EXPECT_EQ(got, Host(d::FullTensor(eager[u]))) << u;  // the scheduler path is the eager placed run, bitwise
     float worst = 0;
     for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]) / (1 + std::abs(want[i])));
     EXPECT_LE(worst, 1e-5) << (u + updates.size() >= out.size() ? updates[u + updates.size() - out.size()] : "loss");
@@ -183,6 +189,23 @@ TEST(SpmdLlama, TrainingStepOnTp2HasMegatronsCollectivesAndEqualsOneDevice) {
   }
   EXPECT_EQ(checked, static_cast<int>(3 * params.size() + 1));
 }
+
+// Megatron on tp=2: forward, one all_reduce per attention and per MLP block (4); backward, one per block
+// (4: the input gradient of the column-parallel qkv and of gate/up, each reduced once before its rms_norm
+// backward); the gradient norm's sum of squares (1). No all_gather: with the fused qkv sharded by heads the
+// attention runs on each rank's heads, forward and backward. Nothing else: the updated shards and moments
+// stay sharded, the column-parallel weight gradients keep their sharding through the batch views. With the
+// qkv replicated it was 7 all_reduce and 2 all_gather (the adjoint of the local slice of the attention
+// output); before the propagation rules of docs/distributed.md, 26 and 20.
+TEST(SpmdLlama, TrainingStepOnTp2HasMegatronsCollectivesAndEqualsOneDevice) { ExpectTrainingStep("tp=2", 9, 0); }
+
+// dp=2 x tp=2: tp's 9 as above; on dp, one all_reduce per parameter gradient (16: the tied embedding, 5 norms,
+// 2 x qkv, out, gate, up, down), all before the gradient norm, which is then Partial on tp only; and 2 for the
+// loss, the sum of the rows' losses and their count, each a scalar (cross-entropy's exact mean). No
+// all_gather: the embedding's backward scatters each rank's rows into its Partial share of the table, which
+// the embedding gradient's dp all_reduce sums (before, scatter_add kept the scattered axis whole: 2
+// all_gathers, of the rows' indices and gradients).
+TEST(SpmdLlama, TrainingStepOnDp2Tp2) { ExpectTrainingStep("dp=2,tp=2", 27, 0); }
 
 }  // namespace
 }  // namespace oar::examples

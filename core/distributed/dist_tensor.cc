@@ -162,6 +162,44 @@ std::vector<Tensor> SliceShards(const ProcessMesh& mesh, int m, int64_t d, const
   return out;
 }
 
+// A strided dim d (Shard(d, k)) as two: [.., k, n / k, ..] (Unfold) and back (Fold); the pieces of a strided
+// shard are then a plain shard of dim d + 1.
+Tensor Unfold(const Tensor& x, int64_t d, int64_t k) {
+  Dims s = x.shape();
+  s[static_cast<int>(d)] /= k;
+  s.insert(static_cast<int>(d), k);
+  return x.reshape(s);
+}
+Tensor Fold(const Tensor& x, int64_t d) {
+  Dims s = x.shape();
+  s[static_cast<int>(d)] *= s[static_cast<int>(d) + 1];
+  s.erase(static_cast<int>(d) + 1);
+  return x.reshape(s);
+}
+std::vector<Tensor> Unfold(const ProcessMesh& mesh, const std::vector<Tensor>& locals, int64_t d, int64_t k) {
+  std::vector<Tensor> out(locals.size());
+  for (size_t r = 0; r < locals.size(); ++r) {
+    if (mesh.is_local(static_cast<int64_t>(r))) out[r] = Unfold(locals[r], d, k);
+  }
+  return out;
+}
+std::vector<Tensor> Fold(const ProcessMesh& mesh, std::vector<Tensor> locals, int64_t d) {
+  for (size_t r = 0; r < locals.size(); ++r) {
+    if (mesh.is_local(static_cast<int64_t>(r))) locals[r] = Fold(locals[r], d).contiguous();
+  }
+  return locals;
+}
+
+// S(d, k) -> R along mesh dim m: the chunks' pieces gathered as a plain shard of the unfolded dim.
+std::vector<Tensor> GatherStrided(const ProcessMesh& mesh, int m, int64_t d, int64_t k, const std::vector<Tensor>& locals,
+                                  std::vector<Dims> shapes) {
+  for (Dims& s : shapes) {
+    s[static_cast<int>(d)] /= k;
+    s.insert(static_cast<int>(d), k);
+  }
+  return Fold(mesh, GatherShards(mesh, m, d + 1, Unfold(mesh, locals, d, k), shapes), d);
+}
+
 std::vector<Tensor> MakePartial(const ProcessMesh& mesh, int m, runtime::ReduceOp op, const std::vector<Tensor>& locals) {
   std::vector<Tensor> out = locals;
   if (op != runtime::ReduceOp::kSum) return out;  // avg, max, min of equal values are the value
@@ -175,7 +213,13 @@ std::vector<Tensor> MakePartial(const ProcessMesh& mesh, int m, runtime::ReduceO
 std::vector<Tensor> RunStep(const ProcessMesh& mesh, const ReshardStep& s, const std::vector<Tensor>& locals,
                             const std::vector<Dims>& shapes) {
   const int m = s.dim;
+  if (s.collective == "all_gather" && s.from.is_strided()) {
+    return GatherStrided(mesh, m, s.from.dim, s.from.split, locals, shapes);
+  }
   if (s.collective == "all_gather") return GatherShards(mesh, m, s.from.dim, locals, shapes);
+  if (s.collective == "slice" && s.to.is_strided()) {
+    return Fold(mesh, SliceShards(mesh, m, s.to.dim + 1, Unfold(mesh, locals, s.to.dim, s.to.split)), s.to.dim);
+  }
   if (s.collective == "all_reduce") return AllReduceAlong(mesh, m, locals, s.from.reduce);
   if (s.collective == "reduce_scatter") return ScatterPartial(mesh, m, s.to.dim, locals, s.from.reduce);
   if (s.collective == "all_to_all") return SwapShards(mesh, m, s.from.dim, s.to.dim, locals);
@@ -188,7 +232,7 @@ std::vector<Tensor> RunStep(const ProcessMesh& mesh, const ReshardStep& s, const
 
 DistTensor::DistTensor(ProcessMesh mesh, Placements placements, Dims global_shape, std::vector<Tensor> locals)
     : mesh_(std::move(mesh)), shape_(global_shape), locals_(std::move(locals)) {
-  placements_ = CheckPlacements(mesh_, placements, shape_.size(), "DistTensor");
+  placements_ = CheckPlacements(mesh_, placements, shape_.size(), "DistTensor", &shape_);
   OAR_CHECK_ARG(static_cast<int64_t>(locals_.size()) == mesh_.numel(), "DistTensor: {} local tensors for a mesh of {}",
                 locals_.size(), mesh_.numel());
   const Tensor& first = locals_[static_cast<size_t>(mesh_.first_local())];
@@ -260,7 +304,7 @@ DistTensor DistTensor::detach() const {
 
 DistTensor shard_tensor(const Tensor& global, const ProcessMesh& mesh, const Placements& placements) {
   OAR_CHECK_ARG(global.defined(), "shard_tensor: the tensor is undefined");
-  const Placements p = CheckPlacements(mesh, placements, global.rank(), "shard_tensor");
+  const Placements p = CheckPlacements(mesh, placements, global.rank(), "shard_tensor", &global.shape());
   std::vector<Tensor> locals;
   for (int64_t r = 0; r < mesh.numel(); ++r) {
     if (!mesh.is_local(r)) {
@@ -270,7 +314,11 @@ DistTensor shard_tensor(const Tensor& global, const ProcessMesh& mesh, const Pla
     const LocalRegion reg = RegionOf(mesh, p, global.shape(), r);
     Tensor t = global;
     for (int d = 0; d < global.rank(); ++d) {
-      if (reg.shape[d] != global.dim(d)) t = t.slice(d, reg.offset[d], reg.offset[d] + reg.shape[d]);
+      if (reg.shape[d] == global.dim(d)) continue;
+      int64_t k = 1;
+      for (const Placement& pl : p) k = pl.is_shard(d) ? pl.split : k;
+      t = k == 1 ? t.slice(d, reg.offset[d], reg.offset[d] + reg.shape[d])
+                 : Fold(Unfold(t, d, k).slice(d + 1, reg.offset[d], reg.offset[d] + reg.shape[d] / k), d);
     }
     t = CopyToDevice(t, mesh.devices()[static_cast<size_t>(r)]).contiguous();
     if (t.device() == global.device() && t.storage() == global.storage()) t = t.clone();
@@ -301,8 +349,8 @@ double StepCost(const ProcessMesh& mesh, const ReshardStep& step, const Placemen
 std::vector<ReshardStep> PlanReshard(const ProcessMesh& mesh, const Placements& from_in, const Placements& to_in,
                                      const Dims& global_shape, DType dtype) {
   const int64_t rank = global_shape.size();
-  const Placements from = CheckPlacements(mesh, from_in, rank, "reshard (source)");
-  const Placements to = CheckPlacements(mesh, to_in, rank, "reshard (target)");
+  const Placements from = CheckPlacements(mesh, from_in, rank, "reshard (source)", &global_shape);
+  const Placements to = CheckPlacements(mesh, to_in, rank, "reshard (target)", &global_shape);
   if (from == to) return {};
   struct Visit {
     double cost;
@@ -329,18 +377,23 @@ std::vector<ReshardStep> PlanReshard(const ProcessMesh& mesh, const Placements& 
       } else if (cur.is_shard()) {
         if (ShardedLater(v.state, m, cur.dim)) continue;  // an inner mesh dim splits this piece: undo it first
         moves.emplace_back(Placement::Replicate(), "all_gather");
-        for (int64_t d = 0; d < rank; ++d) {
+        for (int64_t d = 0; d < rank && !cur.is_strided(); ++d) {  // a strided shard changes through R
           if (d != cur.dim) moves.emplace_back(Placement::Shard(d), "all_to_all");
         }
       } else {
         for (int64_t d = 0; d < rank; ++d) moves.emplace_back(Placement::Shard(d), "slice");
+        if (to[static_cast<size_t>(m)].is_strided()) moves.emplace_back(to[static_cast<size_t>(m)], "slice");
         if (to[static_cast<size_t>(m)].is_partial()) moves.emplace_back(to[static_cast<size_t>(m)], "partial");
       }
       for (const auto& [next, collective] : moves) {
         if (next.is_shard() && ShardedLater(v.state, m, next.dim)) continue;
         if (next.is_shard()) {
           bool taken = false;  // two mesh dims on one tensor dim: the new one must be the innermost
-          for (int b = m + 1; b < mesh.ndim(); ++b) taken |= v.state[static_cast<size_t>(b)].is_shard(next.dim);
+          for (int b = 0; b < mesh.ndim(); ++b) {
+            const Placement& o = v.state[static_cast<size_t>(b)];
+            if (b > m) taken |= o.is_shard(next.dim);
+            if (b != m) taken |= o.is_shard(next.dim) && (o.is_strided() || next.is_strided());  // strided: alone
+          }
           if (taken) continue;
         }
         Placements state = v.state;

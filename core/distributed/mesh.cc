@@ -171,7 +171,7 @@ std::string ProcessMesh::ToString() const {
 
 bool operator<(const Placement& a, const Placement& b) {
   if (a.kind != b.kind) return a.kind < b.kind;
-  if (a.kind == Placement::Kind::kShard) return a.dim < b.dim;
+  if (a.kind == Placement::Kind::kShard) return a.dim != b.dim ? a.dim < b.dim : a.split < b.split;
   if (a.kind == Placement::Kind::kPartial) return a.reduce < b.reduce;
   return false;
 }
@@ -181,7 +181,7 @@ std::string Placement::ToString() const {
     case Kind::kReplicate:
       return "R";
     case Kind::kShard:
-      return "S(" + std::to_string(dim) + ")";
+      return "S(" + std::to_string(dim) + (split > 1 ? "," + std::to_string(split) : std::string()) + ")";
     case Kind::kPartial:
       return std::string("P(") + ReduceName(reduce) + ")";
   }
@@ -209,9 +209,13 @@ Placements ParsePlacements(std::string_view text) {
     if (head == "R" || head == "Replicate") {
       out.push_back(Placement::Replicate());
     } else if (head == "S" || head == "Shard") {
-      int64_t d = 0;
-      OAR_CHECK_ARG(ParseInt(arg, d), "placements: Shard needs a tensor dim, e.g. S(0); got '{}'", part);
-      out.push_back(Placement::Shard(d));
+      int64_t d = 0, k = 1;
+      const size_t comma = arg.find(',');
+      OAR_CHECK_ARG(ParseInt(arg.substr(0, comma), d) &&
+                        (comma == std::string_view::npos || (ParseInt(arg.substr(comma + 1), k) && k >= 1)),
+                    "placements: Shard needs a tensor dim and optionally a split >= 1, e.g. S(0) or S(0,3); got '{}'",
+                    part);
+      out.push_back(Placement::Shard(d, k));
     } else if (head == "P" || head == "Partial") {
       runtime::ReduceOp op = runtime::ReduceOp::kSum;
       if (arg == "avg") {
@@ -231,7 +235,8 @@ Placements ParsePlacements(std::string_view text) {
   return out;
 }
 
-Placements CheckPlacements(const ProcessMesh& mesh, const Placements& p, int64_t tensor_rank, std::string_view where) {
+Placements CheckPlacements(const ProcessMesh& mesh, const Placements& p, int64_t tensor_rank, std::string_view where,
+                           const Dims* global) {
   OAR_CHECK_ARG(static_cast<int>(p.size()) == mesh.ndim(), "{}: {} placements {} for a {}-d mesh ({})", where,
                 p.size(), PlacementsString(p), mesh.ndim(), mesh.ToString());
   Placements out = p;
@@ -248,10 +253,23 @@ Placements CheckPlacements(const ProcessMesh& mesh, const Placements& p, int64_t
       OAR_CHECK_ARG(d >= 0 && d < tensor_rank, "{}: {} names a dim outside a rank-{} tensor", where, x.ToString(),
                     tensor_rank);
       x.dim = d;
+      OAR_CHECK_ARG(x.split >= 1, "{}: {} has a split below 1", where, x.ToString());
+      if (global != nullptr) {
+        OAR_CHECK_ARG((*global)[static_cast<int>(d)] % x.split == 0,
+                      "{}: {} splits dim {} of shape {} into {} chunks, which do not divide it", where, x.ToString(),
+                      d, global->ToString(), x.split);
+      }
     }
     if (x.is_partial()) {
       OAR_CHECK_ARG(x.reduce != runtime::ReduceOp::kProd, "{}: Partial(prod) is not supported (sum, avg, max, min)",
                     where);
+    }
+  }
+  for (size_t a = 0; a < out.size(); ++a) {
+    for (size_t b = 0; b < out.size(); ++b) {
+      OAR_CHECK_ARG(a == b || !out[a].is_strided() || !out[b].is_shard(out[a].dim),
+                    "{}: {} shards dim {} strided on mesh dim {} and again on mesh dim {}; a strided dim takes one "
+                    "mesh dim", where, PlacementsString(out), out[a].dim, a, b);
     }
   }
   return out;
@@ -266,9 +284,10 @@ LocalRegion RegionOf(const ProcessMesh& mesh, const Placements& p, const Dims& g
   for (int m = 0; m < mesh.ndim(); ++m) {  // lower mesh dims split first (outer)
     if (!p[static_cast<size_t>(m)].is_shard()) continue;
     const int d = static_cast<int>(p[static_cast<size_t>(m)].dim);
-    const int64_t n = r.shape[d], parts = mesh.size(m), i = c[static_cast<size_t>(m)];
+    const int64_t k = p[static_cast<size_t>(m)].split, n = r.shape[d] / k, parts = mesh.size(m),
+                  i = c[static_cast<size_t>(m)];
     r.offset[d] += ShardOffset(n, parts, i);
-    r.shape[d] = ShardSize(n, parts, i);
+    r.shape[d] = k * ShardSize(n, parts, i);
   }
   return r;
 }

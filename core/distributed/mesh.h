@@ -11,6 +11,11 @@
 // BalancedSplit), starting at i * (n / p) + min(i, n % p). A device may hold zero elements (n < p).
 // When several mesh dims shard one tensor dim, the lower mesh dim splits first and each higher one
 // splits the piece it is given (the lower mesh dim is the outer one).
+//
+// Strided shards (torch's _StridedShard): Shard(d, k) views tensor dim d of n elements as k chunks of n / k
+// and splits every chunk by the rule above; device i holds its piece of each chunk, the k pieces in chunk
+// order. A fused projection's output [.., 3 · heads · head_dim] sharded by heads is Shard(-1, 3): each rank
+// holds its heads' q, k and v. k must divide n, and no other mesh dim may shard dim d as well.
 #ifndef OAR_CORE_DISTRIBUTED_MESH_H_
 #define OAR_CORE_DISTRIBUTED_MESH_H_
 
@@ -89,21 +94,24 @@ struct Placement {
   Kind kind = Kind::kReplicate;
   int64_t dim = 0;                                  // kShard: the tensor dim
   runtime::ReduceOp reduce = runtime::ReduceOp::kSum;  // kPartial: kSum, kAvg, kMax or kMin
+  int64_t split = 1;                                // kShard: the dim's chunks, each split alike (1: plain)
 
   static Placement Replicate() { return {}; }
-  static Placement Shard(int64_t d) { return {Kind::kShard, d, runtime::ReduceOp::kSum}; }
+  /// Shard(d): dim d split in balanced pieces; Shard(d, k): each of its k equal chunks split so (strided).
+  static Placement Shard(int64_t d, int64_t k = 1) { return {Kind::kShard, d, runtime::ReduceOp::kSum, k}; }
   static Placement Partial(runtime::ReduceOp op = runtime::ReduceOp::kSum) { return {Kind::kPartial, 0, op}; }
 
   bool is_replicate() const { return kind == Kind::kReplicate; }
   bool is_shard() const { return kind == Kind::kShard; }
   bool is_shard(int64_t d) const { return kind == Kind::kShard && dim == d; }
   bool is_partial() const { return kind == Kind::kPartial; }
-  /// "R", "S(1)", "P(sum)".
+  bool is_strided() const { return kind == Kind::kShard && split > 1; }
+  /// "R", "S(1)", "S(0,3)" (strided), "P(sum)".
   std::string ToString() const;
 
   friend bool operator==(const Placement& a, const Placement& b) {
     if (a.kind != b.kind) return false;
-    if (a.kind == Kind::kShard) return a.dim == b.dim;
+    if (a.kind == Kind::kShard) return a.dim == b.dim && a.split == b.split;
     if (a.kind == Kind::kPartial) return a.reduce == b.reduce;
     return true;
   }
@@ -115,18 +123,21 @@ using Placements = std::vector<Placement>;
 
 /// "[S(0), R]".
 std::string PlacementsString(const Placements& p);
-/// Parse "S(0),R,P(sum)" (also "Shard(0)", "Replicate", "Partial(avg)").
+/// Parse "S(0),R,P(sum)" (also "Shard(0)", "S(0,3)", "Replicate", "Partial(avg)").
 Placements ParsePlacements(std::string_view text);
 
 /// Throws kInvalidArgument unless `p` has one entry per mesh dim, shard dims are in [0, rank) (negative
-/// dims are normalised) and partial reductions are sum, avg, max or min. Returns the normalised copy.
-Placements CheckPlacements(const ProcessMesh& mesh, const Placements& p, int64_t tensor_rank, std::string_view where);
+/// dims are normalised), partial reductions are sum, avg, max or min and a strided dim is sharded by no other
+/// mesh dim. Returns the normalised copy. With `global` given, also that a strided split divides its dim.
+Placements CheckPlacements(const ProcessMesh& mesh, const Placements& p, int64_t tensor_rank, std::string_view where,
+                           const Dims* global = nullptr);
 
 /// Size and offset of piece `i` of `n` elements split over `parts` (the balanced rule above).
 int64_t ShardSize(int64_t n, int64_t parts, int64_t i);
 int64_t ShardOffset(int64_t n, int64_t parts, int64_t i);
 
-/// The block of the global tensor that rank `rank` holds: per tensor dim its offset and its extent.
+/// The block of the global tensor that rank `rank` holds: per tensor dim its offset and its extent. A strided
+/// dim (Shard(d, k)) is no block: its extent is the k pieces', its offset the piece's within each chunk.
 struct LocalRegion {
   Dims offset, shape;
 };

@@ -1,5 +1,6 @@
 #include "core/distributed/spmd.h"
 
+#include <algorithm>
 #include <numeric>
 #include <tuple>
 
@@ -146,8 +147,9 @@ SpmdRule Axiswise(const std::string& name, const Dims& x, int64_t axis, int64_t 
   return r;
 }
 
-// Reshape: dims grouped by equal products; in a group that splits or merges dims, only its leftmost
-// input dim may stay sharded (onto the leftmost output dim), and only evenly.
+// Reshape: dims grouped by equal products; in a group that splits or merges dims, its leftmost input dim's
+// sharding moves to the leftmost output dim, and in a group of one dim and several, each other dim of the
+// several is a strided factor of the one (SpmdRule::strided); all only evenly.
 SpmdRule Reshape(const Dims& in, const Dims& out) {
   SpmdRule r{"view", "view"};
   std::vector<int> fi(static_cast<size_t>(in.size()), -1), fo(static_cast<size_t>(out.size()), -1);
@@ -181,6 +183,22 @@ SpmdRule Reshape(const Dims& in, const Dims& out) {
         r.even[static_cast<size_t>(f)] = true;
         fi[static_cast<size_t>(i0)] = f;
         fo[static_cast<size_t>(j0)] = f;
+        // One dim split into several (or several merged into one): every other dim of the several is a
+        // factor of the one at the stride of the extents before it, so its sharding survives as a strided
+        // shard of the one ([b, t, 3 · heads · hd] S(2,3) <-> [b, t, 3, heads, hd] S(3)).
+        const bool split = i - i0 == 1;
+        if (split != (j - j0 == 1)) {
+          const Dims& many = split ? out : in;
+          std::vector<int>& fm = split ? fo : fi;
+          const int first = split ? j0 : i0, last = split ? j : i;
+          int64_t stride = many[first];
+          for (int q = first + 1; q < last; stride *= many[q++]) {
+            const int g = r.AddFactor(many[q]);
+            r.even[static_cast<size_t>(g)] = true;
+            fm[static_cast<size_t>(q)] = g;
+            r.strided.push_back({split ? false : true, 0, split ? i0 : j0, g, stride});
+          }
+        }
       }
     }
   }
@@ -447,6 +465,15 @@ SpmdRule SpmdRuleFor(ops::Op op, std::span<const ops::TensorMeta> in, const ops:
       for (int d = 0; d < std::min(x.size(), idx.size()); ++d) {
         if (d != axis && x[d] == idx[d]) fx[static_cast<size_t>(d)] = fi[static_cast<size_t>(d)] = r.AddFactor(x[d]);
       }
+      if (op == Op::kScatterAdd && axis < idx.size()) {
+        // The rows scattered (index and src along the axis) contract: each rank scatters its rows into its
+        // Partial(sum) share of x (the embedding's backward under data parallelism scatters locally).
+        const int rows = r.AddFactor(idx[static_cast<int>(axis)]);
+        fi[static_cast<size_t>(axis)] = rows;
+        r.contraction[static_cast<size_t>(rows)] = ReduceOp::kSum;
+        r.accumulates.resize(static_cast<size_t>(rows) + 1);
+        r.accumulates[static_cast<size_t>(rows)] = {true, false, false};
+      }
       if (op == Op::kGather) {
         r.inputs = {fx, fi};
         r.outputs = {fi};
@@ -602,6 +629,21 @@ int FindDim(const std::vector<int>& dims, int f) {
   return -1;
 }
 
+// Where tensor `t` (an input, or an output with `output`) carries factor f: its dim (-1: nowhere) and the
+// split at which it does (1 but for SpmdRule::strided).
+struct Carrier {
+  int dim = -1;
+  int64_t split = 1;
+};
+Carrier CarrierOf(const SpmdRule& rule, bool output, size_t t, int f) {
+  const int d = FindDim((output ? rule.outputs : rule.inputs)[t], f);
+  if (d >= 0) return {d, 1};
+  for (const SpmdRule::StridedDim& s : rule.strided) {
+    if (s.output == output && static_cast<size_t>(s.tensor) == t && s.factor == f) return {s.dim, s.split};
+  }
+  return {};
+}
+
 }  // namespace
 
 SpmdDecision Decide(const SpmdRule& rule, const ProcessMesh& mesh, std::span<const Placements> current,
@@ -642,40 +684,57 @@ SpmdDecision Decide(const SpmdRule& rule, const ProcessMesh& mesh, std::span<con
       }
     }
     for (size_t f = 0; f < rule.factor_size.size(); ++f) {
-      const int64_t size = rule.factor_size[f];
-      if (rule.blocked[f] || size < p || p == 1 || (rule.even[f] && size % p != 0)) continue;
-      Candidate c;
+      const int fi = static_cast<int>(f);
       bool in_outputs = false, in_all_outputs = true, in_inputs = false;
       for (size_t o = 0; o < no; ++o) {
-        const int d = FindDim(rule.outputs[o], static_cast<int>(f));
+        const int d = CarrierOf(rule, true, o, fi).dim;
         in_outputs |= d >= 0;
         in_all_outputs &= d >= 0;
       }
       if (!in_outputs && !rule.contraction[f]) continue;
       if (in_outputs && !in_all_outputs) continue;
-      for (size_t i = 0; i < ni; ++i) {
-        const int d = FindDim(rule.inputs[i], static_cast<int>(f));
-        in_inputs |= d >= 0;
-        c.in.push_back(d >= 0 ? Placement::Shard(d) : Placement::Replicate());
-      }
-      if (!in_inputs && ni > 0) continue;
       // Shardings propagate, they are not invented: a factor is a candidate only where some input is sharded
       // on it along this mesh dim now (GSPMD's rule). Otherwise a Partial input would be reduce-scattered
       // onto a new factor because that is locally cheaper than its all_reduce, and gathered again by the
-      // next op that needs it whole.
-      bool sharded_now = false;
+      // next op that needs it whole. An input sharded strided, Shard(d, k · s) where the rule carries the
+      // factor at split s, shards the factor itself strided by k: a linear of a weight whose rows are
+      // sharded by heads (Shard(0, 3)) gives an output sharded so, the split carried to every dim of f.
+      std::vector<int64_t> strides;
       for (size_t i = 0; i < ni; ++i) {
-        if (current[i].empty()) continue;
-        const int d = FindDim(rule.inputs[i], static_cast<int>(f));
-        sharded_now |= d >= 0 && current[i][static_cast<size_t>(m)].is_shard(d);
+        const Carrier at = CarrierOf(rule, false, i, fi);
+        in_inputs |= at.dim >= 0;
+        if (current[i].empty() || at.dim < 0) continue;
+        const Placement& now = current[i][static_cast<size_t>(m)];
+        if (!now.is_shard(at.dim) || now.split % at.split != 0) continue;
+        if (std::find(strides.begin(), strides.end(), now.split / at.split) == strides.end()) {
+          strides.push_back(now.split / at.split);
+        }
       }
-      if (!sharded_now && ni > 0) continue;
-      for (size_t o = 0; o < no; ++o) {
-        const int d = FindDim(rule.outputs[o], static_cast<int>(f));
-        c.out.push_back(d >= 0 ? Placement::Shard(d) : Placement::Partial(*rule.contraction[f]));
+      if (!in_inputs && ni > 0) continue;
+      if (ni == 0) strides.push_back(1);
+      for (int64_t k : strides) {
+        const int64_t size = rule.factor_size[f] / k;
+        if (rule.factor_size[f] % k != 0 || rule.blocked[f] || size < p || p == 1 ||
+            ((rule.even[f] || k > 1) && size % p != 0)) {
+          continue;
+        }
+        Candidate c;
+        for (size_t i = 0; i < ni; ++i) {
+          const Carrier at = CarrierOf(rule, false, i, fi);
+          const bool into = !in_outputs && f < rule.accumulates.size() && i < rule.accumulates[f].size() &&
+                            rule.accumulates[f][i];
+          c.in.push_back(at.dim >= 0 ? Placement::Shard(at.dim, at.split * k)
+                         : into      ? Placement::Partial(*rule.contraction[f])
+                                     : Placement::Replicate());
+        }
+        for (size_t o = 0; o < no; ++o) {
+          const Carrier at = CarrierOf(rule, true, o, fi);
+          c.out.push_back(at.dim >= 0 ? Placement::Shard(at.dim, at.split * k) : Placement::Partial(*rule.contraction[f]));
+        }
+        c.what = (in_outputs ? "shard factor " : "contract factor ") + std::to_string(f) +
+                 (k > 1 ? " strided by " + std::to_string(k) : std::string());
+        cands.push_back(c);
       }
-      c.what = in_outputs ? "shard factor " + std::to_string(f) : "contract factor " + std::to_string(f);
-      cands.push_back(c);
     }
     {
       Candidate c{"replicate"};

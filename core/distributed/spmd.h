@@ -48,6 +48,19 @@ struct SpmdRule {
     std::vector<runtime::ReduceOp> ops;
   };
   std::vector<PartialPass> partial;
+  /// Further factors a dim carries at a stride: a reshape's merged dim [3 · heads · hd] carries, besides its
+  /// leftmost factor (3), heads after 3 — sharding heads places that dim Shard(dim, 3) (strided), so the
+  /// fused qkv output shards by heads. `split` is the product of the extents before the factor.
+  struct StridedDim {
+    bool output = false;
+    int tensor = 0, dim = 0, factor = 0;
+    int64_t split = 1;
+  };
+  std::vector<StridedDim> strided;
+  /// Per factor (may be shorter than factor_size), per input: the op adds its result into that input, which
+  /// must then be Partial(op) when the factor is contracted — scatter_add's x, into which each rank scatters
+  /// the rows it holds (the sum over ranks is the whole scatter).
+  std::vector<std::vector<bool>> accumulates;
 
   int AddFactor(int64_t size, bool blocked_factor = false);
 };

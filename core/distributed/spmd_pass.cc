@@ -154,7 +154,7 @@ class Propagator {
         a.kind() == ir::AttrKind::kArray && a.AsArray().size() == 1 && a.AsArray()[0].kind() == ir::AttrKind::kString,
         "spmd-propagate: {}: dist.placements must be one string, e.g. [\"[S(0), R]\"]", ir::DescribeOp(op));
     const Placements p = CheckPlacements(mesh_, ParsePlacements(a.AsArray()[0].AsString()), shape.size(),
-                                         "spmd-propagate: " + op.attr("name").AsString());
+                                         "spmd-propagate: " + op.attr("name").AsString(), &shape);
     Place(op.result(0), p, true);
     SetPlacements(op, {p});
   }
@@ -336,8 +336,9 @@ void AnnotatePlacements(ir::Program& program, std::string_view name, const Place
           known);
   }
   const ProcessMesh mesh = ProgramMesh(program);
-  const Placements p = CheckPlacements(mesh, placements, op->result(0).type().rank(),
-                                       "annotate placements of '" + std::string(name) + "'");
+  const Dims shape = op->result(0).type().dims();
+  const Placements p = CheckPlacements(mesh, placements, shape.size(), "annotate placements of '" + std::string(name) + "'",
+                                       &shape);
   SetPlacements(*op, {p});
 }
 

@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
 #include "core/distributed/collectives.h"
 #include "core/distributed/eager.h"
 #include "core/ir/text.h"
@@ -13,6 +18,7 @@
 #include "core/ops/ops.h"
 #include "core/passes/pass.h"
 #include "core/scheduler/executor.h"
+#include "core/scheduler/op_runner.h"
 
 namespace oar::distributed {
 namespace {
@@ -268,6 +274,93 @@ TEST(SpmdPass, RunsAsARegisteredPassAndRefusesWhatItCannotPlace) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("needs static shapes"), std::string::npos) << e.what();
   }
+}
+
+// Fault injection: the compiler of dist.rank_reshard wrapped so that rank kVictim's collectives throw
+// (Fault::kThrow) or arrive only after kLate, past the others' timeout (Fault::kHang).
+enum class Fault { kNone, kThrow, kHang };
+std::atomic<Fault> g_fault{Fault::kNone};
+scheduler::OpCompiler g_real_compiler = nullptr;
+constexpr int64_t kVictim = 2;
+constexpr auto kLate = std::chrono::seconds(3);
+
+class FaultyCollective : public scheduler::CompiledOp {
+ public:
+  FaultyCollective(std::shared_ptr<const scheduler::CompiledOp> real, Fault fault) : real_(std::move(real)), fault_(fault) {}
+  std::vector<Tensor> Run(std::span<const Tensor> inputs) const override {
+    if (fault_ == Fault::kThrow) Throw(ErrorCode::kUnavailable, "injected fault: the device was lost");
+    std::this_thread::sleep_for(kLate);
+    return real_->Run(inputs);
+  }
+
+ private:
+  std::shared_ptr<const scheduler::CompiledOp> real_;
+  Fault fault_;
+};
+
+std::shared_ptr<const scheduler::CompiledOp> CompileFaulty(const ir::Operation& op, Device device) {
+  std::shared_ptr<const scheduler::CompiledOp> real = g_real_compiler(op, device);
+  if (op.attr("rank").AsInt() != kVictim || g_fault == Fault::kNone) return real;
+  return std::make_shared<FaultyCollective>(real, g_fault);
+}
+
+struct InjectFaults {
+  InjectFaults() {
+    g_real_compiler = scheduler::FindOpCompiler("dist.rank_reshard");
+    scheduler::RegisterOpCompiler("dist.rank_reshard", &CompileFaulty);
+  }
+  ~InjectFaults() {
+    scheduler::RegisterOpCompiler("dist.rank_reshard", g_real_compiler);
+    g_fault = Fault::kNone;
+    unsetenv("OAR_DIST_TIMEOUT_S");
+  }
+};
+
+// A rank that fails stops the others at once (they do not wait out the timeout), and the run's error is its
+// own, naming it; a rank that never arrives fails the others after OAR_DIST_TIMEOUT_S with kDeadlineExceeded
+// naming it and the collective.
+TEST(SpmdExecutor, ARankThatFailsOrNeverArrivesFailsTheRunNamingItAndTheCollective) {
+  Mlp m;
+  ir::IrContext ctx;
+  jit::Captured c = m.Capture(ctx);
+  ir::Program& p = *c.program;
+  const ProcessMesh mesh = ProcessMesh::Parse("tp=4", "kunlun_sim");
+  Annotate(p, mesh);
+  PropagatePlacements(p);
+  const InjectFaults inject;
+  const std::vector<Tensor> in = {m.x};
+  {
+    g_fault = Fault::kThrow;
+    const SpmdExecutor exec(p, mesh);  // the default timeout, 300 s
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      exec.Run(in);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kUnavailable) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank 2: "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("injected fault"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  }
+  {
+    g_fault = Fault::kHang;
+    setenv("OAR_DIST_TIMEOUT_S", "1", 1);
+    const SpmdExecutor exec(p, mesh);  // reads the timeout
+    try {
+      exec.Run(in);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kDeadlineExceeded) << e.what();
+      const std::string what = e.what();
+      EXPECT_NE(what.find("rank(s) 2 never arrived"), std::string::npos) << what;
+      EXPECT_NE(what.find("collective #1 'all_reduce [P(sum)] -> [R]"), std::string::npos) << what;
+      EXPECT_NE(what.find("within 1 s"), std::string::npos) << what;
+    }
+  }
+  // Without faults the same executors' program runs.
+  g_fault = Fault::kNone;
+  EXPECT_EQ(SpmdExecutor(p, mesh).Run(in).size(), 1u);
 }
 
 }  // namespace

@@ -107,7 +107,7 @@ class SpmdRendezvous {
             if (!s.locals[r].defined()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
           }
           const std::string why = "collective #" + std::to_string(seq + 1) + " '" + what + "' did not complete within " +
-                                  std::to_string(timeout_s_) + " s: rank(s) " + missing +
+                                  fmt::format("{:g}", timeout_s_) + " s: rank(s) " + missing +
                                   " never arrived (OAR_DIST_TIMEOUT_S sets the timeout)";
           failed_ = why;
           cv_.notify_all();
@@ -148,13 +148,19 @@ class RankReshard : public scheduler::CompiledOp {
   RankReshard(SpmdRendezvous* rv, const ir::Operation& op, Device device)
       : rv_(rv),
         rank_(op.attr("rank").AsInt()),
-        what_(ir::DescribeOp(op) + " " + op.attr("from").AsString() + " -> " + op.attr("to").AsString()),
         from_(ParsePlacements(op.attr("from").AsString())),
         to_(ParsePlacements(op.attr("to").AsString())),
         global_(op.attr("global_shape").AsShape()),
         out_shape_(op.result(0).type().dims()),
         dtype_(op.result(0).type().dtype()),
-        device_(device) {}
+        device_(device) {
+    // Named by its collectives, so that a rank that never arrives is reported at "all_reduce ...".
+    std::string steps;
+    for (const ReshardStep& st : PlanReshard(rv->mesh(), from_, to_, global_, dtype_)) {
+      steps += (steps.empty() ? "" : " + ") + st.collective;
+    }
+    what_ = steps + " " + op.attr("from").AsString() + " -> " + op.attr("to").AsString() + " (" + ir::DescribeOp(op) + ")";
+  }
 
   std::vector<Tensor> Run(std::span<const Tensor> inputs) const override {
     Tensor got;
@@ -352,6 +358,13 @@ std::vector<DistTensor> SpmdExecutor::Run(std::span<const Tensor> inputs) const 
     threads.emplace_back([&, r] {
       try {
         outs[r] = m.ranks[r]->Run(locals[r]);
+      } catch (const Error& e) {
+        // The error names its rank (the rendezvous's own errors do already).
+        const std::string what = e.what();
+        errors[r] = what.find("spmd run: rank ") != std::string::npos
+                        ? std::current_exception()
+                        : std::make_exception_ptr(Error(e.code(), "spmd run: rank " + std::to_string(r) + ": " + what));
+        m.rv->Fail(static_cast<int64_t>(r), what);
       } catch (const std::exception& e) {
         errors[r] = std::current_exception();
         m.rv->Fail(static_cast<int64_t>(r), e.what());

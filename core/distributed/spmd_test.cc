@@ -219,6 +219,55 @@ TEST(SpmdEager, ViewsConcatAndSliceMatchOneDevice) {
   ExpectClose(FullTensor(reshape(shard_tensor(z, Line(), {S(0)}), {2, 6, 2})), z.reshape({2, 6, 2}), 0, "reshape gathers");
 }
 
+// A fused projection sharded by heads (Megatron's qkv): the weight's rows [3, heads, head_dim] strided,
+// Shard(0, 3) — rank 1 of tp holds rows 2, 3 (its q head), 6, 7 (k) and 10, 11 (v) — and its output keeps
+// that sharding, strided on the fused dim and plain on the heads dim of the heads view, with no collective.
+TEST(SpmdEager, FusedProjectionShardedByHeadsStaysShardedThroughTheHeadsView) {
+  const ProcessMesh mesh = Grid();
+  const Tensor w = Rand({12, 4}, 21), x = Rand({2, 3, 4}, 22);  // 3 x (2 heads x 2) rows
+  const DistTensor dw = shard_tensor(w, mesh, {R, Placement::Shard(0, 3)});
+  const std::vector<int64_t> rows = {2, 3, 6, 7, 10, 11};
+  std::vector<Tensor> want;
+  for (int64_t r : rows) want.push_back(w.slice(0, r, r + 1));
+  ExpectClose(dw.local(1), oar::concat(want, 0), 0, "rank 1's rows");
+  ExpectClose(FullTensor(dw), w, 0, "strided shard, gathered");
+  ResetCollectiveCounts();
+  const DistTensor y = linear(shard_tensor(x, mesh, {S(0), R}), dw);
+  EXPECT_EQ(y.placements(), (Placements{S(0), Placement::Shard(2, 3)}));
+  const DistTensor heads = reshape(y, {2, 3, 3, 2, 2});
+  EXPECT_EQ(heads.placements(), (Placements{S(0), S(3)}));
+  const DistTensor back = reshape(heads, {2, 3, 12});
+  EXPECT_EQ(back.placements(), y.placements());
+  EXPECT_EQ(GetCollectiveCounts().total(), 0) << GetCollectiveCounts().ToString();
+  ExpectClose(FullTensor(heads), oar::linear(x, w).reshape({2, 3, 3, 2, 2}), 1e-6, "the heads view");
+  // Strided to plain and back go through R: one all_gather, then local slices.
+  ExpectClose(Reshard(dw, {R, S(0)}).local(1), shard_tensor(w, mesh, {R, S(0)}).local(1), 0, "to S(0)");
+  ExpectClose(Reshard(shard_tensor(w, mesh, {R, R}), {R, Placement::Shard(0, 3)}).local(3), dw.local(3), 0, "R to S(0,3)");
+  EXPECT_EQ(ParsePlacements("[R, S(0,3)]"), (Placements{R, Placement::Shard(0, 3)}));
+  EXPECT_EQ(PlacementsString({R, Placement::Shard(0, 3)}), "[R, S(0,3)]");
+  EXPECT_THROW(shard_tensor(Rand({10, 4}, 23), mesh, {R, Placement::Shard(0, 3)}), Error);  // 3 does not divide 10
+  EXPECT_THROW(shard_tensor(w, mesh, {S(0), Placement::Shard(0, 3)}), Error);  // a strided dim takes one mesh dim
+}
+
+// scatter_add with the scattered rows sharded (the embedding's backward under data parallelism): each rank
+// scatters its rows into its Partial(sum) share of x — no gather of the rows, the sum is the whole scatter.
+TEST(SpmdEager, ScatterAddOfShardedRowsIsPartialWithoutGathering) {
+  const ProcessMesh mesh = Grid();
+  std::vector<int64_t> ix(8 * 3);
+  for (size_t i = 0; i < ix.size(); ++i) ix[i] = static_cast<int64_t>((i * 7 + 1) % 5);
+  const Tensor x = oar::zeros({5, 3}, DType::kFloat32, kDev), idx = FromVector<int64_t>(ix, {8, 3}, kDev),
+               src = Rand({8, 3}, 24);
+  DistTensor dx = shard_tensor(x, mesh, {R, R});
+  dx.set_annotated(false);
+  ResetCollectiveCounts();
+  const DistTensor out = One(Apply(Op::kScatterAdd,
+                                   std::vector{dx, shard_tensor(idx, mesh, {S(0), R}), shard_tensor(src, mesh, {S(0), R})},
+                                   {int64_t{0}}));
+  EXPECT_EQ(GetCollectiveCounts().total(), 0) << GetCollectiveCounts().ToString();
+  EXPECT_EQ(out.placements(), (Placements{Placement::Partial(), R}));
+  ExpectClose(FullTensor(out), oar::scatter_add(x, 0, idx, src), 1e-6, "scatter_add");
+}
+
 TEST(SpmdEager, NormsEmbeddingAttentionAndCrossEntropyMatchOneDevice) {
   const ProcessMesh mesh = Grid();
   const Tensor x = Rand({4, 6, 8}, 11), w = Rand({8}, 12);
