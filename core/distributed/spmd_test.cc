@@ -255,6 +255,11 @@ TEST(SpmdEager, FusedProjectionShardedByHeadsStaysShardedThroughTheHeadsView) {
     ExpectClose(leaf.grad(), weight, 0, PlacementsString(from) + " -> " + PlacementsString(to));
   }
   ExpectClose(Reshard(shard_tensor(w, mesh, {R, R}), {R, Placement::Shard(0, 3)}).local(3), dw.local(3), 0, "R to S(0,3)");
+  // A strided dim takes one mesh dim: adding a tensor sharded by rows on dp to the strided weight gathers
+  // (each mesh dim decides on its own, and either sharding would shard dim 0 on both) — no refused placement.
+  const DistTensor twice = add(shard_tensor(w, mesh, {S(0), R}), dw);
+  EXPECT_EQ(twice.placements(), (Placements{R, R}));
+  ExpectClose(FullTensor(twice), w + w, 0, "add");
   EXPECT_EQ(ParsePlacements("[R, S(0,3)]"), (Placements{R, Placement::Shard(0, 3)}));
   EXPECT_EQ(PlacementsString({R, Placement::Shard(0, 3)}), "[R, S(0,3)]");
   EXPECT_THROW(shard_tensor(Rand({10, 4}, 23), mesh, {R, Placement::Shard(0, 3)}), Error);  // 3 does not divide 10
