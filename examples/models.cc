@@ -658,34 +658,33 @@ class LlamaExample : public Example {
 
 // ---- tiny Llama over a ProcessMesh (tensor parallel on "tp", data parallel on "dp") --------------------
 // The same weights, data order and schedule as LlamaExample (which it wraps, on the mesh's first device,
-// for the data and for evaluation), with every parameter a DistTensor: q/k/v (the fused qkv weight split
-// in three), gate and up column-parallel (Shard(0) of [out, in]), the attention output and down
+// for the data and for evaluation), with every parameter a DistTensor: the fused qkv column-parallel by
+// heads (Shard(0, 3)), gate and up column-parallel (Shard(0) of [out, in]), the attention output and down
 // projections row-parallel (Shard(1)), norms and the tied embedding replicated; the batch is sharded on
 // dp. Gradients are placed by DistTensor::grad() (the dp all_reduce), clipped by their global norm, and
 // AdamW updates every rank's shard (it is elementwise).
-// The llama's parameters as tensor parallel weights: the fused qkv weight split into q, k and v
-// (column-parallel, Shard(0) of [out, in]), gate and up column-parallel, the attention output and down
-// projections row-parallel (Shard(1)), the rest (norms, the tied embedding) replicated (tp_dim -1).
+// The llama's parameters as tensor parallel weights, placed on tp: the fused qkv weight [3 · dim, dim]
+// column-parallel by heads (Shard(0, 3), a strided shard: each rank holds its heads' q, k and v rows), gate
+// and up column-parallel (Shard(0) of [out, in]), the attention output and down projections row-parallel
+// (Shard(1)), the rest (norms, the tied embedding) replicated.
 struct TensorParallelParam {
   std::string name;
   Tensor whole;
-  int64_t tp_dim;
+  distributed::Placement tp;
 };
-std::vector<TensorParallelParam> TensorParallelParams(nn::Module& m, const LlamaConfig& c) {
+std::vector<TensorParallelParam> TensorParallelParams(nn::Module& m) {
+  using distributed::Placement;
   std::vector<TensorParallelParam> out;
   for (auto& [name, p] : m.NamedParameters()) {
     const Tensor w = p->detach();
     if (name.ends_with("attn.qkv.weight")) {
-      const std::string stem = name.substr(0, name.size() - std::string("qkv.weight").size());
-      for (int i = 0; i < 3; ++i) {
-        out.push_back({stem + "qkv." + "qkv"[static_cast<size_t>(i)], w.slice(0, i * c.dim, (i + 1) * c.dim), 0});
-      }
+      out.push_back({name, w, Placement::Shard(0, 3)});
     } else if (name.ends_with("attn.out.weight") || name.ends_with("mlp.down.weight")) {
-      out.push_back({name, w, 1});
+      out.push_back({name, w, Placement::Shard(1)});
     } else if (name.ends_with("mlp.gate.weight") || name.ends_with("mlp.up.weight")) {
-      out.push_back({name, w, 0});
+      out.push_back({name, w, Placement::Shard(0)});
     } else {
-      out.push_back({name, w, -1});
+      out.push_back({name, w, Placement::Replicate()});
     }
   }
   return out;
@@ -702,11 +701,14 @@ distributed::DistTensor TensorParallelLayers(const LlamaConfig& c, distributed::
   for (int64_t i = first; i < last; ++i) {
     const std::string l = "layers." + std::to_string(i) + ".";
     const d::DistTensor a = d::rms_norm(h, 1, P(l + "attn_norm.weight"));
-    auto heads = [&](const std::string& w, bool rotary) {
-      d::DistTensor x = d::transpose(d::reshape(d::linear(a, P(l + "attn.qkv." + w)), {b, t, c.heads, hd}), 1, 2);
+    // The fused projection's output [b, t, 3 · dim] is S(2,3) on tp and its heads view S(3): each rank
+    // computes its heads' q, k and v, with no collective before the row-parallel output projection.
+    const d::DistTensor qkv = d::reshape(d::linear(a, P(l + "attn.qkv.weight")), {b, t, 3, c.heads, hd});
+    auto heads = [&](int64_t i, bool rotary) {
+      d::DistTensor x = d::transpose(d::reshape(d::slice(qkv, 2, i, i + 1), {b, t, c.heads, hd}), 1, 2);
       return rotary ? d::rotary_embedding(x) : x;
     };
-    const d::DistTensor y = d::scaled_dot_product_attention(heads("q", true), heads("k", true), heads("v", false), true);
+    const d::DistTensor y = d::scaled_dot_product_attention(heads(0, true), heads(1, true), heads(2, false), true);
     h = d::add(h, d::linear(d::reshape(d::transpose(y, 1, 2), {b, t, c.dim}), P(l + "attn.out.weight")));
     const d::DistTensor m = d::rms_norm(h, 1, P(l + "mlp_norm.weight"));
     const d::DistTensor g = d::mul(d::silu(d::linear(m, P(l + "mlp.gate.weight"))), d::linear(m, P(l + "mlp.up.weight")));
@@ -744,7 +746,7 @@ class ParallelLlamaExample : public Example {
     OAR_CHECK_ARG(c.heads % tp_ == 0 && c.hidden % tp_ == 0 && c.batch % Size("dp") == 0,
                   "--mesh {}: tp must divide the {} heads and the hidden size {}, dp the batch {}", mesh_.ToString(),
                   c.heads, c.hidden, c.batch);
-    for (const TensorParallelParam& p : TensorParallelParams(base_.module(), c)) Add(p.name, p.whole, p.tp_dim);
+    for (const TensorParallelParam& p : TensorParallelParams(base_.module())) Add(p.name, p.whole, p.tp);
     std::vector<Tensor*> locals;
     for (auto& [name, t] : params_) {
       for (Tensor& l : t->mutable_locals()) {
@@ -784,20 +786,14 @@ class ParallelLlamaExample : public Example {
 
  private:
   int64_t Size(std::string_view dim) const { return MeshDimSize(mesh_, dim); }
-  // Placements with Shard(d) on tp (d < 0: replicated) and `dp` on dp.
-  distributed::Placements On(int64_t tp_dim, distributed::Placement dp = distributed::Placement::Replicate()) const {
+  // Placements with `tp` on tp and `dp` on dp.
+  distributed::Placements On(distributed::Placement tp, distributed::Placement dp = distributed::Placement::Replicate()) const {
     distributed::Placements p;
-    for (const std::string& n : mesh_.dim_names()) {
-      if (n == "tp") {
-        p.push_back(tp_dim < 0 ? distributed::Placement::Replicate() : distributed::Placement::Shard(tp_dim));
-      } else {
-        p.push_back(dp);
-      }
-    }
+    for (const std::string& n : mesh_.dim_names()) p.push_back(n == "tp" ? tp : dp);
     return p;
   }
-  void Add(const std::string& name, const Tensor& w, int64_t tp_dim) {
-    auto t = std::make_unique<distributed::DistTensor>(distributed::shard_tensor(w.contiguous(), mesh_, On(tp_dim)));
+  void Add(const std::string& name, const Tensor& w, distributed::Placement tp) {
+    auto t = std::make_unique<distributed::DistTensor>(distributed::shard_tensor(w.contiguous(), mesh_, On(tp)));
     *t = t->detach();
     t->set_requires_grad(true);
     params_.emplace_back(name, std::move(t));
@@ -810,7 +806,7 @@ class ParallelLlamaExample : public Example {
   }
   distributed::DistTensor Tokens(const std::vector<int64_t>& ids, const Dims& shape) const {
     return distributed::shard_tensor(FromVector<int64_t>(ids, shape, Device("cpu")), mesh_,
-                                     On(-1, distributed::Placement::Shard(0)));
+                                     On(distributed::Placement::Replicate(), distributed::Placement::Shard(0)));
   }
   distributed::DistTensor Logits(const std::vector<int64_t>& xs, int64_t b, int64_t t) {
     namespace d = distributed;
@@ -859,21 +855,10 @@ class ParallelLlamaExample : public Example {
       }
     }
   }
-  // The trained weights back into the wrapped single-device model (qkv re-fused).
+  // The trained weights back into the wrapped single-device model.
   void SyncToBase() {
     NoGradGuard no_grad;
-    for (auto& [name, p] : base_.module().NamedParameters()) {
-      Tensor whole;
-      if (name.ends_with("attn.qkv.weight")) {
-        const std::string stem = name.substr(0, name.size() - std::string("qkv.weight").size());
-        const Tensor parts[3] = {distributed::FullTensor(P(stem + "qkv.q")), distributed::FullTensor(P(stem + "qkv.k")),
-                                 distributed::FullTensor(P(stem + "qkv.v"))};
-        whole = concat(parts, 0);
-      } else {
-        whole = distributed::FullTensor(P(name));
-      }
-      p->copy_(whole.to(p->device()));
-    }
+    for (auto& [name, p] : base_.module().NamedParameters()) p->copy_(distributed::FullTensor(P(name)).to(p->device()));
   }
 
   distributed::ProcessMesh mesh_;
@@ -1164,7 +1149,7 @@ class PipelineTensorParallelLlamaExample : public Example {
                   mesh_.ToString(), pp, c.layers);
     OAR_CHECK_ARG(c.batch % micro_ == 0, "--mesh {} --micro-batches {}: micro-batches ({}) must divide the batch of {}",
                   mesh_.ToString(), micro_, micro_, c.batch);
-    const std::vector<TensorParallelParam> all = TensorParallelParams(base_.module(), c);
+    const std::vector<TensorParallelParam> all = TensorParallelParams(base_.module());
     std::vector<d::PipelineStage> stages;
     std::vector<Tensor*> locals;
     for (int64_t s = 0; s < pp; ++s) {
@@ -1179,7 +1164,7 @@ class PipelineTensorParallelLlamaExample : public Example {
         bool mine = (p.name == "tok_emb.weight" && (s == 0 || s + 1 == pp)) || (p.name == "norm.weight" && s + 1 == pp);
         for (int64_t l = first; l < last; ++l) mine |= p.name.starts_with("layers." + std::to_string(l) + ".");
         if (!mine) continue;
-        const d::Placements pl{p.tp_dim < 0 ? d::Placement::Replicate() : d::Placement::Shard(p.tp_dim)};
+        const d::Placements pl{p.tp};
         auto t = std::make_unique<d::DistTensor>(d::shard_tensor(p.whole.contiguous(), meshes_.back(), pl));
         *t = t->detach();
         t->set_requires_grad(true);
@@ -1294,24 +1279,14 @@ class PipelineTensorParallelLlamaExample : public Example {
       }
     }
   }
-  // The trained weights back into the wrapped one-device model (qkv re-fused, the tied weight from stage 0).
+  // The trained weights back into the wrapped one-device model (the tied weight from stage 0).
   void SyncToBase() {
     NoGradGuard no_grad;
     std::map<std::string, Tensor> trained;
     for (size_t s = params_.size(); s-- > 0;) {
       for (auto& [name, t] : params_[s]) trained[name] = distributed::FullTensor(*t);
     }
-    for (auto& [name, p] : base_.module().NamedParameters()) {
-      Tensor whole;
-      if (name.ends_with("attn.qkv.weight")) {
-        const std::string stem = name.substr(0, name.size() - std::string("qkv.weight").size());
-        const Tensor parts[3] = {trained.at(stem + "qkv.q"), trained.at(stem + "qkv.k"), trained.at(stem + "qkv.v")};
-        whole = concat(parts, 0);
-      } else {
-        whole = trained.at(name);
-      }
-      p->copy_(whole.to(p->device()));
-    }
+    for (auto& [name, p] : base_.module().NamedParameters()) p->copy_(trained.at(name).to(p->device()));
   }
 
   distributed::ProcessMesh mesh_;

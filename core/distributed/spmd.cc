@@ -733,6 +733,22 @@ SpmdDecision Decide(const SpmdRule& rule, const ProcessMesh& mesh, std::span<con
         }
         c.what = (in_outputs ? "shard factor " : "contract factor ") + std::to_string(f) +
                  (k > 1 ? " strided by " + std::to_string(k) : std::string());
+        // A strided dim takes one mesh dim (CheckPlacements): no candidate puts a shard beside another mesh
+        // dim's shard of the same tensor dim when either is strided — neither the current one (the costs
+        // below reshard from it) nor one decided for a lower mesh dim.
+        auto clashes = [&](const Placements& others, const Placement& mine) {
+          for (int b = 0; b < mesh.ndim() && mine.is_shard(); ++b) {
+            const Placement& o = others[static_cast<size_t>(b)];
+            if (b != m && o.is_shard(mine.dim) && (o.is_strided() || mine.is_strided())) return true;
+          }
+          return false;
+        };
+        bool clash = false;
+        for (size_t i = 0; i < ni; ++i) {
+          clash |= !current[i].empty() && (clashes(current[i], c.in[i]) || clashes(dec.inputs[i], c.in[i]));
+        }
+        for (size_t o = 0; o < no; ++o) clash |= clashes(dec.outputs[o], c.out[o]);
+        if (clash) continue;
         cands.push_back(c);
       }
     }

@@ -241,8 +241,25 @@ TEST(SpmdEager, FusedProjectionShardedByHeadsStaysShardedThroughTheHeadsView) {
   EXPECT_EQ(GetCollectiveCounts().total(), 0) << GetCollectiveCounts().ToString();
   ExpectClose(FullTensor(heads), oar::linear(x, w).reshape({2, 3, 3, 2, 2}), 1e-6, "the heads view");
   // Strided to plain and back go through R: one all_gather, then local slices.
+  ResetCollectiveCounts();
   ExpectClose(Reshard(dw, {R, S(0)}).local(1), shard_tensor(w, mesh, {R, S(0)}).local(1), 0, "to S(0)");
+  EXPECT_EQ(GetCollectiveCounts().all_gather, 1) << GetCollectiveCounts().ToString();
+  EXPECT_EQ(GetCollectiveCounts().total(), 1) << GetCollectiveCounts().ToString();
+  // Gradients flow through the strided steps (their adjoints: reduce_scatter of the unfolded dim, the slice's).
+  const Tensor weight = Rand({12, 4}, 25);
+  const Placements strided = {R, Placement::Shard(0, 3)};
+  for (const auto& [from, to] : std::vector<std::pair<Placements, Placements>>{
+           {strided, {R, R}}, {strided, {R, S(0)}}, {strided, {S(1), R}}, {{R, R}, strided}, {{S(0), R}, strided}}) {
+    Tensor leaf = w.clone().set_requires_grad(true);
+    oar::sum(FullTensor(Reshard(shard_tensor(leaf, mesh, from), to)) * weight).backward();
+    ExpectClose(leaf.grad(), weight, 0, PlacementsString(from) + " -> " + PlacementsString(to));
+  }
   ExpectClose(Reshard(shard_tensor(w, mesh, {R, R}), {R, Placement::Shard(0, 3)}).local(3), dw.local(3), 0, "R to S(0,3)");
+  // A strided dim takes one mesh dim: adding a tensor sharded by rows on dp to the strided weight gathers
+  // (each mesh dim decides on its own, and either sharding would shard dim 0 on both) — no refused placement.
+  const DistTensor twice = add(shard_tensor(w, mesh, {S(0), R}), dw);
+  EXPECT_EQ(twice.placements(), (Placements{R, R}));
+  ExpectClose(FullTensor(twice), w + w, 0, "add");
   EXPECT_EQ(ParsePlacements("[R, S(0,3)]"), (Placements{R, Placement::Shard(0, 3)}));
   EXPECT_EQ(PlacementsString({R, Placement::Shard(0, 3)}), "[R, S(0,3)]");
   EXPECT_THROW(shard_tensor(Rand({10, 4}, 23), mesh, {R, Placement::Shard(0, 3)}), Error);  // 3 does not divide 10
