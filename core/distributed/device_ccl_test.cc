@@ -45,7 +45,8 @@ constexpr int64_t kBig = (int64_t{1} << 20) + 4099, kBlock = 300001, kSmall = 10
 std::vector<float> Input(int r, int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    v[static_cast<size_t>(i)] = static_cast<float>(std::sin(0.37 * static_cast<double>(i) + r) * std::pow(10.0, r % 3 - 1));
+    v[static_cast<size_t>(i)] =
+        static_cast<float>(std::sin(0.37 * static_cast<double>(i) + r) * std::pow(10.0, r % 3 - 1));
   }
   return v;
 }
@@ -58,7 +59,9 @@ std::string Bytes(const Tensor& t) {
 /// The collectives every test runs, with `comm` holding the ranks `ranks` (all four in one process, or one
 /// per process); returns each held rank's outputs, as bytes, in a fixed order.
 std::vector<std::vector<std::string>> RunCollectives(Communicator& comm, const std::vector<int>& ranks) {
-  auto on = [&](size_t i) { return ranks.size() == 1 ? Device("kunlun_sim:0") : Device("kunlun_sim:" + std::to_string(i)); };
+  auto on = [&](size_t i) {
+    return ranks.size() == 1 ? Device("kunlun_sim:0") : Device("kunlun_sim:" + std::to_string(i));
+  };
   std::vector<std::vector<std::string>> out(ranks.size());
   auto collect = [&](const std::vector<Tensor>& ts) {
     for (size_t i = 0; i < ts.size(); ++i) out[i].push_back(Bytes(ts[i]));
@@ -99,7 +102,7 @@ std::vector<std::vector<std::string>> OneProcessReference() {
 }
 
 void ExpectBitwiseEqual(const std::vector<std::string>& got, const std::vector<std::string>& want, int rank) {
-  const char* names[] = {"all_reduce(sum, 2 rounds)", "all_reduce(avg)", "all_reduce(max, int64)", "all_gather",
+  const char* names[] = {"all_reduce(sum, 2 rounds)",     "all_reduce(avg)",  "all_reduce(max, int64)", "all_gather",
                          "reduce_scatter(sum, 3 rounds)", "broadcast(root 2)"};
   ASSERT_EQ(got.size(), want.size()) << "rank " << rank;
   for (size_t k = 0; k < got.size(); ++k) {
@@ -186,7 +189,8 @@ TEST(DeviceCcl, KunlunCclAcrossFourProcessesOverTcpStoreEqualsOneProcessBitwise)
   });
   const auto want = OneProcessReference();  // after the forks: this process had no thread before them
   for (int r = 0; r < kRanks; ++r) {
-    ASSERT_NE(results[static_cast<size_t>(r)].rfind("error: ", 0), 0u) << "rank " << r << ": " << results[static_cast<size_t>(r)];
+    ASSERT_NE(results[static_cast<size_t>(r)].rfind("error: ", 0), 0u)
+        << "rank " << r << ": " << results[static_cast<size_t>(r)];
     ExpectBitwiseEqual(Split(results[static_cast<size_t>(r)]), want[static_cast<size_t>(r)], r);
   }
 }
@@ -273,8 +277,8 @@ TEST(DeviceCcl, UnderMpirunProcessGroupCollectivesOnKunlunTensorsUseItsCcl) {
   Tensor b = FromVector<float>(Input(r, kSmall), {kSmall}).to(dev);
   g.AllReduce(b, ReduceOp::kAvg);
   const Tensor gathered = g.AllGather(FromVector<float>(Input(r + 7, kSmall), {kSmall}).to(dev));
-  const Tensor scattered = g.ReduceScatter(FromVector<float>(Input(r + 3, kRanks * kBlock), {kRanks, kBlock}).to(dev),
-                                           ReduceOp::kSum);
+  const Tensor scattered =
+      g.ReduceScatter(FromVector<float>(Input(r + 3, kRanks * kBlock), {kRanks, kBlock}).to(dev), ReduceOp::kSum);
   EXPECT_EQ(a.device(), dev);
   EXPECT_EQ(gathered.device(), dev);
   EXPECT_EQ(gathered.shape(), Dims({kRanks, kSmall}));

@@ -292,7 +292,6 @@ void WaitForRanks(Comm* comm) {
                                           "OAR_SIM_CCL_TIMEOUT_MS)");
 }
 
-
 // ===================================================================================================
 // Across processes: a shared-memory segment per communicator
 // ===================================================================================================
@@ -331,7 +330,9 @@ struct ShmHeader {
 };
 
 size_t ShmRanksOffset() { return (sizeof(ShmHeader) + 63) / 64 * 64; }
-size_t ShmDataOffset(int32_t n) { return (ShmRanksOffset() + sizeof(ShmRank) * static_cast<size_t>(n) + 4095) / 4096 * 4096; }
+size_t ShmDataOffset(int32_t n) {
+  return (ShmRanksOffset() + sizeof(ShmRank) * static_cast<size_t>(n) + 4095) / 4096 * 4096;
+}
 size_t ShmBytes(int32_t n) { return ShmDataOffset(n) + 2 * static_cast<size_t>(n) * kShmSlotBytes; }
 
 long Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
@@ -350,9 +351,7 @@ struct ShmGroup {
   ~ShmGroup() {
     if (header != nullptr) munmap(header, bytes);
   }
-  ShmRank& Rank(int32_t r) {
-    return reinterpret_cast<ShmRank*>(reinterpret_cast<char*>(header) + ShmRanksOffset())[r];
-  }
+  ShmRank& Rank(int32_t r) { return reinterpret_cast<ShmRank*>(reinterpret_cast<char*>(header) + ShmRanksOffset())[r]; }
   char* Slot(uint64_t round, int32_t r) {
     return reinterpret_cast<char*>(header) + ShmDataOffset(nranks) +
            ((round % 2) * static_cast<size_t>(nranks) + static_cast<size_t>(r)) * kShmSlotBytes;
@@ -455,8 +454,10 @@ std::shared_ptr<ShmGroup> OpenShmGroup(const oar_ccl_unique_id_t& id, int32_t nr
           "waiting for rank 0's shared-memory segment name under '" + key + "'");
     g->name.assign(buf, size);
     fd = shm_open(g->name.c_str(), O_RDWR, 0);
-    if (fd < 0) Throw(OAR_STATUS_UNAVAILABLE, who + ": shm_open(" + g->name + ") of rank 0's segment: " +
-                                                  std::strerror(errno) + " (the ranks must share one machine)");
+    if (fd < 0) {
+      Throw(OAR_STATUS_UNAVAILABLE, who + ": shm_open(" + g->name + ") of rank 0's segment: " + std::strerror(errno) +
+                                        " (the ranks must share one machine)");
+    }
   }
   void* base = mmap(nullptr, g->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int map_errno = errno;
@@ -498,7 +499,8 @@ void WaitForShmRanks(ShmGroup& g) {
   const auto deadline = std::chrono::steady_clock::now() + Timeout();
   uint32_t joined = 0;
   while ((joined = g.header->joined.load(std::memory_order_acquire)) < static_cast<uint32_t>(g.nranks)) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0 || !g.WaitChange(g.header->joined, joined, left)) break;
     if (g.header->broken.load() != 0) break;
   }
@@ -532,7 +534,9 @@ std::optional<SimError> ShmArrive(ShmGroup& g, uint64_t seq, const Contribution&
     const bool sends = d.type != CollectiveType::kBroadcast || rank == static_cast<size_t>(d.root);
     if (sends && len > 0) {
       if (blocked) {
-        for (size_t b = 0; b < n; ++b) std::memcpy(mine + b * len * esize, part.send + (b * d.count + offset) * esize, len * esize);
+        for (size_t b = 0; b < n; ++b) {
+          std::memcpy(mine + b * len * esize, part.send + (b * d.count + offset) * esize, len * esize);
+        }
       } else {
         std::memcpy(mine, part.send + offset * esize, len * esize);
       }
@@ -975,8 +979,9 @@ void SubmitP2P(bool is_send, void* buf, size_t count, int32_t dtype, int32_t pee
   const size_t bytes = count * CheckDType(dtype);
   const char* name = is_send ? "send" : "recv";
   if (comm->shm != nullptr) {
-    Throw(OAR_STATUS_UNIMPLEMENTED, std::string(name) + " on a communicator across processes is not simulated yet "
-                                                          "(collectives are)");
+    Throw(OAR_STATUS_UNIMPLEMENTED, std::string(name) +
+                                        " on a communicator across processes is not simulated yet "
+                                        "(collectives are)");
   }
   if (peer < 0 || peer >= comm->group->nranks) {
     Throw(OAR_STATUS_INVALID_ARGUMENT, std::string(name) + ": peer " + std::to_string(peer) + " is out of range");
