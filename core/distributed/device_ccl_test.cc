@@ -195,6 +195,43 @@ TEST(DeviceCcl, KunlunCclAcrossFourProcessesOverTcpStoreEqualsOneProcessBitwise)
   }
 }
 
+// send/recv around a ring of four processes: a message over the 2 MiB ring (three chunks; the receiver
+// drains while the sender writes) and a small one, byte for byte.
+TEST(DeviceCcl, SendRecvAroundFourProcessesDeliverEveryByte) {
+  ASSERT_TRUE(kConfigured);
+  constexpr int64_t kLong = (int64_t{5} << 18) + 77;  // floats: 2.5 MiB and a bit
+  const std::vector<std::string> results = ForkRanks([](int r) {
+    std::unique_ptr<Store> store = StoreForLaunch(milliseconds(30000));
+    Communicator comm(Device("kunlun_sim:0"), kRanks, r, store->ccl(), "test/ccl", 30000);
+    const Device dev("kunlun_sim:0");
+    const Tensor big = FromVector<float>(Input(r, kLong), {kLong}).to(dev);
+    const Tensor small = FromVector<float>(Input(r + 5, 17), {17}).to(dev);
+    Tensor big_in = empty({kLong}, DType::kFloat32, dev), small_in = empty({17}, DType::kFloat32, dev);
+    const int next = (r + 1) % kRanks, prev = (r + kRanks - 1) % kRanks;
+    if (r % 2 == 0) {  // even ranks send first, odd ones receive first: both orders
+      comm.Send(big, next);
+      comm.Send(small, next);
+      comm.Recv(big_in, prev);
+      comm.Recv(small_in, prev);
+    } else {
+      comm.Recv(big_in, prev);
+      comm.Recv(small_in, prev);
+      comm.Send(big, next);
+      comm.Send(small, next);
+    }
+    return Join({Bytes(big_in), Bytes(small_in)});
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    const std::string& got = results[static_cast<size_t>(r)];
+    ASSERT_NE(got.rfind("error: ", 0), 0u) << "rank " << r << ": " << got;
+    const int prev = (r + kRanks - 1) % kRanks;
+    const std::vector<std::string> parts = Split(got);
+    ASSERT_EQ(parts.size(), 2u);
+    EXPECT_TRUE(parts[0] == Bytes(FromVector<float>(Input(prev, kLong), {kLong}))) << "rank " << r << " long message";
+    EXPECT_TRUE(parts[1] == Bytes(FromVector<float>(Input(prev + 5, 17), {17}))) << "rank " << r << " short message";
+  }
+}
+
 TEST(DeviceCcl, RankThatNeverJoinsTimesOutNamingIt) {
   ASSERT_TRUE(kConfigured);
   ::setenv("OAR_SIM_CCL_TIMEOUT_MS", "1500", 1);

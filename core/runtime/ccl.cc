@@ -131,4 +131,18 @@ void Communicator::SendRecv(const Tensor& src, int src_rank, const Tensor& dst, 
   ThrowIfError(s != nullptr ? s : end, [&] { return devices_[0].type() + " ccl send/recv"; });
 }
 
+void Communicator::Send(const Tensor& t, int peer) {
+  OAR_CHECK(size() == 1, kInternal, "runtime::Communicator::Send is for one rank per process");
+  ThrowIfError(ccl_->send(t.data_ptr(), static_cast<size_t>(t.numel()), Code(t.dtype()), peer, comms_[0],
+                          Ctx(devices_[0]).stream()),
+               [&] { return fmt::format("{} ccl send to rank {}", devices_[0].str(), peer); });
+}
+
+void Communicator::Recv(const Tensor& t, int peer) {
+  OAR_CHECK(size() == 1, kInternal, "runtime::Communicator::Recv is for one rank per process");
+  ThrowIfError(ccl_->recv(t.data_ptr(), static_cast<size_t>(t.numel()), Code(t.dtype()), peer, comms_[0],
+                          Ctx(devices_[0]).stream()),
+               [&] { return fmt::format("{} ccl recv from rank {}", devices_[0].str(), peer); });
+}
+
 }  // namespace oar::runtime
