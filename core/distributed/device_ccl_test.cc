@@ -45,7 +45,8 @@ constexpr int64_t kBig = (int64_t{1} << 20) + 4099, kBlock = 300001, kSmall = 10
 std::vector<float> Input(int r, int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    v[static_cast<size_t>(i)] = static_cast<float>(std::sin(0.37 * static_cast<double>(i) + r) * std::pow(10.0, r % 3 - 1));
+    v[static_cast<size_t>(i)] =
+        static_cast<float>(std::sin(0.37 * static_cast<double>(i) + r) * std::pow(10.0, r % 3 - 1));
   }
   return v;
 }
@@ -58,7 +59,9 @@ std::string Bytes(const Tensor& t) {
 /// The collectives every test runs, with `comm` holding the ranks `ranks` (all four in one process, or one
 /// per process); returns each held rank's outputs, as bytes, in a fixed order.
 std::vector<std::vector<std::string>> RunCollectives(Communicator& comm, const std::vector<int>& ranks) {
-  auto on = [&](size_t i) { return ranks.size() == 1 ? Device("kunlun_sim:0") : Device("kunlun_sim:" + std::to_string(i)); };
+  auto on = [&](size_t i) {
+    return ranks.size() == 1 ? Device("kunlun_sim:0") : Device("kunlun_sim:" + std::to_string(i));
+  };
   std::vector<std::vector<std::string>> out(ranks.size());
   auto collect = [&](const std::vector<Tensor>& ts) {
     for (size_t i = 0; i < ts.size(); ++i) out[i].push_back(Bytes(ts[i]));
@@ -99,7 +102,7 @@ std::vector<std::vector<std::string>> OneProcessReference() {
 }
 
 void ExpectBitwiseEqual(const std::vector<std::string>& got, const std::vector<std::string>& want, int rank) {
-  const char* names[] = {"all_reduce(sum, 2 rounds)", "all_reduce(avg)", "all_reduce(max, int64)", "all_gather",
+  const char* names[] = {"all_reduce(sum, 2 rounds)",     "all_reduce(avg)",  "all_reduce(max, int64)", "all_gather",
                          "reduce_scatter(sum, 3 rounds)", "broadcast(root 2)"};
   ASSERT_EQ(got.size(), want.size()) << "rank " << rank;
   for (size_t k = 0; k < got.size(); ++k) {
@@ -186,8 +189,46 @@ TEST(DeviceCcl, KunlunCclAcrossFourProcessesOverTcpStoreEqualsOneProcessBitwise)
   });
   const auto want = OneProcessReference();  // after the forks: this process had no thread before them
   for (int r = 0; r < kRanks; ++r) {
-    ASSERT_NE(results[static_cast<size_t>(r)].rfind("error: ", 0), 0u) << "rank " << r << ": " << results[static_cast<size_t>(r)];
+    ASSERT_NE(results[static_cast<size_t>(r)].rfind("error: ", 0), 0u)
+        << "rank " << r << ": " << results[static_cast<size_t>(r)];
     ExpectBitwiseEqual(Split(results[static_cast<size_t>(r)]), want[static_cast<size_t>(r)], r);
+  }
+}
+
+// send/recv around a ring of four processes: a message over the 2 MiB ring (three chunks; the receiver
+// drains while the sender writes) and a small one, byte for byte.
+TEST(DeviceCcl, SendRecvAroundFourProcessesDeliverEveryByte) {
+  ASSERT_TRUE(kConfigured);
+  constexpr int64_t kLong = (int64_t{5} << 18) + 77;  // floats: 2.5 MiB and a bit
+  const std::vector<std::string> results = ForkRanks([](int r) {
+    std::unique_ptr<Store> store = StoreForLaunch(milliseconds(30000));
+    Communicator comm(Device("kunlun_sim:0"), kRanks, r, store->ccl(), "test/ccl", 30000);
+    const Device dev("kunlun_sim:0");
+    const Tensor big = FromVector<float>(Input(r, kLong), {kLong}).to(dev);
+    const Tensor small = FromVector<float>(Input(r + 5, 17), {17}).to(dev);
+    Tensor big_in = empty({kLong}, DType::kFloat32, dev), small_in = empty({17}, DType::kFloat32, dev);
+    const int next = (r + 1) % kRanks, prev = (r + kRanks - 1) % kRanks;
+    if (r % 2 == 0) {  // even ranks send first, odd ones receive first: both orders
+      comm.Send(big, next);
+      comm.Send(small, next);
+      comm.Recv(big_in, prev);
+      comm.Recv(small_in, prev);
+    } else {
+      comm.Recv(big_in, prev);
+      comm.Recv(small_in, prev);
+      comm.Send(big, next);
+      comm.Send(small, next);
+    }
+    return Join({Bytes(big_in), Bytes(small_in)});
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    const std::string& got = results[static_cast<size_t>(r)];
+    ASSERT_NE(got.rfind("error: ", 0), 0u) << "rank " << r << ": " << got;
+    const int prev = (r + kRanks - 1) % kRanks;
+    const std::vector<std::string> parts = Split(got);
+    ASSERT_EQ(parts.size(), 2u);
+    EXPECT_TRUE(parts[0] == Bytes(FromVector<float>(Input(prev, kLong), {kLong}))) << "rank " << r << " long message";
+    EXPECT_TRUE(parts[1] == Bytes(FromVector<float>(Input(prev + 5, 17), {17}))) << "rank " << r << " short message";
   }
 }
 
@@ -273,8 +314,8 @@ TEST(DeviceCcl, UnderMpirunProcessGroupCollectivesOnKunlunTensorsUseItsCcl) {
   Tensor b = FromVector<float>(Input(r, kSmall), {kSmall}).to(dev);
   g.AllReduce(b, ReduceOp::kAvg);
   const Tensor gathered = g.AllGather(FromVector<float>(Input(r + 7, kSmall), {kSmall}).to(dev));
-  const Tensor scattered = g.ReduceScatter(FromVector<float>(Input(r + 3, kRanks * kBlock), {kRanks, kBlock}).to(dev),
-                                           ReduceOp::kSum);
+  const Tensor scattered =
+      g.ReduceScatter(FromVector<float>(Input(r + 3, kRanks * kBlock), {kRanks, kBlock}).to(dev), ReduceOp::kSum);
   EXPECT_EQ(a.device(), dev);
   EXPECT_EQ(gathered.device(), dev);
   EXPECT_EQ(gathered.shape(), Dims({kRanks, kSmall}));

@@ -477,7 +477,6 @@ void ProcessGroup::Barrier() {
   AllReduce(one, runtime::ReduceOp::kSum);
 }
 
-
 // ===================================================================================================
 // The MPI store: rank 0's service thread answers requests on a duplicated communicator
 // ===================================================================================================
@@ -531,10 +530,11 @@ class MpiStore final : public Store {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     auto timed_out = [&] {
       broken_ = true;
-      Throw(ErrorCode::kDeadlineExceeded,
-            "MPI store (rank {}, group rank {}): get '{}' timed out after {} ms: no rank set the key (is a peer missing "
-            "or late?)",
-            world_rank_, rank_, key, timeout.count());
+      Throw(
+          ErrorCode::kDeadlineExceeded,
+          "MPI store (rank {}, group rank {}): get '{}' timed out after {} ms: no rank set the key (is a peer missing "
+          "or late?)",
+          world_rank_, rank_, key, timeout.count());
     };
     if (rank_ == 0) {
       std::unique_lock<std::mutex> lock(mu_);
@@ -542,7 +542,8 @@ class MpiStore final : public Store {
       return kv_[std::string(key)];
     }
     std::lock_guard<std::mutex> one_at_a_time(client_mu_);
-    OAR_CHECK(!broken_, kFailedPrecondition, "MPI store (rank {}): get '{}': an earlier get timed out", world_rank_, key);
+    OAR_CHECK(!broken_, kFailedPrecondition, "MPI store (rank {}): get '{}': an earlier get timed out", world_rank_,
+              key);
     const std::string m = Message('G', key, {});
     MPI_Send(m.data(), static_cast<int>(m.size()), MPI_CHAR, 0, kStoreRequestTag, comm_);
     auto pause = std::chrono::microseconds(20);

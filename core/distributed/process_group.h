@@ -6,10 +6,10 @@
 // process, with collectives on host memory through MPI (an existing engine, so CPU clusters work as
 // they are). Device tensors of a type whose plugin has a CCL go through that CCL instead (all_reduce,
 // all_gather, reduce_scatter; float32, int32, int64), its communicator bootstrapped through an MPI store
-// (DeviceCommunicator); everything else stages through the host (OAR_DIST_DEVICE_CCL=0 forces that). Each collective first exchanges its sequence number
-// with the peers and then runs non-blocking, and a blocked rank sleeps between polls (4 ranks fit on 2
-// cores). A rank that waits longer than the timeout (OAR_DIST_TIMEOUT_S, default 300) prints which
-// peers never arrived at which collective and aborts the whole job (MPI_Abort), so nothing hangs.
+// (DeviceCommunicator); everything else stages through the host (OAR_DIST_DEVICE_CCL=0 forces that). Each collective
+// first exchanges its sequence number with the peers and then runs non-blocking, and a blocked rank sleeps between
+// polls (4 ranks fit on 2 cores). A rank that waits longer than the timeout (OAR_DIST_TIMEOUT_S, default 300) prints
+// which peers never arrived at which collective and aborts the whole job (MPI_Abort), so nothing hangs.
 #ifndef OAR_CORE_DISTRIBUTED_PROCESS_GROUP_H_
 #define OAR_CORE_DISTRIBUTED_PROCESS_GROUP_H_
 

@@ -39,12 +39,12 @@ oar_status_t* CclSet(void* context, const char* key, const void* value, size_t s
   }
 }
 
-oar_status_t* CclGet(void* context, const char* key, void* value, size_t capacity, size_t* size,
-                     int64_t timeout_ms) {
+oar_status_t* CclGet(void* context, const char* key, void* value, size_t capacity, size_t* size, int64_t timeout_ms) {
   try {
     OAR_CHECK_ARG(key != nullptr && size != nullptr && (value != nullptr || capacity == 0),
                   "store get: NULL key, value or size");
-    const std::string v = static_cast<Store*>(context)->Get(key, std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0)));
+    const std::string v =
+        static_cast<Store*>(context)->Get(key, std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0)));
     *size = v.size();
     OAR_CHECK(v.size() <= capacity, kResourceExhausted, "store get '{}': the value has {} bytes, the buffer {}", key,
               v.size(), capacity);

@@ -73,8 +73,8 @@ class TcpStore final : public Store {
  private:
   class Server;
   std::string Where() const;
-  void Exchange(std::string_view request, std::string* reply, std::chrono::milliseconds timeout,
-                std::string_view what, std::string_view key);
+  void Exchange(std::string_view request, std::string* reply, std::chrono::milliseconds timeout, std::string_view what,
+                std::string_view key);
 
   std::string addr_;
   int port_ = 0, rank_ = 0;

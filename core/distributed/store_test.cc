@@ -34,7 +34,9 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
-std::string ValueOf(int rank) { return std::string(static_cast<size_t>(1000 * rank + 1), static_cast<char>('a' + rank)); }
+std::string ValueOf(int rank) {
+  return std::string(static_cast<size_t>(1000 * rank + 1), static_cast<char>('a' + rank));
+}
 
 TEST(TcpStore, FourRanksSeeEveryRanksKeys) {
   const int port = FreePort(), n = 4;

@@ -36,12 +36,12 @@ Communicator::Communicator(std::vector<Device> devices) : devices_(std::move(dev
   });
 }
 
-Communicator::Communicator(Device device, int nranks, int rank, const oar_ccl_kv_store_t* store,
-                           const std::string& key, int64_t timeout_ms)
+Communicator::Communicator(Device device, int nranks, int rank, const oar_ccl_kv_store_t* store, const std::string& key,
+                           int64_t timeout_ms)
     : devices_{device}, nranks_(nranks) {
-  OAR_CHECK(nranks >= 1 && rank >= 0 && rank < nranks && store != nullptr && store->set != nullptr &&
-                store->get != nullptr,
-            kInternal, "runtime::Communicator: rank {} of {}, or no store", rank, nranks);
+  OAR_CHECK(
+      nranks >= 1 && rank >= 0 && rank < nranks && store != nullptr && store->set != nullptr && store->get != nullptr,
+      kInternal, "runtime::Communicator: rank {} of {}, or no store", rank, nranks);
   ccl_ = CclOf(device);
   oar_ccl_unique_id_t id{};
   const std::string id_key = key + "/unique_id";
@@ -51,14 +51,16 @@ Communicator::Communicator(Device device, int nranks, int rank, const oar_ccl_kv
                  [&] { return fmt::format("{} ccl bootstrap: rank 0 publishing the unique id", device.str()); });
   } else {
     size_t got = 0;
-    ThrowIfError(store->get(store->context, id_key.c_str(), id.bytes, sizeof(id.bytes), &got, timeout_ms),
-                 [&] { return fmt::format("{} ccl bootstrap: rank {} waiting for rank 0's unique id", device.str(), rank); });
-    OAR_CHECK(got == sizeof(id.bytes), kInternal, "ccl bootstrap: the unique id under '{}' has {} bytes, not {}", id_key,
-              got, sizeof(id.bytes));
+    ThrowIfError(store->get(store->context, id_key.c_str(), id.bytes, sizeof(id.bytes), &got, timeout_ms), [&] {
+      return fmt::format("{} ccl bootstrap: rank {} waiting for rank 0's unique id", device.str(), rank);
+    });
+    OAR_CHECK(got == sizeof(id.bytes), kInternal, "ccl bootstrap: the unique id under '{}' has {} bytes, not {}",
+              id_key, got, sizeof(id.bytes));
   }
   comms_.assign(1, nullptr);
-  ThrowIfError(ccl_->comm_init_rank(Ctx(device).ordinal(), nranks, &id, rank, store, &comms_[0]),
-               [&] { return fmt::format("{} ccl comm_init_rank (rank {} of {}, across processes)", device.str(), rank, nranks); });
+  ThrowIfError(ccl_->comm_init_rank(Ctx(device).ordinal(), nranks, &id, rank, store, &comms_[0]), [&] {
+    return fmt::format("{} ccl comm_init_rank (rank {} of {}, across processes)", device.str(), rank, nranks);
+  });
 }
 
 Communicator::~Communicator() {
@@ -127,6 +129,20 @@ void Communicator::SendRecv(const Tensor& src, int src_rank, const Tensor& dst, 
   oar_status_t* end = ccl_->group_end();
   if (s != nullptr && end != nullptr) TakeStatus(end);
   ThrowIfError(s != nullptr ? s : end, [&] { return devices_[0].type() + " ccl send/recv"; });
+}
+
+void Communicator::Send(const Tensor& t, int peer) {
+  OAR_CHECK(size() == 1, kInternal, "runtime::Communicator::Send is for one rank per process");
+  ThrowIfError(ccl_->send(t.data_ptr(), static_cast<size_t>(t.numel()), Code(t.dtype()), peer, comms_[0],
+                          Ctx(devices_[0]).stream()),
+               [&] { return fmt::format("{} ccl send to rank {}", devices_[0].str(), peer); });
+}
+
+void Communicator::Recv(const Tensor& t, int peer) {
+  OAR_CHECK(size() == 1, kInternal, "runtime::Communicator::Recv is for one rank per process");
+  ThrowIfError(ccl_->recv(t.data_ptr(), static_cast<size_t>(t.numel()), Code(t.dtype()), peer, comms_[0],
+                          Ctx(devices_[0]).stream()),
+               [&] { return fmt::format("{} ccl recv from rank {}", devices_[0].str(), peer); });
 }
 
 }  // namespace oar::runtime

@@ -58,6 +58,11 @@ class Communicator {
   void ReduceScatter(std::span<const Tensor> inputs, std::span<const Tensor> outputs, ReduceOp op);
   /// dst (on rank dst_rank) = src (on rank src_rank), with the CCL's send/recv in one group.
   void SendRecv(const Tensor& src, int src_rank, const Tensor& dst, int dst_rank);
+  /// This process's one rank (the cross-process constructor) sends `t` to rank `peer`, stream-ordered: `t`
+  /// must stay alive until the device's queued work has run.
+  void Send(const Tensor& t, int peer);
+  /// This process's one rank receives into `t` what rank `peer` sends (same byte count), stream-ordered.
+  void Recv(const Tensor& t, int peer);
 
  private:
   template <typename Call>

@@ -292,7 +292,6 @@ void WaitForRanks(Comm* comm) {
                                           "OAR_SIM_CCL_TIMEOUT_MS)");
 }
 
-
 // ===================================================================================================
 // Across processes: a shared-memory segment per communicator
 // ===================================================================================================
@@ -331,8 +330,22 @@ struct ShmHeader {
 };
 
 size_t ShmRanksOffset() { return (sizeof(ShmHeader) + 63) / 64 * 64; }
-size_t ShmDataOffset(int32_t n) { return (ShmRanksOffset() + sizeof(ShmRank) * static_cast<size_t>(n) + 4095) / 4096 * 4096; }
-size_t ShmBytes(int32_t n) { return ShmDataOffset(n) + 2 * static_cast<size_t>(n) * kShmSlotBytes; }
+size_t ShmDataOffset(int32_t n) {
+  return (ShmRanksOffset() + sizeof(ShmRank) * static_cast<size_t>(n) + 4095) / 4096 * 4096;
+}
+// send/recv: one channel per ordered pair of ranks, a ring of kP2PSlots chunks (a send waits only when the
+// ring is full: messages up to kP2PSlots * kP2PSlotBytes are eager, as the in-process mailbox is).
+constexpr size_t kP2PSlots = 2, kP2PSlotBytes = size_t{1} << 20;
+struct ShmChannel {
+  std::atomic<uint32_t> head;  // chunks written
+  std::atomic<uint32_t> tail;  // chunks read
+  uint64_t message_bytes[kP2PSlots];
+};
+size_t ShmChannelsOffset(int32_t n) { return ShmDataOffset(n) + 2 * static_cast<size_t>(n) * kShmSlotBytes; }
+size_t ShmChannelStride() { return 4096 + kP2PSlots * kP2PSlotBytes; }
+size_t ShmBytes(int32_t n) {
+  return ShmChannelsOffset(n) + static_cast<size_t>(n) * static_cast<size_t>(n) * ShmChannelStride();
+}
 
 long Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
@@ -345,17 +358,23 @@ struct ShmGroup {
   int32_t nranks = 0, rank = 0;
   std::string name;
   std::mutex mu;        // one collective of this rank at a time
+  std::mutex send_mu, recv_mu;  // one send, one recv of this rank at a time
   uint64_t rounds = 0;  // barriers this rank has passed
 
   ~ShmGroup() {
     if (header != nullptr) munmap(header, bytes);
   }
-  ShmRank& Rank(int32_t r) {
-    return reinterpret_cast<ShmRank*>(reinterpret_cast<char*>(header) + ShmRanksOffset())[r];
-  }
+  ShmRank& Rank(int32_t r) { return reinterpret_cast<ShmRank*>(reinterpret_cast<char*>(header) + ShmRanksOffset())[r]; }
   char* Slot(uint64_t round, int32_t r) {
     return reinterpret_cast<char*>(header) + ShmDataOffset(nranks) +
            ((round % 2) * static_cast<size_t>(nranks) + static_cast<size_t>(r)) * kShmSlotBytes;
+  }
+  ShmChannel& Channel(int32_t src, int32_t dst) {
+    return *reinterpret_cast<ShmChannel*>(reinterpret_cast<char*>(header) + ShmChannelsOffset(nranks) +
+                                          static_cast<size_t>(src * nranks + dst) * ShmChannelStride());
+  }
+  char* ChannelSlot(int32_t src, int32_t dst, uint32_t chunk) {
+    return reinterpret_cast<char*>(&Channel(src, dst)) + 4096 + (chunk % kP2PSlots) * kP2PSlotBytes;
   }
   SimError Broken() const {
     while (header->broken.load(std::memory_order_acquire) == 1) std::this_thread::yield();
@@ -455,8 +474,10 @@ std::shared_ptr<ShmGroup> OpenShmGroup(const oar_ccl_unique_id_t& id, int32_t nr
           "waiting for rank 0's shared-memory segment name under '" + key + "'");
     g->name.assign(buf, size);
     fd = shm_open(g->name.c_str(), O_RDWR, 0);
-    if (fd < 0) Throw(OAR_STATUS_UNAVAILABLE, who + ": shm_open(" + g->name + ") of rank 0's segment: " +
-                                                  std::strerror(errno) + " (the ranks must share one machine)");
+    if (fd < 0) {
+      Throw(OAR_STATUS_UNAVAILABLE, who + ": shm_open(" + g->name + ") of rank 0's segment: " + std::strerror(errno) +
+                                        " (the ranks must share one machine)");
+    }
   }
   void* base = mmap(nullptr, g->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int map_errno = errno;
@@ -498,7 +519,8 @@ void WaitForShmRanks(ShmGroup& g) {
   const auto deadline = std::chrono::steady_clock::now() + Timeout();
   uint32_t joined = 0;
   while ((joined = g.header->joined.load(std::memory_order_acquire)) < static_cast<uint32_t>(g.nranks)) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0 || !g.WaitChange(g.header->joined, joined, left)) break;
     if (g.header->broken.load() != 0) break;
   }
@@ -511,6 +533,61 @@ void WaitForShmRanks(ShmGroup& g) {
   Throw(OAR_STATUS_DEADLINE_EXCEEDED, Simulator::Get().spec().name + " comm_init_rank: rank " + std::to_string(g.rank) +
                                           " of " + std::to_string(g.nranks) + " timed out waiting for rank(s) " +
                                           missing + " to join across processes (timeout OAR_SIM_CCL_TIMEOUT_MS)");
+}
+
+/// Send `bytes` at `data` to rank `dst` through its channel (on the sender's stream worker).
+std::optional<SimError> ShmSend(ShmGroup& g, int32_t dst, const char* data, size_t bytes,
+                                std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(g.send_mu);
+  ShmChannel& c = g.Channel(g.rank, dst);
+  const size_t chunks = std::max<size_t>(1, (bytes + kP2PSlotBytes - 1) / kP2PSlotBytes);
+  for (size_t k = 0; k < chunks; ++k) {
+    const uint32_t head = c.head.load(std::memory_order_relaxed);
+    uint32_t tail = 0;
+    while (head - (tail = c.tail.load(std::memory_order_acquire)) >= kP2PSlots) {
+      if (g.header->broken.load(std::memory_order_acquire) != 0) return g.Broken();
+      if (!g.WaitChange(c.tail, tail, timeout)) {
+        return g.Break("send from rank " + std::to_string(g.rank) + " to rank " + std::to_string(dst) +
+                       " timed out after " + std::to_string(timeout.count()) + " ms: rank " + std::to_string(dst) +
+                       " is not receiving (in another process: dead or hung?); the communicator is now broken");
+      }
+    }
+    const size_t off = k * kP2PSlotBytes, len = std::min(kP2PSlotBytes, bytes - std::min(bytes, off));
+    if (len > 0) std::memcpy(g.ChannelSlot(g.rank, dst, head), data + off, len);
+    c.message_bytes[head % kP2PSlots] = bytes;
+    c.head.store(head + 1, std::memory_order_release);
+    Futex(&c.head, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+  return std::nullopt;
+}
+
+/// Receive `bytes` from rank `src` into `data` (on the receiver's stream worker).
+std::optional<SimError> ShmRecv(ShmGroup& g, int32_t src, char* data, size_t bytes,
+                                std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(g.recv_mu);
+  ShmChannel& c = g.Channel(src, g.rank);
+  const size_t chunks = std::max<size_t>(1, (bytes + kP2PSlotBytes - 1) / kP2PSlotBytes);
+  for (size_t k = 0; k < chunks; ++k) {
+    const uint32_t tail = c.tail.load(std::memory_order_relaxed);
+    while (c.head.load(std::memory_order_acquire) == tail) {
+      if (g.header->broken.load(std::memory_order_acquire) != 0) return g.Broken();
+      if (!g.WaitChange(c.head, tail, timeout)) {
+        return g.Break("recv on rank " + std::to_string(g.rank) + " timed out after " +
+                       std::to_string(timeout.count()) + " ms waiting for a send from rank " + std::to_string(src) +
+                       " (in another process: dead or hung?); the communicator is now broken");
+      }
+    }
+    if (c.message_bytes[tail % kP2PSlots] != bytes) {
+      return g.Break("recv on rank " + std::to_string(g.rank) + " expected " + std::to_string(bytes) +
+                     " bytes from rank " + std::to_string(src) + ", the matching send had " +
+                     std::to_string(c.message_bytes[tail % kP2PSlots]) + " (the communicator is now broken)");
+    }
+    const size_t off = k * kP2PSlotBytes, len = std::min(kP2PSlotBytes, bytes - std::min(bytes, off));
+    if (len > 0) std::memcpy(data + off, g.ChannelSlot(src, g.rank, tail), len);
+    c.tail.store(tail + 1, std::memory_order_release);
+    Futex(&c.tail, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+  return std::nullopt;
 }
 
 /// One rank's part of a collective through the segment (on the rank's stream worker).
@@ -532,7 +609,9 @@ std::optional<SimError> ShmArrive(ShmGroup& g, uint64_t seq, const Contribution&
     const bool sends = d.type != CollectiveType::kBroadcast || rank == static_cast<size_t>(d.root);
     if (sends && len > 0) {
       if (blocked) {
-        for (size_t b = 0; b < n; ++b) std::memcpy(mine + b * len * esize, part.send + (b * d.count + offset) * esize, len * esize);
+        for (size_t b = 0; b < n; ++b) {
+          std::memcpy(mine + b * len * esize, part.send + (b * d.count + offset) * esize, len * esize);
+        }
       } else {
         std::memcpy(mine, part.send + offset * esize, len * esize);
       }
@@ -974,10 +1053,6 @@ void SubmitP2P(bool is_send, void* buf, size_t count, int32_t dtype, int32_t pee
   Comm* comm = GetComm(handle);
   const size_t bytes = count * CheckDType(dtype);
   const char* name = is_send ? "send" : "recv";
-  if (comm->shm != nullptr) {
-    Throw(OAR_STATUS_UNIMPLEMENTED, std::string(name) + " on a communicator across processes is not simulated yet "
-                                                          "(collectives are)");
-  }
   if (peer < 0 || peer >= comm->group->nranks) {
     Throw(OAR_STATUS_INVALID_ARGUMENT, std::string(name) + ": peer " + std::to_string(peer) + " is out of range");
   }
@@ -988,6 +1063,7 @@ void SubmitP2P(bool is_send, void* buf, size_t count, int32_t dtype, int32_t pee
   char* data = d.memory().Translate(buf, bytes, d.where() + " " + name + " buffer");
   const Cost cost = CollectiveCost(d.model(), static_cast<double>(bytes), bytes);
   std::shared_ptr<Group> group = comm->group;
+  std::shared_ptr<ShmGroup> shm = comm->shm;
   const int32_t rank = comm->rank;
   const std::chrono::milliseconds timeout = Timeout();
   Submit(PendingOp{comm, stream, is_send ? PendingOp::kSend : PendingOp::kRecv, [=](uint64_t) {
@@ -995,7 +1071,11 @@ void SubmitP2P(bool is_send, void* buf, size_t count, int32_t dtype, int32_t pee
                      w.name = name;
                      w.kind = OAR_ACTIVITY_COLLECTIVE;
                      w.cost = cost;
-                     if (is_send) {
+                     if (shm != nullptr && is_send) {
+                       w.run = [=] { return ShmSend(*shm, peer, data, bytes, timeout); };
+                     } else if (shm != nullptr) {
+                       w.run = [=] { return ShmRecv(*shm, peer, data, bytes, timeout); };
+                     } else if (is_send) {
                        w.run = [=] { return DeliverSend(group, rank, peer, data, bytes); };
                      } else {
                        w.run = [=] { return TakeRecv(group, peer, rank, data, bytes, timeout); };

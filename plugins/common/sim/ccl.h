@@ -17,7 +17,8 @@
 // segment in rounds of at most 4 MiB per rank, with process-shared futex barriers, computing with the same
 // arithmetic in rank order (results bitwise equal to the in-process path) and the same simulated time. A
 // rank that waits longer than the timeout breaks the segment with a message naming the missing ranks, which
-// every rank then reports. send/recv across processes are not simulated yet (UNIMPLEMENTED).
+// every rank then reports. send/recv go through a ring of two 1 MiB chunks per ordered pair of ranks
+// (eager up to 2 MiB, as the in-process mailbox is; a larger send waits for its receiver).
 //
 // Supported dtypes: float32, float16, bfloat16 (reduced in float32, rounded once), int32, int64
 // (wrapping). AVG divides the sum by nranks (integer division for integers).
