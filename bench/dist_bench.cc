@@ -142,12 +142,9 @@ std::string LlamaText(bool training, int64_t& ops, std::string& error) {
   }
   const distributed::ProcessMesh mesh = distributed::ProcessMesh::Parse("tp=2", "kunlun_sim");
   distributed::SetProgramMesh(*c->program, mesh);
-  for (int l = 0; l < 2; ++l) {
-    const std::string n = fmt::format("layers.{}.", l);
-    distributed::AnnotatePlacements(*c->program, n + "attn.out.weight", {Placement::Shard(1)});
-    distributed::AnnotatePlacements(*c->program, n + "mlp.gate.weight", {Placement::Shard(0)});
-    distributed::AnnotatePlacements(*c->program, n + "mlp.up.weight", {Placement::Shard(0)});
-    distributed::AnnotatePlacements(*c->program, n + "mlp.down.weight", {Placement::Shard(1)});
+  for (const auto& [name, t] : c->program->parameters) {  // the model's tensor-parallel plan
+    const Placement tp = examples::LlamaTensorParallelPlacement(name);
+    if (name.starts_with("layers.") && !tp.is_replicate()) distributed::AnnotatePlacements(*c->program, name, {tp});
   }
   if (training) {  // AdamW's moments live with their parameter's shard
     std::vector<std::string> params;

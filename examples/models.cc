@@ -663,30 +663,27 @@ class LlamaExample : public Example {
 // projections row-parallel (Shard(1)), norms and the tied embedding replicated; the batch is sharded on
 // dp. Gradients are placed by DistTensor::grad() (the dp all_reduce), clipped by their global norm, and
 // AdamW updates every rank's shard (it is elementwise).
-// The llama's parameters as tensor parallel weights, placed on tp: the fused qkv weight [3 · dim, dim]
-// column-parallel by heads (Shard(0, 3), a strided shard: each rank holds its heads' q, k and v rows), gate
-// and up column-parallel (Shard(0) of [out, in]), the attention output and down projections row-parallel
-// (Shard(1)), the rest (norms, the tied embedding) replicated.
+}  // namespace
+
+distributed::Placement LlamaTensorParallelPlacement(std::string_view name) {
+  using distributed::Placement;
+  if (name.ends_with("attn.qkv.weight")) return Placement::Shard(0, 3);
+  if (name.ends_with("attn.out.weight") || name.ends_with("mlp.down.weight")) return Placement::Shard(1);
+  if (name.ends_with("mlp.gate.weight") || name.ends_with("mlp.up.weight")) return Placement::Shard(0);
+  return Placement::Replicate();
+}
+
+namespace {
+
+// The llama's parameters as tensor parallel weights, placed on tp by LlamaTensorParallelPlacement.
 struct TensorParallelParam {
   std::string name;
   Tensor whole;
   distributed::Placement tp;
 };
 std::vector<TensorParallelParam> TensorParallelParams(nn::Module& m) {
-  using distributed::Placement;
   std::vector<TensorParallelParam> out;
-  for (auto& [name, p] : m.NamedParameters()) {
-    const Tensor w = p->detach();
-    if (name.ends_with("attn.qkv.weight")) {
-      out.push_back({name, w, Placement::Shard(0, 3)});
-    } else if (name.ends_with("attn.out.weight") || name.ends_with("mlp.down.weight")) {
-      out.push_back({name, w, Placement::Shard(1)});
-    } else if (name.ends_with("mlp.gate.weight") || name.ends_with("mlp.up.weight")) {
-      out.push_back({name, w, Placement::Shard(0)});
-    } else {
-      out.push_back({name, w, Placement::Replicate()});
-    }
-  }
+  for (auto& [name, p] : m.NamedParameters()) out.push_back({name, p->detach(), LlamaTensorParallelPlacement(name)});
   return out;
 }
 

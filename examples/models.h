@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -91,6 +92,13 @@ struct ParallelOptions {
 /// naming a missing device or a mesh that does not divide the model.
 std::unique_ptr<Example> MakeParallelExample(const std::string& kind, const distributed::ProcessMesh& mesh,
                                              uint64_t seed, const ParallelOptions& options = {});
+/// The llama's Megatron tensor-parallel plan — the one definition that MakeParallelExample, the static
+/// placement tests and `oar_dist_bench` share: the placement on the tp mesh dim of the parameter called
+/// `name` (or of optimiser state named after it): the fused qkv weight [3 · dim, dim] column-parallel by heads
+/// (Shard(0, 3), a strided shard: each rank holds its heads' q, k and v rows), gate and up column-parallel
+/// (Shard(0) of [out, in]), the attention output and down projections row-parallel (Shard(1)), the rest
+/// (norms, the tied embedding) replicated.
+distributed::Placement LlamaTensorParallelPlacement(std::string_view name);
 /// Data parallel across processes (llama only): this process trains rows [rank, rank + 1) · batch / size
 /// of every batch (all draw the same batches) and `all_reduce_mean` replaces a tensor by its mean over the
 /// processes (gradients before clipping, and the printed loss).

@@ -64,14 +64,15 @@ void Annotate(ir::Program& p, const d::ProcessMesh& mesh, std::span<const std::s
     for (const std::string& n : mesh.dim_names()) pl.push_back(n == "tp" ? tp : other);
     return pl;
   };
-  for (int l = 0; l < 2; ++l) {
-    const std::string n = "layers." + std::to_string(l) + ".";
-    d::AnnotatePlacements(p, n + "attn.qkv.weight", on_tp(d::Placement::Shard(0, 3)));
-    d::AnnotatePlacements(p, n + "attn.out.weight", on_tp(d::Placement::Shard(1)));
-    d::AnnotatePlacements(p, n + "mlp.gate.weight", on_tp(d::Placement::Shard(0)));
-    d::AnnotatePlacements(p, n + "mlp.up.weight", on_tp(d::Placement::Shard(0)));
-    d::AnnotatePlacements(p, n + "mlp.down.weight", on_tp(d::Placement::Shard(1)));
+  int sharded = 0;
+  for (const auto& [name, t] : p.parameters) {
+    const d::Placement tp = LlamaTensorParallelPlacement(name);
+    if (name.starts_with("layers.") && !tp.is_replicate()) {
+      d::AnnotatePlacements(p, name, on_tp(tp));
+      ++sharded;
+    }
   }
+  ASSERT_EQ(sharded, 10);  // qkv, out, gate, up, down in each of the 2 layers
   for (const std::string& name : rows) d::AnnotatePlacements(p, name, on_tp(d::Placement::Replicate(), d::Placement::Shard(0)));
 }
 
