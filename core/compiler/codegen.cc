@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -208,6 +211,53 @@ static inline float oar_cosf(float x) {
 }
 )";
 
+// Non-temporal stores of whole cache lines, for outputs larger than the last-level cache (the plugin's C
+// compiler defines OAR_STREAM_MIN_BYTES, plugins/common/c_compiler.h): an ordinary store first reads the
+// line it writes (read for ownership), so a kernel writing a large output moves its bytes twice. Compiler
+// builtins rather than <immintrin.h>, whose parsing costs more (~0.2 s) than compiling a kernel; the widest
+// the target has (-march=native). A line is built in a 64-byte aligned tile by the vectorised loop and
+// written in one to four stores. The stores are weakly ordered: oar_stream_fence (sfence) runs before the
+// kernel returns, so the launch's completion orders them before any later reader on any thread.
+constexpr const char* kCStreamPrelude = R"(
+#if defined(OAR_STREAM_MIN_BYTES) && OAR_STREAM_MIN_BYTES > 0 && defined(__SSE2__) && defined(__GNUC__)
+#define OAR_STREAM 1
+#if defined(__clang__)
+typedef float oar_line_f32 __attribute__((vector_size(64), __may_alias__));
+typedef double oar_line_f64 __attribute__((vector_size(64), __may_alias__));
+static inline void oar_stream_f32(float* p, const float* t) { __builtin_nontemporal_store(*(const oar_line_f32*)t, (oar_line_f32*)p); }
+static inline void oar_stream_f64(double* p, const double* t) { __builtin_nontemporal_store(*(const oar_line_f64*)t, (oar_line_f64*)p); }
+#elif defined(__AVX512F__)
+typedef float oar_v16sf __attribute__((vector_size(64), __may_alias__));
+typedef double oar_v8df __attribute__((vector_size(64), __may_alias__));
+static inline void oar_stream_f32(float* p, const float* t) { __builtin_ia32_movntps512(p, *(const oar_v16sf*)t); }
+static inline void oar_stream_f64(double* p, const double* t) { __builtin_ia32_movntpd512(p, *(const oar_v8df*)t); }
+#elif defined(__AVX__)
+typedef float oar_v8sf __attribute__((vector_size(32), __may_alias__));
+typedef double oar_v4df __attribute__((vector_size(32), __may_alias__));
+static inline void oar_stream_f32(float* p, const float* t) {
+  __builtin_ia32_movntps256(p, *(const oar_v8sf*)t);
+  __builtin_ia32_movntps256(p + 8, *(const oar_v8sf*)(t + 8));
+}
+static inline void oar_stream_f64(double* p, const double* t) {
+  __builtin_ia32_movntpd256(p, *(const oar_v4df*)t);
+  __builtin_ia32_movntpd256(p + 4, *(const oar_v4df*)(t + 4));
+}
+#else
+typedef float oar_v4sf __attribute__((vector_size(16), __may_alias__));
+typedef double oar_v2df __attribute__((vector_size(16), __may_alias__));
+static inline void oar_stream_f32(float* p, const float* t) {
+  for (int k = 0; k < 16; k += 4) __builtin_ia32_movntps(p + k, *(const oar_v4sf*)(t + k));
+}
+static inline void oar_stream_f64(double* p, const double* t) {
+  for (int k = 0; k < 8; k += 2) __builtin_ia32_movntpd(p + k, *(const oar_v2df*)(t + k));
+}
+#endif
+static inline void oar_stream_fence(void) { __builtin_ia32_sfence(); }
+#else
+#define OAR_STREAM 0
+#endif
+)";
+
 class Printer {
  public:
   // `pseudo`: PrintKernel's readable form (C syntax, loops marked with their kind).
@@ -222,7 +272,7 @@ class Printer {
       return out_.str();
     }
     if (d_ == SourceDialect::kC) {
-      out_ << "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n\n" << kCPrelude;
+      out_ << "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n\n" << kCPrelude << kCStreamPrelude;
       Line(fmt::format("void {}(void* const* args, int64_t task_begin, int64_t task_end) {{", k_.name));
       indent_ = 1;
       int a = 0;
@@ -255,6 +305,11 @@ class Printer {
     for (const Stmt& s : k_.body->body) Body(s);
     --indent_;
     Line("}");
+    if (streams_) {
+      Line("#if OAR_STREAM");
+      Line("oar_stream_fence();");
+      Line("#endif");
+    }
     indent_ = 0;
     Line("}");
     // float64 needs cl_khr_fp64 in OpenCL C 1.2 and 2.0.
@@ -536,13 +591,168 @@ class Printer {
     return true;
   }
 
+  // C: a final pass (a kThreads loop of locals and stores, no reduction) whose stores write a row of an
+  // output at row + j is split into an ordinary head up to the first streamed row's 64-byte boundary,
+  // whole cache lines computed into tiles and streamed (oar_stream_f32/f64), and an ordinary tail; at run
+  // time, when the launch writes at least OAR_STREAM_MIN_BYTES through these stores and every streamed row
+  // starts at the same offset within a line (else the whole row is the head). Each element is computed by
+  // the same expressions in every part, so the values are the same bits as with ordinary stores. A buffer
+  // the loop also loads (softmax's stashed exponentials, re-read in place) keeps its ordinary stores: its
+  // lines are in the cache already. The streamed stores share one element size (the first's).
+  // In a row reduction the first reduction pass reads the row from memory and the final pass from the
+  // cache; the hardware prefetcher, seeing no reads of that stream during the final pass, does not run
+  // ahead into the next row, so reads and writes would take turns. Each line of the streamed part
+  // prefetches (into L2: a layer_norm row, its weight and bias already fill L1) the same line of the next
+  // row (row + extent, the next task's row when the input is contiguous; any other address is only a
+  // wasted prefetch) of every input an earlier reduction pass of the task read. Measured on [4096, 4096],
+  // 2 threads (PERFORMANCE.md): RMSNorm 3.8-4.0 -> 3.1-3.5 ms, layer_norm 4.2-4.3 -> 3.6-3.7 ms.
+  struct Streamed {
+    int buffer;
+    Expr row;  ///< the offset of the row's element 0
+  };
+
+  static bool Uses(const Expr& e, const std::string& var) {
+    if (e->op == ExprOp::kVar && e->var == var) return true;
+    return std::any_of(e->args.begin(), e->args.end(), [&](const Expr& a) { return Uses(a, var); });
+  }
+
+  static void CollectLoads(const Expr& e, std::set<int>* out) {
+    if (e->op == ExprOp::kLoad) out->insert(e->buffer);
+    for (const Expr& a : e->args) CollectLoads(a, out);
+  }
+
+  // `off` as row + var with row free of var, or nothing.
+  static std::optional<Expr> RowStart(const Expr& off, const std::string& var) {
+    const auto is_var = [&](const Expr& e) { return e->op == ExprOp::kVar && e->var == var; };
+    if (is_var(off)) return IntImm(0);
+    if (off->op != ExprOp::kAdd) return std::nullopt;
+    if (is_var(off->args[1]) && !Uses(off->args[0], var)) return off->args[0];
+    if (is_var(off->args[0]) && !Uses(off->args[1], var)) return off->args[1];
+    return std::nullopt;
+  }
+
+  std::vector<Streamed> StreamableStores(const StmtNode& s) const {
+    if (pseudo_ || Gpu() || s.loop != LoopKind::kThreads || !s.reductions.empty() || !lanes_.empty()) return {};
+    std::set<int> loaded, stored, stored_twice;
+    for (const Stmt& c : s.body) {
+      if (c->op != StmtOp::kLocal && c->op != StmtOp::kStore) return {};
+      CollectLoads(c->value, &loaded);
+      if (c->op == StmtOp::kStore) {
+        CollectLoads(c->offset, &loaded);
+        if (!stored.insert(c->buffer).second) stored_twice.insert(c->buffer);
+      }
+    }
+    std::vector<Streamed> out;
+    for (const Stmt& c : s.body) {
+      if (c->op != StmtOp::kStore || loaded.count(c->buffer) || stored_twice.count(c->buffer)) continue;
+      const KernelBuffer& b = k_.buffers[static_cast<size_t>(c->buffer)];
+      if (!b.output || !IsFloat(b.dtype)) continue;
+      if (!out.empty() && b.dtype != k_.buffers[static_cast<size_t>(out[0].buffer)].dtype) continue;
+      if (const std::optional<Expr> row = RowStart(c->offset, s.var)) out.push_back({c->buffer, *row});
+    }
+    return out;
+  }
+
+  // The inputs the loop reads along its row (row + j) that an earlier reduction pass of the task read too.
+  std::vector<Streamed> NextRowLoads(const StmtNode& s) const {
+    std::vector<Streamed> out;
+    std::set<int> seen;
+    std::function<void(const Expr&)> visit = [&](const Expr& e) {
+      if (e->op == ExprOp::kLoad && reduced_loads_.count(e->buffer) && !seen.count(e->buffer)) {
+        if (const std::optional<Expr> row = RowStart(e->args[0], s.var)) {
+          seen.insert(e->buffer);
+          out.push_back({e->buffer, *row});
+        }
+      }
+      for (const Expr& a : e->args) visit(a);
+    };
+    for (const Stmt& c : s.body) visit(c->value);
+    return out;
+  }
+
+  bool StreamLoop(const StmtNode& s) {
+    const std::vector<Streamed> st = StreamableStores(s);
+    if (st.empty()) return false;
+    streams_ = true;
+    const std::string& j = s.var;
+    const DType dt = k_.buffers[static_cast<size_t>(st[0].buffer)].dtype;
+    const int64_t size = dt == DType::kFloat32 ? 4 : 8, lanes = 64 / size;
+    const std::string n = "oar_n_" + j, a = "oar_a_" + j, b = "oar_b_" + j, p = "oar_p_" + j;
+    const auto row_ptr = [&](const Streamed& x) {
+      return fmt::format("({} + {})", k_.buffers[static_cast<size_t>(x.buffer)].name, E(x.row));
+    };
+    const auto plain = [&](const std::string& from, const std::string& to) {
+      Line("#pragma omp simd");
+      Line(fmt::format("for (int64_t {0} = {1}; {0} < {2}; ++{0}) {{", j, from, to));
+      ++indent_;
+      for (const Stmt& c : s.body) Body(c);
+      --indent_;
+      Line("}");
+    };
+    Line("{");
+    ++indent_;
+    Line(fmt::format("const int64_t {} = {};", n, E(s.extent)));
+    Line(fmt::format("int64_t {} = {}, {} = {};", a, n, b, n));  // [a, b): whole lines, streamed
+    Line("#if OAR_STREAM");
+    Line(fmt::format("if ((double)({}) * (double){} * {}.0 >= (double)OAR_STREAM_MIN_BYTES) {{", E(k_.num_tasks), n,
+                     size * static_cast<int64_t>(st.size())));
+    ++indent_;
+    Line(fmt::format("const uintptr_t {} = (uintptr_t){};", p, row_ptr(st[0])));
+    std::string same = fmt::format("{} % {} == 0", p, size);
+    for (size_t i = 1; i < st.size(); ++i) same += fmt::format(" && (uintptr_t){} % 64 == {} % 64", row_ptr(st[i]), p);
+    Line(fmt::format("if ({}) {{", same));
+    Line(fmt::format("  const int64_t oar_h = (int64_t)((64 - {} % 64) % 64 / {});", p, size));
+    Line(fmt::format("  {} = oar_h < {} ? oar_h : {};", a, n, n));
+    Line(fmt::format("  {} = {} + ({} - {}) / {} * {};", b, a, n, a, lanes, lanes));
+    Line("}");
+    --indent_;
+    Line("}");
+    Line("#endif");
+    plain("0", a);
+    Line("#if OAR_STREAM");
+    const std::string line = "oar_line_" + j;
+    Line(fmt::format("for (int64_t {0} = {1}; {0} < {2}; {0} += {3}) {{", line, a, b, lanes));
+    ++indent_;
+    for (const Streamed& x : st) {
+      const std::string tile = fmt::format("oar_tile_{}_{}", j, x.buffer);
+      Line(fmt::format("{} {}[{}] __attribute__((aligned(64)));", Type(dt), tile, lanes));
+      tiles_[x.buffer] = tile;
+    }
+    tile_index_ = fmt::format("{} - {}", j, line);
+    Line("#pragma omp simd");
+    Line(fmt::format("for (int64_t {0} = {1}; {0} < {1} + {2}; ++{0}) {{", j, line, lanes));
+    ++indent_;
+    for (const Stmt& c : s.body) Body(c);
+    --indent_;
+    Line("}");
+    for (const Streamed& x : st) {
+      Line(fmt::format("oar_stream_{}({} + {}, {});", dt == DType::kFloat32 ? "f32" : "f64", row_ptr(x), line,
+                       tiles_.at(x.buffer)));
+    }
+    for (const Streamed& x : NextRowLoads(s)) {
+      const int64_t in_size = static_cast<int64_t>(DTypeSize(k_.buffers[static_cast<size_t>(x.buffer)].dtype));
+      for (int64_t off = 0; off < std::max<int64_t>(1, lanes * in_size / 64); ++off) {
+        Line(fmt::format("__builtin_prefetch((const void*)((uintptr_t)({}) + (uintptr_t)({} + {}) * {}u + {}u), 0, 2);",
+                         row_ptr(x), n, line, in_size, off * 64));
+      }
+    }
+    tiles_.clear();
+    --indent_;
+    Line("}");
+    Line("#endif");
+    plain(b, n);
+    --indent_;
+    Line("}");
+    return true;
+  }
+
   void Body(const Stmt& s) {
     switch (s->op) {
       case StmtOp::kSeq:
         for (const Stmt& c : s->body) Body(c);
         return;
       case StmtOp::kFor: {
-        if (!pseudo_ && !Gpu() && InterchangeColumns(*s)) return;
+        if (!pseudo_ && !Gpu() && (InterchangeColumns(*s) || StreamLoop(*s))) return;
         if (pseudo_) {
           const char* kind = s->loop == LoopKind::kTask ? "task" : s->loop == LoopKind::kThreads ? "threads" : "serial";
           std::string red;
@@ -553,6 +763,11 @@ class Printer {
                            E(s->extent), BlockDim()));
         } else {
           if (!Gpu() && s->loop == LoopKind::kThreads) {
+            if (!s->reductions.empty()) {  // StreamLoop's prefetches: what the reduction passes read
+              for (const Stmt& c : s->body) {
+                if (c->value) CollectLoads(c->value, &reduced_loads_);
+              }
+            }
             std::string pragma = "#pragma omp simd";
             for (const auto& [v, r] : s->reductions) pragma += fmt::format(" reduction({}:{})", ReduceName(r), v);
             Line(pragma);
@@ -574,6 +789,10 @@ class Printer {
                          End()));
         return;
       case StmtOp::kStore:
+        if (auto t = tiles_.find(s->buffer); t != tiles_.end()) {  // StreamLoop: into the line's tile
+          Line(fmt::format("{}[{}] = {};", t->second, tile_index_, E(s->value)));
+          return;
+        }
         Line(fmt::format("{}[{}] = {}{}", k_.buffers[static_cast<size_t>(s->buffer)].name, E(s->offset), E(s->value),
                          End()));
         return;
@@ -622,6 +841,10 @@ class Printer {
   std::ostringstream out_;
   std::set<std::string> lanes_;  // InterchangeColumns: the locals that are arrays over the lanes
   std::string lane_var_;
+  std::map<int, std::string> tiles_;  // StreamLoop: buffer -> the tile its stores write
+  std::string tile_index_;            // StreamLoop: an element's index in its tile
+  bool streams_ = false;              // some loop streams: fence before returning
+  std::set<int> reduced_loads_;       // the buffers the reduction passes emitted so far load
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/autograd/autograd.h"
+#include "core/base/env.h"
 #include "core/compiler/codegen.h"
 #include "core/compiler/group.h"
 #include "core/compiler/kernel.h"
@@ -497,6 +498,54 @@ TEST_F(CinnTest, ColumnReductionsRunTheirLanesInnermostInC) {
       }
     }
     EXPECT_GE(pragmas, 2) << src;
+  }
+}
+
+// Streaming stores (codegen.cc, StreamLoop): run by ctest's cinn.streaming with OAR_STREAM_MIN_BYTES=4096,
+// so that the same compiled kernel writes a batch of 64 with non-temporal stores and a batch of 1 with
+// ordinary ones. Every row of the large batch must be the bits of the same row in the small one, for row
+// lengths that give each row a head before its first 64-byte boundary and a tail after its last (h = 5,
+// 301) and whole lines (64). The final passes of the row-reduce and elementwise templates stream; softmax's
+// does not (it rescales its stashed exponentials in place, lines already in the cache), nor do column
+// reductions.
+TEST_F(CinnTest, StreamedRowsAreTheBitsOfCachedOnes) {
+  if (runtime::CompilerLanguages(kCpu).empty()) GTEST_SKIP() << "cpu has no usable C compiler here";
+  if (!GetEnv("OAR_STREAM_MIN_BYTES")) GTEST_SKIP() << "run by ctest's cinn.streaming (OAR_STREAM_MIN_BYTES=4096)";
+  Generator g(5);
+  for (const Case& c : kCases) {
+    for (int64_t h : {5, 64, 301}) {
+      ir::IrContext ctx;
+      Tensor w = randn({h}, g);
+      auto program = CaptureBody(ctx, c.body, h, &w);
+      Fuse(*program);
+      ir::Operation* group = nullptr;
+      for (ir::Operation* op : program->block()) {
+        if (op->name() == "cinn.group") group = op;
+      }
+      ASSERT_NE(group, nullptr) << c.name;
+      const std::string src = PlanGroup(*group, kCpu).source;
+      const bool streams = c.kind != GroupTemplate::kColumnReduce && std::string(c.name).rfind("softmax", 0) != 0;
+      EXPECT_EQ(src.find("oar_stream_f32((out") != std::string::npos, streams) << c.name << "\n" << src;
+      if (c.kind == GroupTemplate::kColumnReduce) continue;  // rows are not independent there
+      std::shared_ptr<const scheduler::CompiledOp> compiled = CompileGroupOp(*group, kCpu);
+      const Tensor big = randn({64, 3, h}, g);
+      const Tensor small = big.slice(0, 0, 1).contiguous();
+      const auto run = [&](const Tensor& x) {
+        std::vector<Tensor> operands;
+        for (uint32_t i = 0; i < group->num_operands(); ++i) {
+          operands.push_back(group->operand(i).defining_op()->name() == "builtin.data" ? x : w);
+        }
+        return compiled->Run(operands);
+      };
+      const std::vector<Tensor> got_big = run(big), got_small = run(small);
+      ASSERT_EQ(got_big.size(), got_small.size()) << c.name;
+      for (size_t k = 0; k < got_big.size(); ++k) {
+        const std::vector<float> a = got_big[k].contiguous().ToVector<float>();
+        const std::vector<float> b = got_small[k].contiguous().ToVector<float>();
+        ASSERT_EQ(a.size(), b.size() * 64) << c.name;
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), b.size() * sizeof(float)), 0) << c.name << " h=" << h << " output " << k;
+      }
+    }
   }
 }
 

@@ -101,8 +101,14 @@ Toolchain FindToolchain() {
 }
 
 const std::vector<std::string>& BaseFlags() {
-  static const std::vector<std::string> c = {"-std=c11", "-O3",           "-march=native",    "-fPIC",
-                                             "-shared",  "-fopenmp-simd", "-ffp-contract=off"};
+  static const std::vector<std::string> c = [] {
+    std::vector<std::string> f = {"-std=c11", "-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd",
+                                  "-ffp-contract=off"};
+    if (const int64_t n = g_hooks.stream_min_bytes ? g_hooks.stream_min_bytes() : 0; n > 0) {
+      f.push_back("-DOAR_STREAM_MIN_BYTES=" + std::to_string(n) + "LL");
+    }
+    return f;
+  }();
   static const std::vector<std::string> cpp = {"-x", "c++", "-std=c++17", "-O2", "-fPIC", "-shared",
                                                "-ffp-contract=off"};
   return IsCpp() ? cpp : c;

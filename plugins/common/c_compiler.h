@@ -4,7 +4,8 @@
 //
 // Compiler: $OAR_CC when set (a path, or a name looked up on PATH), else the first of cc, gcc, clang on
 // PATH. Its identity is the output of `$CC --version`. Every module is compiled with
-//   -std=c11 -O3 -march=native -fPIC -shared -fopenmp-simd -ffp-contract=off <request flags> -lm
+//   -std=c11 -O3 -march=native -fPIC -shared -fopenmp-simd -ffp-contract=off [-DOAR_STREAM_MIN_BYTES=N]
+//   <request flags> -lm   (N: CCompilerHooks::stream_min_bytes)
 // Cache: $OAR_CACHE_DIR (default $XDG_CACHE_HOME/oar, else ~/.cache/oar), folder jit/. The key is the
 // SHA-256 of (ABI version, compiler identity, host CPU model and flags, compile flags, source). An entry is <key>.so with a trailer (magic +
 // SHA-256 of the object) appended; it is written to a temporary name and renamed, so concurrent processes
@@ -40,6 +41,11 @@ struct CCompilerHooks {
   std::string (*prepare_source)(const std::string& source, const std::string& name) = nullptr;
   /// Called once per dlopen'ed module before any lookup (e.g. to bind it to the plugin); may throw.
   void (*on_load)(void* dl_handle, const std::string& name) = nullptr;
+  /// OAR_LANGUAGE_C: outputs of at least this many bytes are worth non-temporal stores on the machine the
+  /// modules run on (stream_store.h's StreamingThresholdBytes); every module is compiled with
+  /// -DOAR_STREAM_MIN_BYTES=<it> when it is positive, and CINN's generated C streams such outputs. NULL:
+  /// not defined (ordinary stores everywhere).
+  int64_t (*stream_min_bytes)() = nullptr;
 };
 
 /// The compiler table: languages/compile/module_destroy/get_function from here, launch_kernel from

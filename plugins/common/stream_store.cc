@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -17,6 +18,9 @@ int64_t StreamingThresholdBytes() {
   // sysfs first: in a VM sysconf may report the host's cache (256 MiB on the 2-vCPU machine this was
   // measured on, where sysfs and lscpu say 32 MiB), and no output would ever be streamed.
   static const int64_t threshold = [] {
+    if (const char* env = std::getenv("OAR_STREAM_MIN_BYTES"); env != nullptr && std::atoll(env) > 0) {
+      return static_cast<int64_t>(std::atoll(env));
+    }
     int64_t bytes = 0;
     if (std::FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r")) {
       long kib = 0;

@@ -18,8 +18,10 @@
 
 namespace oar::host {
 
-/// Outputs of more bytes than this are worth streaming: the last-level cache's size (sysconf), or
-/// 32 MiB where the system does not say. 0 (never stream) on machines without non-temporal stores.
+/// Outputs of more bytes than this are worth streaming: the last-level cache's size (sysfs, else sysconf),
+/// or 32 MiB where the system does not say; $OAR_STREAM_MIN_BYTES (a positive integer, read once) instead
+/// when set, so that tests run the streaming paths on small outputs. 0 (never stream) on machines without
+/// non-temporal stores.
 int64_t StreamingThresholdBytes();
 
 /// memcpy(dst, src, bytes) with non-temporal stores for the 16-byte aligned part of dst (ordinary ones

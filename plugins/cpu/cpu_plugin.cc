@@ -23,6 +23,7 @@
 #include "oar/plugin/plugin.h"
 #include "plugins/common/c_compiler.h"
 #include "plugins/common/host_kernels.h"
+#include "plugins/common/stream_store.h"
 
 #ifndef OAR_VERSION_STRING
 #error "OAR_VERSION_STRING must be defined by the build"
@@ -470,7 +471,9 @@ oar_status_t* LaunchKernel(int32_t device, oar_stream_t stream, const oar_launch
 }
 
 const oar_compiler_api_t* CompilerApi() {
-  static const oar_compiler_api_t* table = host::CCompilerApi({"cpu", CheckDevice, LaunchKernel});
+  static const oar_compiler_api_t* table = host::CCompilerApi(
+      {.plugin = "cpu", .check_device = CheckDevice, .launch_kernel = LaunchKernel,
+       .stream_min_bytes = host::StreamingThresholdBytes});
   return table;
 }
 

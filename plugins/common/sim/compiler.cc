@@ -12,6 +12,7 @@
 #include "plugins/common/c_compiler.h"
 #include "plugins/common/sim/device_api.h"
 #include "plugins/common/sim/simulator.h"
+#include "plugins/common/stream_store.h"
 
 namespace oar::sim {
 namespace {
@@ -54,7 +55,8 @@ oar_status_t* LaunchCompiled(int32_t device, oar_stream_t stream, const oar_laun
 
 const oar_compiler_api_t* CompilerApi(const char* plugin_name) {
   static const oar_compiler_api_t* table = host::CCompilerApi(
-      {plugin_name, [](int32_t device) { Simulator::Get().device(device); }, LaunchCompiled});
+      {.plugin = plugin_name, .check_device = [](int32_t device) { Simulator::Get().device(device); },
+       .launch_kernel = LaunchCompiled, .stream_min_bytes = host::StreamingThresholdBytes});
   return table;
 }
 
