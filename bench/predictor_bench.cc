@@ -6,7 +6,9 @@
 // A summary prints the cpu ratios with PASS/MISS, then the simulated
 // device time of one run (the span of the device's activities, docs/simulators.md) of the MLP and the decoding
 // step on kunlun_sim:0 and ascend_sim:1, eager and predicted.
-//   build/bin/oar_predictor_bench [--no-simulated] [--benchmark_filter=...]
+// --iterations=N runs every case exactly N iterations (once), for instruction counts under callgrind: the
+// difference of two runs' counts over N is a run's cost without the model's set-up.
+//   build/bin/oar_predictor_bench [--no-simulated] [--iterations=N] [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -147,25 +149,32 @@ class Recorder : public benchmark::ConsoleReporter {
 int main(int argc, char** argv) {
   // --no-simulated: skip the simulated-time summary (it builds every model again on two simulators).
   bool simulated = true;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string_view(argv[i]) == "--no-simulated") {
+  int64_t iterations = 0;  // 0: as Google Benchmark decides
+  for (int i = 1; i < argc;) {
+    const std::string_view arg(argv[i]);
+    if (arg == "--no-simulated") {
       simulated = false;
-      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
-      --argc;
-      break;
+    } else if (arg.starts_with("--iterations=")) {
+      iterations = std::stoll(std::string(arg.substr(13)));
+    } else {
+      ++i;
+      continue;
     }
+    for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+    --argc;
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   for (const char* kind : {"mlp", "cnn", "llama", "llama_decode"}) {
-    benchmark::RegisterBenchmark(fmt::format("eager/{}_b1", kind).c_str(), oar::bench::Eager, std::string(kind))
-        ->UseRealTime()->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(fmt::format("predictor/{}_b1", kind).c_str(), oar::bench::Predicted,
-                                 std::string(kind))
-        ->UseRealTime()->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(fmt::format("predictor_cinn/{}_b1", kind).c_str(), oar::bench::Fused,
-                                 std::string(kind))
-        ->UseRealTime()->Unit(benchmark::kMicrosecond);
+    for (auto* b : {benchmark::RegisterBenchmark(fmt::format("eager/{}_b1", kind).c_str(), oar::bench::Eager,
+                                                 std::string(kind)),
+                    benchmark::RegisterBenchmark(fmt::format("predictor/{}_b1", kind).c_str(), oar::bench::Predicted,
+                                                 std::string(kind)),
+                    benchmark::RegisterBenchmark(fmt::format("predictor_cinn/{}_b1", kind).c_str(), oar::bench::Fused,
+                                                 std::string(kind))}) {
+      b->UseRealTime()->Unit(benchmark::kMicrosecond);
+      if (iterations > 0) b->Iterations(iterations);
+    }
   }
   oar::bench::Recorder rec;
   benchmark::RunSpecifiedBenchmarks(&rec);

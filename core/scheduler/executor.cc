@@ -125,6 +125,10 @@ struct RunContext {
   std::vector<std::unique_ptr<runtime::Event>> start_events;  // per device: the default stream at run start
   std::vector<std::unique_ptr<runtime::Event>> align_events;  // per stream: where the previous run left it
   std::vector<std::shared_ptr<Storage>> arenas;           // per device slot
+  // Per buffer: the last Tensor made over its arena bytes (Executor::Impl::Output), handed out again while
+  // the arena, shape and dtype are the same: a planned result then costs no Storage, TensorImpl or Dims
+  // allocation (about 600 instructions per instruction at batch 1, docs/PERFORMANCE.md).
+  std::vector<Tensor> arena_tensors;
   ~RunContext() {
     for (auto& s : streams) {
       try {
@@ -132,6 +136,7 @@ struct RunContext {
       } catch (const std::exception&) {  // reported by the run that failed
       }
     }
+    arena_tensors.clear();
     arenas.clear();
     events.clear();
     start_events.clear();
@@ -978,8 +983,14 @@ struct Executor::Impl {
             st.plan->bytes[static_cast<size_t>(b)] == n) {
           const auto& arena = st.ctx->arenas[static_cast<size_t>(buffers[static_cast<size_t>(b)].device)];
           char* base = static_cast<char*>(arena->data()) + st.plan->offsets[static_cast<size_t>(b)];
-          auto storage = std::make_shared<Storage>(device, base, n, nullptr, nullptr);
-          return Tensor(std::move(storage), dtype, shape, ContiguousStrides(shape), 0);
+          std::vector<Tensor>& cache = st.ctx->arena_tensors;
+          if (cache.size() != buffers.size()) cache.assign(buffers.size(), Tensor());
+          Tensor& made = cache[static_cast<size_t>(b)];
+          if (!made.defined() || made.data_ptr() != base || made.dtype() != dtype || made.shape() != shape) {
+            auto storage = std::make_shared<Storage>(device, base, n, nullptr, nullptr);
+            made = Tensor(std::move(storage), dtype, shape, ContiguousStrides(shape), 0);
+          }
+          return made;
         }
       }
     }

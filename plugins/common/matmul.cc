@@ -213,24 +213,36 @@ struct Execution {
   }
 };
 
-/// The calling thread's Execution for (dt, a, b, c), most recently used first, found by comparing the
-/// descriptors' dims and strides (no key string, no lock); null when oneDNN has no implementation. A miss
-/// takes the primitive from FindPrimitive's process-wide cache.
-Execution* FindExecution(dnnl::memory::data_type dt, const dnnl::memory::desc& a, const dnnl::memory::desc& b,
-                         const dnnl::memory::desc& c) {
+/// One operand's oneDNN layout before it is a descriptor: a 2-D matrix or a 3-D batch of them, with element
+/// strides. Looking an Execution up by these words, not by descriptors, keeps the descriptors' construction
+/// (dnnl_memory_desc_init_by_strides and two heap vectors per descriptor: about a tenth of the MLP's batch-1
+/// Predictor run, docs/PERFORMANCE.md) off the calls that hit.
+struct Layout {
+  int nd = 0;
+  std::array<int64_t, 3> dims{}, strides{};
+};
+
+Layout Layout2(int64_t rows, int64_t cols, int64_t rs, int64_t cs) { return {2, {rows, cols, 0}, {rs, cs, 0}}; }
+
+/// The descriptor of `l`, or nullopt when oneDNN refuses the layout (TryDesc).
+std::optional<dnnl::memory::desc> DescOf(const Layout& l, dnnl::memory::data_type dt) {
+  return TryDesc(Dims(l.dims.begin(), l.dims.begin() + l.nd), dt, Dims(l.strides.begin(), l.strides.begin() + l.nd));
+}
+
+/// The calling thread's Execution for (dt, a, b, c), most recently used first, found by comparing the layouts'
+/// dims and strides (no descriptor, no key string, no lock); null when oneDNN refuses one of the layouts or has no
+/// implementation for them (a refusal is remembered like a primitive). A miss makes the descriptors and takes
+/// the primitive from FindPrimitive's process-wide cache.
+Execution* FindExecution(dnnl::memory::data_type dt, const Layout& a, const Layout& b, const Layout& c) {
   constexpr size_t kCapacity = 16;
   thread_local std::vector<std::unique_ptr<Execution>> recent;
-  std::array<int64_t, 32> key{};
+  std::array<int64_t, 32> key{};  // 1 + 3 x (1 + 2 x 3) words at most
   size_t n = 0;
   key[n++] = static_cast<int64_t>(dt);
-  for (const dnnl::memory::desc* md : {&a, &b, &c}) {
-    const int nd = md->data.ndims;
-    if (n + 1 + 2 * static_cast<size_t>(nd) > key.size()) {  // the descriptors here are 2-D or 3-D
-      throw sdk::StatusError(OAR_STATUS_INTERNAL, "matmul: a descriptor of rank " + std::to_string(nd));
-    }
-    key[n++] = nd;
-    for (int d = 0; d < nd; ++d) key[n++] = md->data.dims[d];
-    for (int d = 0; d < nd; ++d) key[n++] = md->data.format_desc.blocking.strides[d];
+  for (const Layout* l : {&a, &b, &c}) {
+    key[n++] = l->nd;
+    for (int d = 0; d < l->nd; ++d) key[n++] = l->dims[d];
+    for (int d = 0; d < l->nd; ++d) key[n++] = l->strides[d];
   }
   for (size_t i = 0; i < recent.size(); ++i) {
     Execution& e = *recent[i];
@@ -241,15 +253,21 @@ Execution* FindExecution(dnnl::memory::data_type dt, const dnnl::memory::desc& a
   auto e = std::make_unique<Execution>();
   e->key = key;
   e->key_size = n;
-  e->prim = FindPrimitive(dt, a, b, c);
+  const auto a_md = DescOf(a, dt), b_md = DescOf(b, dt), c_md = DescOf(c, dt);
+  if (a_md && b_md && c_md) {
+    e->prim = FindPrimitive(dt, *a_md, *b_md, *c_md);
+  } else {
+    static const auto& refused = *new std::shared_ptr<const Primitive>(std::make_shared<Primitive>());
+    e->prim = refused;
+  }
   int64_t macs = 1;  // batch x M x K x N from c's dims and a's last
-  for (int d = 0; d < c.data.ndims; ++d) macs *= c.data.dims[d];
-  macs *= a.data.dims[a.data.ndims - 1];
+  for (int d = 0; d < c.nd; ++d) macs *= c.dims[d];
+  macs *= a.dims[a.nd - 1];
   e->one_thread = macs <= kOneThreadMacs;
   if (e->prim->ok) {
-    e->a = dnnl::memory(a, DnnlEngine(), DNNL_MEMORY_NONE);
-    e->b = dnnl::memory(b, DnnlEngine(), DNNL_MEMORY_NONE);
-    e->c = dnnl::memory(c, DnnlEngine(), DNNL_MEMORY_NONE);
+    e->a = dnnl::memory(*a_md, DnnlEngine(), DNNL_MEMORY_NONE);
+    e->b = dnnl::memory(*b_md, DnnlEngine(), DNNL_MEMORY_NONE);
+    e->c = dnnl::memory(*c_md, DnnlEngine(), DNNL_MEMORY_NONE);
     e->scratchpad = dnnl::memory(e->prim->scratchpad, DnnlEngine());
     e->args = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c},
                {DNNL_ARG_SCRATCHPAD, e->scratchpad}};
@@ -302,27 +320,20 @@ bool RunOneDnn(Problem p, dnnl::memory::data_type dt, size_t elem_size, bool pac
     const int64_t sa = batch.strides[1][0] / es, sb = batch.strides[2][0] / es;
     const bool batched = nb > 1;
     auto md = [&](int64_t bdim, int64_t bstride, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-      if (!batched) return TryDesc(Dims{rows, cols}, dt, Dims{rs, cs});
+      if (!batched) return Layout2(rows, cols, rs, cs);
       // A broadcast batch is oneDNN's batch extent 1; its stride is then irrelevant but must be valid.
       const int64_t span = std::max(rows * rs, cols * cs);
-      return TryDesc(Dims{bdim, rows, cols}, dt, Dims{bdim == 1 ? span : bstride, rs, cs});
+      return Layout{3, {bdim, rows, cols}, {bdim == 1 ? span : bstride, rs, cs}};
     };
-    const auto a_md = md(sa == 0 ? 1 : nb, sa, p.m, p.k, ars, acs);
-    const auto b_md = md(sb == 0 ? 1 : nb, sb, p.k, p.n, brs, bcs);
-    const auto c_md = md(nb, p.m * p.n, p.m, p.n, p.n, 1);
-    if (a_md && b_md && c_md) {  // else: one 2-D primitive per batch element, below
-      if (Execution* e = FindExecution(dt, *a_md, *b_md, *c_md)) {
-        e->Run(p.a.data, p.b.data, p.c.data);
-        return true;
-      }
+    // else (a layout refused, or no implementation): one 2-D primitive per batch element, below
+    if (Execution* e = FindExecution(dt, md(sa == 0 ? 1 : nb, sa, p.m, p.k, ars, acs),
+                                     md(sb == 0 ? 1 : nb, sb, p.k, p.n, brs, bcs), md(nb, p.m * p.n, p.m, p.n, p.n, 1))) {
+      e->Run(p.a.data, p.b.data, p.c.data);
+      return true;
     }
   }
   // One 2-D primitive per batch element.
-  const auto a_desc = TryDesc(Dims{p.m, p.k}, dt, Dims{ars, acs});
-  const auto b_desc = TryDesc(Dims{p.k, p.n}, dt, Dims{brs, bcs});
-  const auto c_desc = TryDesc(Dims{p.m, p.n}, dt, Dims{p.n, 1});
-  Execution* exec = nullptr;
-  if (a_desc && b_desc && c_desc) exec = FindExecution(dt, *a_desc, *b_desc, *c_desc);
+  Execution* exec = FindExecution(dt, Layout2(p.m, p.k, ars, acs), Layout2(p.k, p.n, brs, bcs), Layout2(p.m, p.n, p.n, 1));
   if (exec == nullptr) {
     // Unusual leading dimensions can be refused where dense ones are not; an unsupported dtype is
     // refused either way.
