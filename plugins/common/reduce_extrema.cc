@@ -97,6 +97,17 @@ void FoldPartial(const ReductionPlan& plan, const char* x, int64_t k0, int64_t k
   char* base = const_cast<char*>(x);
   const bool column_like =
       plan.kept.inner_stride(0) == kSize && plan.reduced.inner_stride(0) != kSize && plan.kept.inner_extent() >= 4;
+  if (plan.reduced.rank == 1 && plan.reduced.inner_stride(0) == kSize) {
+    // Each output's reduced elements are one unit-stride run (the last axis): its [r0, r1), what the
+    // walk below would fold in one call.
+    ForRange<1>(plan.kept, {base}, k0, k1,
+                [&](const std::array<char*, 1>& p, int64_t n, const std::array<int64_t, 1>& s) {
+                  for (int64_t j = 0; j < n; ++j) {
+                    *acc++ = FoldRun<T, Fold>(reinterpret_cast<const T*>(p[0] + j * s[0]) + r0, r1 - r0, 1, Fold::Init());
+                  }
+                });
+    return;
+  }
   if (!column_like) {
     ForRange<1>(plan.kept, {base}, k0, k1,
                 [&](const std::array<char*, 1>& p, int64_t n, const std::array<int64_t, 1>& s) {

@@ -38,6 +38,7 @@ struct Vec<64> {
 constexpr int kLanes = 16;
 
 #define OAR_VEC_INLINE [[gnu::always_inline]] inline
+#define OAR_VEC_LAMBDA __attribute__((always_inline))
 
 /// The 16 float lanes as 16 / FW vectors: lane l is element l % FW of vector l / FW.
 template <int kBytes>
@@ -78,6 +79,32 @@ OAR_VEC_INLINE S Tree(S (&lanes)[kLanes]) {
   return lanes[0];
 }
 
+/// Tree's pattern over the 16 float lanes held in vectors, with `op` for +: lanes [0, 8) op [8, 16),
+/// [0, 4) op [4, 8), [0, 2) op [2, 4), [0] op [1]; in registers instead of a loop over memory. With +
+/// these are Tree's additions exactly.
+template <int kBytes, typename Op>
+OAR_VEC_INLINE float LaneFold(const typename FloatLanes<kBytes>::F (&v)[FloatLanes<kBytes>::kCount], Op op) {
+  using V8 = float __attribute__((vector_size(32)));
+  using V4 = float __attribute__((vector_size(16)));
+  using V2 = float __attribute__((vector_size(8)));
+  V4 s4;
+  if constexpr (kBytes == 64) {  // one vector of 16
+    const V8 s8 = op(__builtin_shufflevector(v[0], v[0], 0, 1, 2, 3, 4, 5, 6, 7),
+                     __builtin_shufflevector(v[0], v[0], 8, 9, 10, 11, 12, 13, 14, 15));
+    s4 = op(__builtin_shufflevector(s8, s8, 0, 1, 2, 3), __builtin_shufflevector(s8, s8, 4, 5, 6, 7));
+  } else if constexpr (kBytes == 32) {  // two of 8: [0, 8) and [8, 16)
+    const V8 s8 = op(v[0], v[1]);
+    s4 = op(__builtin_shufflevector(s8, s8, 0, 1, 2, 3), __builtin_shufflevector(s8, s8, 4, 5, 6, 7));
+  } else {  // four of 4: [0, 4) op [8, 12) and [4, 8) op [12, 16), then those two
+    s4 = op(op(v[0], v[2]), op(v[1], v[3]));
+  }
+  const V2 s2 = op(__builtin_shufflevector(s4, s4, 0, 1), __builtin_shufflevector(s4, s4, 2, 3));
+  return op(s2[0], s2[1]);
+}
+
+/// SumLeaf: the lanes in registers; the tail (n % 16 elements, added to lanes 0 .. n % 16 - 1) as one
+/// more vector step padded with -0.0f, which leaves every other lane's bits as they are (x + -0 is x for
+/// every x, zeros and NaN included); then Tree's additions in registers (LaneFold).
 template <int kBytes>
 OAR_VEC_INLINE float SumLeafBody(const float* p, int64_t n) {
   using L = FloatLanes<kBytes>;
@@ -92,10 +119,19 @@ OAR_VEC_INLINE float SumLeafBody(const float* p, int64_t n) {
       acc.v[k] += x;
     }
   }
-  float lanes[kLanes];
-  acc.Store(lanes);
-  for (; i < n; ++i) lanes[i % kLanes] += p[i];
-  return Tree(lanes);
+  if (i < n) {
+    float tail[kLanes];
+#pragma GCC unroll 16
+    for (float& t : tail) t = -0.0f;
+    std::memcpy(tail, p + i, static_cast<size_t>(n - i) * sizeof(float));
+#pragma GCC unroll 16
+    for (int k = 0; k < L::kCount; ++k) {
+      typename L::F x;
+      L::Load(x, tail + k * L::kWidth);
+      acc.v[k] += x;
+    }
+  }
+  return LaneFold<kBytes>(acc.v, [](auto a, auto b) OAR_VEC_LAMBDA { return a + b; });
 }
 
 template <int kBytes>
@@ -169,30 +205,70 @@ OAR_VEC_INLINE float Better(float v, float acc) {
   return ((kMax ? v > acc : v < acc) || v != v) ? v : acc;
 }
 
+/// Better for vectors: v where v is NaN (a bitwise blend by the comparison's mask), else the select
+/// (v > acc) ? v : acc (or <). GCC 12 lowers a select whose mask combines two comparisons,
+/// `((v > acc) | (v != v)) ? v : acc`, to scalar code when the helper is not itself compiled for
+/// AVX-512 (inlined into the AVX-512 functions it stayed scalar: amax over the last axis ran 40x
+/// slower than libtorch); one comparison per select keeps vector code at every width.
 template <bool kMax, typename F>
 OAR_VEC_INLINE F BetterVec(F v, F acc) {
-  return ((kMax ? v > acc : v < acc) | (v != v)) ? v : acc;
+  using M = decltype(v != v);
+  F best;
+  if constexpr (kMax) {
+    best = v > acc ? v : acc;
+  } else {
+    best = v < acc ? v : acc;
+  }
+  const M nan = v != v;
+  return reinterpret_cast<F>((reinterpret_cast<M>(best) & ~nan) | (reinterpret_cast<M>(v) & nan));
 }
 
+// FoldRun's lanes, each fold written as two single-comparison selects: m = (v > m) ? v : m over the
+// values (a NaN is never taken, so m is never NaN) and z = (v != v) ? v : z (the lane's last NaN; z
+// starts at 0). A lane's fold from the initial value is z if z is NaN, else m: the last NaN if the lane
+// saw one, else its first greatest value (the strict > keeps the first of equal ones, e.g. of +0 and
+// -0), as the one-select fold gives; the chain through m is one max instruction.
+// The end, acc folded with the tail and then with lanes 0, 1, ..., 15 in order: when no lane saw a
+// NaN and the lanes' extreme M is not zero, that is Better(M, acc after the tail), M found by a tree
+// in registers (the extreme of nonzero values has one bit pattern, whatever the order; only a NaN's
+// payload or a zero's sign depends on the order). Otherwise the scalar loop in order.
 template <int kBytes, bool kMax>
 OAR_VEC_INLINE float FoldRunBody(const float* p, int64_t n, float acc) {
   using L = FloatLanes<kBytes>;
+  using F = typename L::F;
   constexpr float kInit = kMax ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
-  L a;
-  a.Fill(kInit);
+  L m, z;
+  m.Fill(kInit);
+  z.Fill(0);
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
 #pragma GCC unroll 16
-    for (int k = 0; k < L::kCount; ++k) {
-      typename L::F x;
-      L::Load(x, p + i + k * L::kWidth);
-      a.v[k] = BetterVec<kMax>(x, a.v[k]);
+    for (int c = 0; c < L::kCount; ++c) {
+      F x;
+      L::Load(x, p + i + c * L::kWidth);
+      if constexpr (kMax) {
+        m.v[c] = x > m.v[c] ? x : m.v[c];
+      } else {
+        m.v[c] = x < m.v[c] ? x : m.v[c];
+      }
+      z.v[c] = x != x ? x : z.v[c];
     }
   }
-  float lanes[kLanes];
-  a.Store(lanes);
-  for (; i < n; ++i) acc = Better<kMax>(p[i], acc);
-  for (float l : lanes) acc = Better<kMax>(l, acc);
+  for (int64_t j = i; j < n; ++j) acc = Better<kMax>(p[j], acc);
+  // z's lanes are 0 or NaN: their sum is NaN exactly when one is.
+  const float nan_probe = LaneFold<kBytes>(z.v, [](auto a, auto b) OAR_VEC_LAMBDA { return a + b; });
+  const float extreme = LaneFold<kBytes>(m.v, [](auto a, auto b) OAR_VEC_LAMBDA {
+    if constexpr (kMax) {
+      return a > b ? a : b;
+    } else {
+      return a < b ? a : b;
+    }
+  });
+  if (nan_probe == nan_probe && extreme != 0) return Better<kMax>(extreme, acc);
+  float mf[kLanes], zf[kLanes];
+  m.Store(mf);
+  z.Store(zf);
+  for (int l = 0; l < kLanes; ++l) acc = Better<kMax>(zf[l] != zf[l] ? zf[l] : mf[l], acc);
   return acc;
 }
 

@@ -30,6 +30,7 @@ float RowMax(const float* p, int64_t n);
 
 /// FoldRun (reduce_extrema.cc) of MaxFold / MinFold for unit stride and n >= 32: 16 lanes folded with
 /// (v > lane || v != v) ? v : lane (or <), then acc folded with the tail elements, then with lanes 0..15.
+/// (Computed as each lane's last NaN, else its first greatest value, which is what that fold keeps.)
 float MaxFoldRun(const float* p, int64_t n, float acc);
 float MinFoldRun(const float* p, int64_t n, float acc);
 

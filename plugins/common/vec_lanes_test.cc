@@ -136,6 +136,70 @@ TEST(VecLanes, RowMaxKeepsTheFirstZeroOfAZeroMaximum) {
   }
 }
 
+/// Same bits, NaN payloads included.
+::testing::AssertionResult SameBits(float got, float want) {
+  if (std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(want)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "got bits " << std::hex << std::bit_cast<uint32_t>(got) << ", want "
+                                       << std::bit_cast<uint32_t>(want);
+}
+
+// MaxFoldRun / MinFoldRun keep each lane's last NaN, else its first extreme, and take a shortcut when
+// no lane saw a NaN and the extreme is not zero: long rows with a zero extreme and ties of +0 and -0
+// (the first one in the sequential order must win), NaNs of different payloads (the last one must win,
+// lanes' and tail's), and rows of ordinary values (the shortcut).
+TEST(VecLanes, FoldRunsKeepTheScalarFoldsZeroSignsAndNanPayloadsBitForBit) {
+  const float nan_a = std::bit_cast<float>(0x7fc00001u), nan_b = std::bit_cast<float>(0xffc00002u);
+  for (int64_t n : {32, 127, 128, 129, 255, 256, 500, 511, 512, 513, 1000, 1024, 1031, 4100}) {
+    for (int pattern = 0; pattern < 6; ++pattern) {
+      std::vector<float> v = Data(n, static_cast<uint32_t>(n + pattern), pattern == 5);
+      std::mt19937 gen(static_cast<uint32_t>(n * 7 + pattern));
+      std::uniform_int_distribution<int64_t> at(0, n - 1);
+      if (pattern < 4) {  // a zero maximum (or minimum): everything else negative (positive)
+        for (float& x : v) x = -std::fabs(x) - 1.0f;
+        for (int k = 0; k < 24; ++k) v[at(gen)] = k % 2 == pattern % 2 ? 0.0f : -0.0f;
+      }
+      if (pattern >= 2) {  // NaNs of two payloads in some lanes
+        for (int k = 0; k < 6; ++k) v[at(gen)] = k % 2 ? nan_a : nan_b;
+      }
+      std::vector<float> neg(v);
+      for (float& x : neg) x = -x;
+      for (int64_t shift : {0, 1}) {
+        if (shift + n > static_cast<int64_t>(v.size())) continue;
+        SCOPED_TRACE(::testing::Message() << "n " << n << " pattern " << pattern << " shift " << shift);
+        for (float acc : {-std::numeric_limits<float>::infinity(), 0.0f, -0.0f, -2.0f}) {
+          EXPECT_TRUE(SameBits(MaxFoldRun(v.data() + shift, n, acc), RefFoldRun<true>(v.data() + shift, n, acc)));
+          EXPECT_TRUE(
+              SameBits(MinFoldRun(neg.data() + shift, n, -acc), RefFoldRun<false>(neg.data() + shift, n, -acc)));
+        }
+      }
+    }
+  }
+}
+
+// The column folds (amax / amin over a non-last axis) with NaNs of two payloads and signed zeros in
+// both the accumulators and the new row.
+TEST(VecLanes, FoldColumnsKeepTheScalarFoldsNanPayloadsAndZeroSigns) {
+  const float nan_a = std::bit_cast<float>(0x7fc00001u), nan_b = std::bit_cast<float>(0xffc00002u);
+  const float values[] = {nan_a, nan_b, 0.0f, -0.0f, 1.0f, -1.0f, std::numeric_limits<float>::infinity()};
+  for (int64_t w : {1, 15, 16, 17, 49, 64, 100}) {
+    for (int64_t shift : {0, 1}) {
+      std::vector<float> a(w + shift), s(w + shift);
+      for (int64_t j = 0; j < w + shift; ++j) {
+        a[j] = values[j % 7];
+        s[j] = values[(j / 7 + j) % 7];
+      }
+      std::vector<float> amax(a), amin(a);
+      MaxFoldColumn(amax.data() + shift, s.data() + shift, w);
+      MinFoldColumn(amin.data() + shift, s.data() + shift, w);
+      for (int64_t j = shift; j < w + shift; ++j) {
+        SCOPED_TRACE(::testing::Message() << "w " << w << " shift " << shift << " j " << j);
+        EXPECT_TRUE(SameBits(amax[j], RefCombine<true>(a[j], s[j])));
+        EXPECT_TRUE(SameBits(amin[j], RefCombine<false>(a[j], s[j])));
+      }
+    }
+  }
+}
+
 TEST(VecLanes, ElementwiseLoopsMatchTheScalarLoopsBitForBit) {
   for (int64_t n : {0, 1, 7, 16, 33, 255, 1000}) {
     const std::vector<float> x = Data(n, 11, true), e = Data(n, 12, false), w = Data(n, 13, true),
