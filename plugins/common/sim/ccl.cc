@@ -491,7 +491,8 @@ std::shared_ptr<ShmGroup> OpenShmGroup(const oar_ccl_unique_id_t& id, int32_t nr
     // A fresh segment is zero: atomics start at 0. Publish only once the header is complete.
     g->header->nranks = static_cast<uint32_t>(nranks);
     g->header->slot_bytes = kShmSlotBytes;
-    std::atomic_thread_fence(std::memory_order_release);
+    // No fence: peers map the segment only after reading its name from the store, and that exchange
+    // (socket or MPI system calls) orders these writes before their reads (a fence also breaks -fsanitize=thread).
     g->header->magic = kShmMagic;
     try {
       check(store.set(store.context, key.c_str(), g->name.data(), g->name.size()), "publishing the segment name");
@@ -500,7 +501,6 @@ std::shared_ptr<ShmGroup> OpenShmGroup(const oar_ccl_unique_id_t& id, int32_t nr
       throw;
     }
   }
-  std::atomic_thread_fence(std::memory_order_acquire);
   if (g->header->magic != kShmMagic || g->header->nranks != static_cast<uint32_t>(nranks)) {
     Throw(OAR_STATUS_INVALID_ARGUMENT, who + ": the segment " + g->name + " is for " +
                                            std::to_string(g->header->nranks) + " ranks (or not a communicator's)");
