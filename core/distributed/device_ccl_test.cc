@@ -25,6 +25,7 @@
 #include "core/base/error.h"
 #include "core/distributed/process_group.h"
 #include "core/distributed/store.h"
+#include "core/distributed/testing_port.h"
 #include "core/ops/ops.h"
 #include "core/runtime/ccl.h"
 #include "core/runtime/testing.h"
@@ -111,17 +112,7 @@ void ExpectBitwiseEqual(const std::vector<std::string>& got, const std::vector<s
   }
 }
 
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using testing::FreePort;
 
 /// Fork `kRanks` processes with torchrun-style variables; each runs `body(rank)` and writes what it returns
 /// to dir/rank<r>. Returns the files' contents (empty for a rank that wrote nothing) after all have exited.

@@ -2,6 +2,7 @@
 // seen by every other, through the C++ API and the ABI view; and the failures a user meets: a key no
 // rank sets and a rank 0 that never starts time out with the address, the key and the rank in the message.
 #include "core/distributed/store.h"
+#include "core/distributed/testing_port.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -21,18 +22,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-/// A port nobody listens on now (bound to port 0 and released).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using testing::FreePort;
 
 std::string ValueOf(int rank) {
   return std::string(static_cast<size_t>(1000 * rank + 1), static_cast<char>('a' + rank));
