@@ -46,8 +46,8 @@ class Interpreter {
   void RunOp(const ir::Operation& op, std::vector<Tensor>* yielded) {
     const std::string_view name = op.name();
     if (name == "builtin.data") return Set(op.result(0), Input(op));
-    if (name == "builtin.parameter") return Set(op.result(0), Parameter(op));
-    if (name == "builtin.constant") return Set(op.result(0), Constant(op));
+    if (name == "builtin.parameter") return Set(op.result(0), scheduler::ParameterValue(program_, op, device_, ""));
+    if (name == "builtin.constant") return Set(op.result(0), scheduler::ConstantValue(op, device_));
     if (name == "builtin.output" || name == "cf.yield" || name == "cf.condition") {
       yielded->clear();
       for (uint32_t i = 0; i < op.num_operands(); ++i) yielded->push_back(Get(op.operand(i)));
@@ -115,31 +115,6 @@ class Interpreter {
       }
     }
     return t.device() == device_ ? t : t.to(device_);
-  }
-
-  Tensor Parameter(const ir::Operation& op) {
-    const std::string& name = op.attr("name").AsString();
-    auto it = program_.parameters.find(name);
-    OAR_CHECK_ARG(it != program_.parameters.end(), "parameter '{}' has no value in the program", name);
-    const ir::Type want = op.result(0).type();
-    OAR_CHECK_ARG(it->second.dtype() == want.dtype() && Dims(want.dims()) == it->second.shape(),
-                  "parameter '{}' is {}{} but the program declares {}", name, DTypeName(it->second.dtype()),
-                  it->second.shape().ToString(), ir::PrintType(program_.context(), want));
-    return it->second.device() == device_ ? it->second : it->second.to(device_);
-  }
-
-  Tensor Constant(const ir::Operation& op) {
-    const ir::Type t = op.result(0).type();
-    std::vector<double> values;
-    for (ir::Attribute a : op.attr("value").AsArray()) {
-      values.push_back(a.kind() == ir::AttrKind::kFloat ? a.AsFloat()
-                       : a.kind() == ir::AttrKind::kInt ? static_cast<double>(a.AsInt())
-                                                        : (a.AsBool() ? 1.0 : 0.0));
-    }
-    const Dims shape = t.kind() == ir::TypeKind::kTensor ? t.dims() : Dims{};
-    Tensor flat = FromVector<double>(values, Dims{static_cast<int64_t>(values.size())}, device_);
-    Tensor typed = cast(flat, t.dtype());
-    return values.size() == 1 ? typed.reshape(Dims{}).expand(shape).contiguous() : typed.reshape(shape);
   }
 
   bool Truth(const Tensor& t) { return cast(t, DType::kFloat64).reshape(Dims{}).item<double>() != 0; }

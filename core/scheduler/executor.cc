@@ -246,8 +246,8 @@ struct Executor::Impl {
       for (uint32_t i = 0; i < op.num_operands(); ++i) block->yields.push_back(Slot(op.operand(i), op));
       return;
     }
-    if (name == "builtin.parameter") return Preset(op, Parameter(program, op));
-    if (name == "builtin.constant") return Preset(op, Constant(op));
+    if (name == "builtin.parameter") return Preset(op, ParameterValue(program, op, device, "scheduler: "));
+    if (name == "builtin.constant") return Preset(op, ConstantValue(op, device));
     if (name == "kernel.format_cast") {  // formats are the runtime's: the value passes through
       slot_of[op.result(0).impl()] = Slot(op.operand(0), op);
       return;
@@ -341,32 +341,6 @@ struct Executor::Impl {
     if (out.size() != 1 || !out[0].defined() || out[0].storage() != x.storage()) return false;
     Preset(op, std::move(out[0]));
     return true;
-  }
-
-  Tensor Parameter(const ir::Program& program, const ir::Operation& op) {
-    const std::string& name = op.attr("name").AsString();
-    auto it = program.parameters.find(name);
-    OAR_CHECK_ARG(it != program.parameters.end(), "scheduler: parameter '{}' has no value in the program", name);
-    const ir::Type want = op.result(0).type();
-    OAR_CHECK_ARG(it->second.dtype() == want.dtype() && Dims(want.dims()) == it->second.shape(),
-                  "scheduler: parameter '{}' is {}{} but the program declares {}", name, DTypeName(it->second.dtype()),
-                  it->second.shape().ToString(), ir::PrintType(program.context(), want));
-    return it->second.device() == device ? it->second : it->second.to(device);
-  }
-
-  // As the interpreter makes it.
-  Tensor Constant(const ir::Operation& op) {
-    const ir::Type t = op.result(0).type();
-    std::vector<double> values;
-    for (ir::Attribute a : op.attr("value").AsArray()) {
-      values.push_back(a.kind() == ir::AttrKind::kFloat ? a.AsFloat()
-                       : a.kind() == ir::AttrKind::kInt ? static_cast<double>(a.AsInt())
-                                                        : (a.AsBool() ? 1.0 : 0.0));
-    }
-    const Dims shape = t.kind() == ir::TypeKind::kTensor ? t.dims() : Dims{};
-    Tensor flat = FromVector<double>(values, Dims{static_cast<int64_t>(values.size())}, device);
-    Tensor typed = cast(flat, t.dtype());
-    return values.size() == 1 ? typed.reshape(Dims{}).expand(shape).contiguous() : typed.reshape(shape);
   }
 
   // Slots used anywhere inside `b` (its instructions' operands and yields, nested regions included).

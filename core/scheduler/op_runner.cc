@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/base/error.h"
+#include "core/ir/text.h"
 #include "core/ops/ops.h"
 
 namespace oar::scheduler {
@@ -37,6 +38,31 @@ std::vector<Tensor> RunTensorMethodOp(const ops::OpSchema& s, std::span<const Te
                            integer("step"))};
     default: Throw(ErrorCode::kInternal, "{} is not run as a Tensor method", s.name);
   }
+}
+
+Tensor ParameterValue(const ir::Program& program, const ir::Operation& op, Device device, std::string_view who) {
+  const std::string& name = op.attr("name").AsString();
+  auto it = program.parameters.find(name);
+  OAR_CHECK_ARG(it != program.parameters.end(), "{}parameter '{}' has no value in the program", who, name);
+  const ir::Type want = op.result(0).type();
+  OAR_CHECK_ARG(it->second.dtype() == want.dtype() && Dims(want.dims()) == it->second.shape(),
+                "{}parameter '{}' is {}{} but the program declares {}", who, name, DTypeName(it->second.dtype()),
+                it->second.shape().ToString(), ir::PrintType(program.context(), want));
+  return it->second.device() == device ? it->second : it->second.to(device);
+}
+
+Tensor ConstantValue(const ir::Operation& op, Device device) {
+  const ir::Type t = op.result(0).type();
+  std::vector<double> values;
+  for (ir::Attribute a : op.attr("value").AsArray()) {
+    values.push_back(a.kind() == ir::AttrKind::kFloat ? a.AsFloat()
+                     : a.kind() == ir::AttrKind::kInt ? static_cast<double>(a.AsInt())
+                                                      : (a.AsBool() ? 1.0 : 0.0));
+  }
+  const Dims shape = t.kind() == ir::TypeKind::kTensor ? t.dims() : Dims{};
+  Tensor flat = FromVector<double>(values, Dims{static_cast<int64_t>(values.size())}, device);
+  Tensor typed = cast(flat, t.dtype());
+  return values.size() == 1 ? typed.reshape(Dims{}).expand(shape).contiguous() : typed.reshape(shape);
 }
 
 namespace {

@@ -1,5 +1,6 @@
 // How programs run the ops that are not a kernel call: the Tensor-method ops (views, clone, slice_scatter),
-// shared by jit::Interpret and the Executor so both run them bit for bit the same; and ops that a layer
+// parameters and constants, shared by jit::Interpret and the Executor so both run them bit for bit the
+// same; and ops that a layer
 // above compiles (cinn.group from core/compiler), made runnable once per (op, device) through a registered
 // OpCompiler when a program is compiled, then run like a kernel.
 #ifndef OAR_CORE_SCHEDULER_OP_RUNNER_H_
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "core/ir/operation.h"
+#include "core/ir/builder.h"
 #include "core/ops/schema.h"
 #include "core/tensor/tensor.h"
 
@@ -20,6 +22,12 @@ namespace oar::scheduler {
 bool IsTensorMethodOp(ops::Op op);
 /// Run one of them (IsTensorMethodOp) on `in`; throws kInternal for any other op.
 std::vector<Tensor> RunTensorMethodOp(const ops::OpSchema& s, std::span<const Tensor> in, const ops::AttrValues& a);
+
+/// The value of `builtin.parameter` op `op` of `program` on `device`; kInvalidArgument, prefixed with `who`,
+/// when the program holds no value of that name or one of another dtype or shape than the op declares.
+Tensor ParameterValue(const ir::Program& program, const ir::Operation& op, Device device, std::string_view who);
+/// The value of `builtin.constant` op `op` on `device` (one value broadcast to the result's shape, or all of them).
+Tensor ConstantValue(const ir::Operation& op, Device device);
 
 /// An op made runnable for one device. Run is called with the op's operands on that device (contiguity
 /// not guaranteed), on the stream the caller made current (runtime::ScopedStream), from any number of
