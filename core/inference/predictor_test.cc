@@ -11,6 +11,7 @@
 
 #include "core/jit/interpreter.h"
 #include "core/jit/model.h"
+#include "core/jit/testing_net.h"
 #include "core/nn/layers.h"
 #include "core/ops/ops.h"
 
@@ -20,32 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 
 const Device kCpu("cpu:0");
-
-// A small classifier whose views carry the batch extent (so capture must generalise them).
-class Net {
- public:
-  explicit Net(uint64_t seed) : gen_(seed), fc1_(4, 8, true, gen_), fc2_(8, 3, true, gen_) {}
-  Tensor Forward(const Tensor& x) {
-    const Tensor h = tanh(fc1_.Forward(x));
-    return softmax(fc2_.Forward(h.reshape({x.dim(0) * 8}).reshape({x.dim(0), 8})), -1);
-  }
-  std::vector<StateSlot> Slots() {
-    return {{"fc1.weight", &fc1_.weight}, {"fc1.bias", fc1_.bias}, {"fc2.weight", &fc2_.weight},
-            {"fc2.bias", fc2_.bias}};
-  }
-  Function Fn() {
-    return [this](std::span<const Tensor> in) {
-      NoGradGuard no_grad;
-      return std::vector<Tensor>{Forward(in[0])};
-    };
-  }
-
- private:
-  Generator gen_;
-  nn::Linear fc1_, fc2_;
-};
-
-std::vector<InputSpec> BatchSpec() { return {{"x", DType::kFloat32, {DimSpec::Symbol("B"), DimSpec::Static(4)}}}; }
+using testing_net::BatchSpec;
+using testing_net::Net;
 
 class ModelFormatTest : public ::testing::Test {
  protected:

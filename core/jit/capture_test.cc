@@ -11,6 +11,7 @@
 #include "core/jit/grad.h"
 #include "core/jit/interpreter.h"
 #include "core/jit/static_function.h"
+#include "core/jit/testing_net.h"
 #include "core/nn/layers.h"
 #include "core/ops/nn.h"
 
@@ -18,33 +19,8 @@ namespace oar::jit {
 namespace {
 
 const Device kCpu("cpu:0");
-
-// A small classifier: two Linear layers, tanh, a reshape that depends on the batch, softmax.
-class Net {
- public:
-  explicit Net(uint64_t seed) : gen_(seed), fc1_(4, 8, true, gen_), fc2_(8, 3, true, gen_) {}
-  Tensor Forward(const Tensor& x) {
-    const Tensor h = tanh(fc1_.Forward(x));
-    const Tensor flat = h.reshape({x.dim(0) * 8}).reshape({x.dim(0), 8});  // views with the batch in them
-    return softmax(fc2_.Forward(flat), -1);
-  }
-  std::vector<StateSlot> Slots() {
-    return {{"fc1.weight", &fc1_.weight}, {"fc1.bias", fc1_.bias}, {"fc2.weight", &fc2_.weight},
-            {"fc2.bias", fc2_.bias}};
-  }
-  Function Fn() {
-    return [this](std::span<const Tensor> in) {
-      NoGradGuard no_grad;
-      return std::vector<Tensor>{Forward(in[0])};
-    };
-  }
-
- private:
-  Generator gen_;
-  nn::Linear fc1_, fc2_;
-};
-
-std::vector<InputSpec> BatchSpec() { return {{"x", DType::kFloat32, {DimSpec::Symbol("B"), DimSpec::Static(4)}}}; }
+using testing_net::BatchSpec;
+using testing_net::Net;
 
 TEST(CaptureTest, StaticCaptureRunsLikeEagerBitwise) {
   ir::IrContext ctx;
