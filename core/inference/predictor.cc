@@ -27,6 +27,10 @@ nlohmann::json ShapeJson(const ir::IrContext& ctx, ir::Type t) {
 
 }  // namespace
 
+std::string DefaultPasses(std::string_view device) {
+  return fmt::format("canonicalize,cse,constant-fold,fuse-linear{{device={}}},dce", device);
+}
+
 Predictor::Predictor(const Config& config)
     : device_(config.device.empty() ? DefaultDevice() : Device(config.device)),
       threads_(config.threads),
@@ -34,7 +38,7 @@ Predictor::Predictor(const Config& config)
   OAR_CHECK_ARG(threads_ >= 0, "predictor: threads must be >= 0 (0: the default), got {}", threads_);
   program_ = jit::Load(*ctx_, config.model_dir, device_);
   passes::PassManager pm;
-  if (config.optimize) pm.AddPipeline(config.passes.empty() ? kDefaultPasses : config.passes);
+  if (config.optimize) pm.AddPipeline(config.passes.empty() ? DefaultPasses(device_.str()) : config.passes);
   cinn_ = config.cinn.value_or(compiler::CinnFromEnvironment());
   if (cinn_) {
     compiler::RegisterCinn();

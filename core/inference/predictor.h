@@ -1,6 +1,6 @@
 // The Predictor: serve a saved program (core/jit/model.h) on any device by name, in the manner of Paddle
 // Inference and ONNX Runtime. Built once from a Config — load, verify, optimise (canonicalize, cse,
-// constant-fold, dce), bind every op to the device (kernel-select, with explicit host fallback) and
+// constant-fold, fuse-linear, dce: DefaultPasses), bind every op to the device (kernel-select, with explicit host fallback) and
 // compile the result into the scheduler's instruction list (core/scheduler: streams, planned memory) —
 // then Run(inputs) any number of times, from any number of threads at once: each run has its own streams
 // and arenas, the plan and the parameters (placed on the device at load) are only read. Input shapes may
@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/ir/builder.h"
@@ -35,7 +36,8 @@ struct Config {
   std::string device;
   /// Run the optimisation passes on load (kernel selection always runs).
   bool optimize = true;
-  /// A pass pipeline replacing the default optimisation passes (oar ir opt syntax); empty: the default.
+  /// A pass pipeline replacing the default optimisation passes (oar ir opt syntax); empty: the default
+  /// (DefaultPasses). "canonicalize,cse,constant-fold,dce" is the default without fusion.
   std::string passes;
   /// Host threads the cpu device's kernels use during a Run (OpenMP, for the calling thread only, restored
   /// afterwards); 0: the process default. The simulators' kernel threads are their own (docs/simulators.md).
@@ -88,8 +90,11 @@ class Predictor {
   std::vector<std::string> outputs_;
 };
 
-/// The default optimisation pipeline run on load, before kernel selection.
-inline constexpr const char* kDefaultPasses = "canonicalize,cse,constant-fold,dce";
+/// The default optimisation pipeline run on load for the device named `device`, before kernel selection: canonicalize, cse,
+/// constant-fold, then fuse-linear{device=...} (matmul -> bias add [-> relu | tanh] into one fused_linear
+/// where the device has that kernel, as Paddle Inference's fc_fuse_pass; the fused kernel gives the unfused
+/// kernels' results bitwise on the host devices) and dce for what the rewrites left dead.
+std::string DefaultPasses(std::string_view device);
 /// What Config::cinn adds after them (before kernel selection): composites (softmax, layer_norm) become
 /// primitives, which CINN fuses into kernels.
 inline constexpr const char* kCinnPasses = "decompose,cinn,dce";

@@ -32,6 +32,7 @@
 #include "plugins/common/dnnl_util.h"
 #include "plugins/common/kernel_util.h"
 #include "plugins/common/strided.h"
+#include "plugins/common/vec_exp.h"
 
 namespace oar::host {
 namespace {
@@ -523,12 +524,13 @@ void Matmul(const KernelCall& call) {
 enum Activation : int64_t { kActNone = 0, kActRelu = 1, kActGelu = 2, kActTanh = 3 };
 
 
+// As the relu and tanh kernels compute them (elementwise.cc, elementwise_math.cc), so that fused_linear gives
+// matmul + add + activation bitwise: relu keeps NaN, tanh is TanhN (the rows' tanh, in Epilogue).
 template <typename T>
 T Activate(T v, int64_t act) {
   switch (act) {
-    case kActRelu: return v > T(0) ? v : T(0);
+    case kActRelu: return v < T(0) ? T(0) : v;
     case kActGelu: return T(0.5) * v * (T(1) + std::erf(v * T(0.70710678118654752440)));
-    case kActTanh: return std::tanh(v);
     default: return v;
   }
 }
@@ -538,7 +540,10 @@ template <typename T, int64_t Act>
 void Epilogue(T* o, const T* b, int64_t bs, int64_t i0, int64_t i1, int64_t n) {
   for (int64_t i = i0; i < i1; ++i) {
     T* row = o + i * n;
-    if (bs == 1) {
+    if constexpr (Act == kActTanh) {  // the bias, then the tanh kernel's vectorised tanh over the row
+      for (int64_t j = 0; j < n; ++j) row[j] += b[j * bs];
+      TanhN(row, row, n);
+    } else if (bs == 1) {
       for (int64_t j = 0; j < n; ++j) row[j] = Activate<T>(row[j] + b[j], Act);
     } else {
       for (int64_t j = 0; j < n; ++j) row[j] = Activate<T>(row[j] + b[j * bs], Act);

@@ -131,7 +131,7 @@ void AddPredictCommands(CLI::App& app) {
                 "device (default: OAR_CINN)");
   cmd->add_option("--passes", a->passes,
                   std::string("Optimisation pipeline to run on load instead of the default (") +
-                      inference::kDefaultPasses + ")");
+                      inference::DefaultPasses("DEVICE") + ")");
   cmd->callback([a] { Predict(*a); });
 
 #ifdef OAR_HAVE_EXAMPLES
