@@ -11,7 +11,7 @@
 
 #include "core/jit/interpreter.h"
 #include "core/jit/model.h"
-#include "core/jit/testing_net.h"
+#include "core/jit/net_testing.h"
 #include "core/nn/layers.h"
 #include "core/ops/ops.h"
 

@@ -11,7 +11,7 @@
 #include "core/jit/grad.h"
 #include "core/jit/interpreter.h"
 #include "core/jit/static_function.h"
-#include "core/jit/testing_net.h"
+#include "core/jit/net_testing.h"
 #include "core/nn/layers.h"
 #include "core/ops/nn.h"
 

@@ -1,7 +1,7 @@
 // The small classifier that the capture and the Predictor tests trace, save and serve: two Linear layers,
 // tanh, views whose extents carry the batch (so capture must generalise them), softmax.
-#ifndef OAR_CORE_JIT_TESTING_NET_H_
-#define OAR_CORE_JIT_TESTING_NET_H_
+#ifndef OAR_CORE_JIT_NET_TESTING_H_
+#define OAR_CORE_JIT_NET_TESTING_H_
 
 #include <span>
 #include <vector>
@@ -44,4 +44,4 @@ inline std::vector<InputSpec> BatchSpec() {
 
 }  // namespace oar::jit::testing_net
 
-#endif  // OAR_CORE_JIT_TESTING_NET_H_
+#endif  // OAR_CORE_JIT_NET_TESTING_H_
