@@ -5,16 +5,22 @@
 //     per op, and the collectives inserted;
 //   - a 4-rank all_reduce of 64 MiB (float32) on the simulators' CCL: the simulated duration (the
 //     profiler's collective activity) against the ring roofline 2 (p - 1) / p * bytes / peer_bandwidth +
-//     launch overhead, and the wall time of the host doing the ranks' work.
-// Run: OAR_KUNLUN_SIM_DEVICES=4 OAR_ASCEND_SIM_DEVICES=4 build/bin/oar_dist_bench.
+//     launch overhead, and the wall time of the host doing the ranks' work; in one process (four devices)
+//     and across four processes (one rank each, the CCL's shared-memory path, bootstrapped through the
+//     launcher's store), the latter only under a launcher.
+// Run: OAR_KUNLUN_SIM_DEVICES=4 OAR_ASCEND_SIM_DEVICES=4 build/bin/oar_dist_bench; across processes:
+//   mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none
+//     -np 4 build/bin/oar_dist_bench --benchmark_filter=processes   (only rank 0 prints)
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 
 #include "core/distributed/group.h"
+#include "core/distributed/process_group.h"
 #include "core/distributed/spmd_pass.h"
 #include "core/ir/text.h"
 #include "core/jit/capture.h"
@@ -247,11 +253,59 @@ BENCHMARK_CAPTURE(BM_AllReduce, ascend_sim, std::string("ascend_sim"))
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// The same all_reduce with one rank per process (run under mpirun -np 4 or a torchrun-style launcher of 4):
+// each process's `type`:0 joins the group's device communicator (ProcessGroup::DeviceCommunicator: the
+// simulator's CCL across processes, shared memory in rounds of 4 MiB). A fixed iteration count, since every
+// process must issue the same collectives.
+bool UnderLauncher() { return distributed::LaunchInfo::FromEnv().launcher != "single"; }
+
+void BM_AllReduceProcesses(benchmark::State& state, const std::string& type) {
+  if (!UnderLauncher() || distributed::LaunchInfo::FromEnv().world_size != 4) {
+    state.SkipWithError("needs 4 processes: mpirun ... -np 4 oar_dist_bench --benchmark_filter=processes");
+    return;
+  }
+  distributed::ProcessGroup& g = distributed::ProcessGroup::World();
+  const Device dev(type, 0);
+  runtime::Communicator& comm = g.DeviceCommunicator(dev);
+  Tensor t = full({kAllReduceBytes / 4}, 1.0, DType::kFloat32, dev);
+  runtime::DeviceContext& ctx = runtime::Runtime::Get().Context(dev);
+  for (auto _ : state) {
+    comm.AllReduce({&t, 1}, runtime::ReduceOp::kSum);
+    ctx.Synchronize();
+  }
+  runtime::Profiler::Get().Start();
+  comm.AllReduce({&t, 1}, runtime::ReduceOp::kSum);
+  ctx.Synchronize();
+  runtime::Profiler::Get().Stop();
+  uint64_t longest = 0;
+  for (const auto& a : runtime::Profiler::Get().activities()) {
+    if (a.name.find("all_reduce") != std::string::npos) longest = std::max(longest, a.end_ns - a.start_ns);
+  }
+  const double roof = RooflineS(type), sim = static_cast<double>(longest) * 1e-9;
+  state.counters["roofline_ms"] = roof * 1e3;
+  state.counters["simulated_ms"] = sim * 1e3;
+  state.counters["simulated_over_roofline"] = sim / roof;
+  state.counters["engine_" + std::string(g.engine())] = 1;
+  state.SetBytesProcessed(state.iterations() * kAllReduceBytes);
+}
+BENCHMARK_CAPTURE(BM_AllReduceProcesses, kunlun_sim, std::string("kunlun_sim"))
+    ->Name("all_reduce/kunlun_sim/4_processes/64MiB")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_AllReduceProcesses, ascend_sim, std::string("ascend_sim"))
+    ->Name("all_reduce/ascend_sim/4_processes/64MiB")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5)
+    ->UseRealTime();
+
 }  // namespace
 
 int main(int argc, char** argv) {
   ::setenv("OAR_KUNLUN_SIM_DEVICES", "4", 0);
   ::setenv("OAR_ASCEND_SIM_DEVICES", "4", 0);
+  const distributed::LaunchInfo launch = distributed::LaunchInfo::FromEnv();
+  if (launch.rank != 0) std::freopen("/dev/null", "w", stdout);  // under a launcher only rank 0 reports
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

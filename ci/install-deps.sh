@@ -23,7 +23,7 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev opencl-headers libssl-dev libffi-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   llvm-15-tools python3
-  openmpi-bin libopenmpi-dev
+  openmpi-bin libopenmpi-dev libgloo-dev
 )
 for option in "$@"; do
   case "$option" in

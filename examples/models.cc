@@ -1112,17 +1112,22 @@ class PipelineLlamaExample : public Example {
   std::vector<int64_t> xs_, ys_;  // this step's batch
 };
 
-// ---- tiny Llama in pipeline stages with tensor parallel stages ("pp" and "tp", in one process) ------------
-// Stage s runs on the tp devices at pp coordinate s (a mesh of its own, "tp"), its layers cut as
-// PipelineLlamaExample cuts them and its weights placed as ParallelLlamaExample places them (q/k/v, gate
-// and up column-parallel, the attention output and down projections row-parallel, norms and the embedding
-// replicated). distributed::Pipeline sees one lane per stage, on the stage's tp rank 0: the activation it
+// ---- tiny Llama in pipeline stages with tensor parallel stages ("pp" and "tp") ------------------------------
+// Stage s runs on the tp ranks at pp coordinate s (a mesh of its own, "tp": mesh_.Slice(pp, s)), its layers
+// cut as PipelineLlamaExample cuts them and its weights placed as ParallelLlamaExample places them (q/k/v,
+// gate and up column-parallel, the attention output and down projections row-parallel, norms and the
+// embedding replicated). The tied head is a copy of the embedding on the last stage whose gradient is added
+// to stage 0's (and back) before clipping. The data, weights and schedule are LlamaExample's.
+// In one process distributed::Pipeline sees one lane per stage, on the stage's tp rank 0: the activation it
 // sends is that rank's copy of the replicated hidden state, and the next stage replicates what it receives
 // over its tp ranks with the differentiable device copy (shard_tensor), so the gradient it sends back is
 // the sum of its ranks' shares. The last stage returns tp rank 0's copy of the replicated loss: seeding it
-// alone is distributed::Backward's rule (shares; the collectives' adjoints reach the other ranks). The tied
-// head is a copy of the embedding on the last stage whose gradient is added to stage 0's (and back) before
-// clipping. The data, weights and schedule are LlamaExample's.
+// alone is distributed::Backward's rule (shares; the collectives' adjoints reach the other ranks).
+// With one rank per process (mpirun, torchrun-style) the pipeline's lanes are the tp ranks: tp rank r of
+// stage s sends its copy of the hidden state to tp rank r of stage s + 1 and gets back the gradient share of
+// that copy, which seeds its own backward (the shares sum to the gradient, as in one process); only tp rank
+// 0 of the last stage seeds the loss (PipelineProcesses::seed). The tied weight's gradient, the global norm,
+// the loss and SyncToBase's weights are all-reduced between the processes that hold them.
 class PipelineTensorParallelLlamaExample : public Example {
  public:
   PipelineTensorParallelLlamaExample(const distributed::ProcessMesh& mesh, uint64_t seed, const ParallelOptions& po)
@@ -1133,9 +1138,6 @@ class PipelineTensorParallelLlamaExample : public Example {
                     "--mesh {}: pipeline with tensor parallel runs on the dims pp and tp (not with '{}' yet)",
                     mesh_.ToString(), n);
     }
-    OAR_CHECK_ARG(!mesh_.multi_process(),
-                  "--mesh {}: pipeline with tensor parallel runs in one process over simulated devices; under a "
-                  "launcher not yet", mesh_.ToString());
     schedule_ = d::ParsePipelineSchedule(po.schedule);
     const LlamaConfig& c = base_.config();
     const int64_t pp = Size("pp"), tp = Size("tp");
@@ -1149,10 +1151,15 @@ class PipelineTensorParallelLlamaExample : public Example {
     const std::vector<TensorParallelParam> all = TensorParallelParams(base_.module());
     std::vector<d::PipelineStage> stages;
     std::vector<Tensor*> locals;
+    d::PipelineProcesses where;  // one rank per process: the lanes are each stage's tp ranks
+    if (mesh_.multi_process()) {
+      const std::vector<int64_t> me = mesh_.Coord(mesh_.first_local());
+      where.stage = me[static_cast<size_t>(mesh_.DimIndex("pp"))];
+      where.lane = me[static_cast<size_t>(mesh_.DimIndex("tp"))];
+      where.seed = where.lane == 0 ? 1 : 0;
+    }
     for (int64_t s = 0; s < pp; ++s) {
-      std::vector<Device> devs;
-      for (int64_t r = 0; r < tp; ++r) devs.push_back(mesh_.devices()[static_cast<size_t>(RankAt(s, r))]);
-      meshes_.emplace_back(std::vector<int64_t>{tp}, std::vector<std::string>{"tp"}, devs);
+      meshes_.push_back(mesh_.Slice(mesh_.DimIndex("pp"), s));
       const int64_t first = d::ShardOffset(c.layers, pp, s), last = first + d::ShardSize(c.layers, pp, s);
       firsts_.push_back(first);
       lasts_.push_back(last);
@@ -1160,20 +1167,29 @@ class PipelineTensorParallelLlamaExample : public Example {
       for (const TensorParallelParam& p : all) {
         bool mine = (p.name == "tok_emb.weight" && (s == 0 || s + 1 == pp)) || (p.name == "norm.weight" && s + 1 == pp);
         for (int64_t l = first; l < last; ++l) mine |= p.name.starts_with("layers." + std::to_string(l) + ".");
-        if (!mine) continue;
+        if (!mine || (mesh_.multi_process() && s != where.stage)) continue;
         const d::Placements pl{p.tp};
         auto t = std::make_unique<d::DistTensor>(d::shard_tensor(p.whole.contiguous(), meshes_.back(), pl));
         *t = t->detach();
         t->set_requires_grad(true);
-        for (Tensor& l : t->mutable_locals()) locals.push_back(&l);
+        for (Tensor& l : t->mutable_locals()) {
+          if (l.defined()) locals.push_back(&l);
+        }
         params_.back().emplace(p.name, std::move(t));
       }
       d::PipelineStage stage;
-      stage.lanes.push_back(devs[0]);
+      const std::vector<Device>& devs = meshes_.back().devices();
+      if (mesh_.multi_process()) {
+        stage.lanes = devs;
+        for (int64_t r = 0; r < tp; ++r) where.ranks.push_back(meshes_.back().process_rank(r));
+      } else {
+        stage.lanes.push_back(devs[0]);
+      }
       stage.forward = [this, s, pp](int64_t micro, int64_t, const Tensor& in) { return Forward(s, pp, micro, in); };
       stages.push_back(std::move(stage));
     }
-    pipe_ = std::make_unique<d::Pipeline>(std::move(stages));
+    pipe_ = mesh_.multi_process() ? std::make_unique<d::Pipeline>(std::move(stages), std::move(where))
+                                  : std::make_unique<d::Pipeline>(std::move(stages));
     opt_ = std::make_unique<optim::AdamW>(locals, c.lr);
   }
   std::string kind() const override { return "llama"; }
@@ -1196,10 +1212,13 @@ class PipelineTensorParallelLlamaExample : public Example {
       for (auto& [name, t] : stage) {
         const d::DistTensor g = t->grad();
         if (!g.defined()) continue;
-        for (size_t k = 0; k < g.locals().size(); ++k) t->mutable_locals()[k].mutable_autograd_meta().grad = g.locals()[k];
+        for (size_t k = 0; k < g.locals().size(); ++k) {
+          if (g.locals()[k].defined()) t->mutable_locals()[k].mutable_autograd_meta().grad = g.locals()[k];
+        }
       }
     }
     const int64_t pp = pipe_->num_stages();
+    if (mesh_.multi_process()) return StepProcess(r);
     if (pp > 1) {  // the tied weight: one gradient for both copies
       d::DistTensor& e0 = *params_.front().at("tok_emb.weight");
       d::DistTensor& head = *params_.back().at("tok_emb.weight");
@@ -1246,10 +1265,35 @@ class PipelineTensorParallelLlamaExample : public Example {
                              : d::shard_tensor(in, sub, rep).set_annotated(false);
     h = TensorParallelLayers(c, h, firsts_[static_cast<size_t>(s)], lasts_[static_cast<size_t>(s)],
                              [this, s](const std::string& name) -> const d::DistTensor& { return P(s, name); });
-    if (s + 1 < pp) return d::Reshard(h, rep).local(0);
+    if (s + 1 < pp) return d::Reshard(h, rep).local(sub.first_local());
     const d::DistTensor logits = d::matmul(d::rms_norm(h, 1, P(s, "norm.weight")), d::transpose(P(s, "tok_emb.weight"), 0, 1));
     const d::DistTensor loss = d::cross_entropy(d::reshape(logits, {rows * t, c.vocab}), tokens(ys_, {rows * t}));
-    return d::Reshard(loss, rep).local(0);
+    return d::Reshard(loss, rep).local(sub.first_local());
+  }
+  // One rank per process: the rest of TrainStep. This process holds stage s's tp rank l.
+  double StepProcess(const distributed::PipelineResult& r) {
+    namespace d = distributed;
+    NoGradGuard no_grad;
+    const int64_t pp = pipe_->num_stages();
+    const std::vector<int64_t> me = mesh_.Coord(mesh_.first_local());
+    const int64_t s = me[static_cast<size_t>(mesh_.DimIndex("pp"))], l = me[static_cast<size_t>(mesh_.DimIndex("tp"))];
+    auto& mine = params_[static_cast<size_t>(s)];
+    if (pp > 1 && (s == 0 || s + 1 == pp)) {  // the tied weight: one gradient for both copies (stage 0 + head)
+      Tensor& w = mine.at("tok_emb.weight")->mutable_locals()[static_cast<size_t>(l)];
+      Tensor grad = w.grad();
+      d::ProcessGroup::Subgroup({static_cast<int>(RankAt(0, l)), static_cast<int>(RankAt(pp - 1, l))})
+          .AllReduce(grad, runtime::ReduceOp::kSum);
+      w.mutable_autograd_meta().grad = grad;
+    }
+    ClipGradients(1.0);
+    opt_->Step();
+    double loss = 0;
+    if (s + 1 == pp && l == 0) {
+      for (const Tensor& x : r.losses) loss += x.to(Device("cpu")).item<float>();
+    }
+    Tensor t = full({}, loss, DType::kFloat64, Device("cpu"));
+    d::ProcessGroup::World().AllReduce(t, runtime::ReduceOp::kSum);
+    return t.item<double>() / static_cast<double>(micro_);
   }
   // optim::ClipGradNorm over the whole parameters, each element once (shards on their rank, replicated
   // parameters on tp rank 0, the tied weight on stage 0).
@@ -1260,10 +1304,16 @@ class PipelineTensorParallelLlamaExample : public Example {
       for (auto& [name, t] : params_[s]) {
         if (s > 0 && name == "tok_emb.weight") continue;
         for (size_t k = 0; k < t->locals().size(); ++k) {
+          if (!t->locals()[k].defined()) continue;  // another process's rank
           const Tensor g = t->locals()[k].grad();
           if (g.defined() && (!t->placements()[0].is_replicate() || k == 0)) total += sum(g * g).to(Device("cpu")).item<double>();
         }
       }
+    }
+    if (mesh_.multi_process()) {  // each process summed what it holds
+      Tensor t = full({}, total, DType::kFloat64, Device("cpu"));
+      distributed::ProcessGroup::World().AllReduce(t, runtime::ReduceOp::kSum);
+      total = t.item<double>();
     }
     const double norm = std::sqrt(total);
     if (norm <= max_norm) return;
@@ -1271,19 +1321,33 @@ class PipelineTensorParallelLlamaExample : public Example {
     for (auto& stage : params_) {
       for (auto& [name, t] : stage) {
         for (Tensor& l : t->mutable_locals()) {
-          if (l.grad().defined()) l.mutable_autograd_meta().grad = l.grad() * scale;
+          if (l.defined() && l.grad().defined()) l.mutable_autograd_meta().grad = l.grad() * scale;
         }
       }
     }
   }
-  // The trained weights back into the wrapped one-device model (the tied weight from stage 0).
+  // The trained weights back into the wrapped one-device model (the tied weight from stage 0). With one
+  // rank per process, every process gets them: FullTensor gathers over the stage's tp ranks, then an
+  // all_reduce (sum) over the job per parameter to which only tp rank 0 of the stage holding it contributes.
   void SyncToBase() {
     NoGradGuard no_grad;
     std::map<std::string, Tensor> trained;
     for (size_t s = params_.size(); s-- > 0;) {
       for (auto& [name, t] : params_[s]) trained[name] = distributed::FullTensor(*t);
     }
-    for (auto& [name, p] : base_.module().NamedParameters()) p->copy_(trained.at(name).to(p->device()));
+    if (!mesh_.multi_process()) {
+      for (auto& [name, p] : base_.module().NamedParameters()) p->copy_(trained.at(name).to(p->device()));
+      return;
+    }
+    const std::vector<int64_t> me = mesh_.Coord(mesh_.first_local());
+    const int64_t s = me[static_cast<size_t>(mesh_.DimIndex("pp"))], l = me[static_cast<size_t>(mesh_.DimIndex("tp"))];
+    for (auto& [name, p] : base_.module().NamedParameters()) {
+      auto it = trained.find(name);
+      const bool holder = l == 0 && it != trained.end() && (name != "tok_emb.weight" || s == 0);
+      Tensor v = holder ? it->second.to(Device("cpu")).clone() : zeros(p->shape(), p->dtype(), Device("cpu"));
+      distributed::ProcessGroup::World().AllReduce(v, runtime::ReduceOp::kSum);
+      p->copy_(v.to(p->device()));
+    }
   }
 
   distributed::ProcessMesh mesh_;

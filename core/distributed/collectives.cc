@@ -49,7 +49,7 @@ std::vector<Device> DevicesOf(const ProcessMesh& mesh, const std::vector<int64_t
 // One rank per process: the processes of this rank's group along `dim` (sub-rank i = coordinate i).
 ProcessGroup& ProcessesAlong(const ProcessMesh& mesh, int dim) {
   std::vector<int> ranks;
-  for (int64_t r : mesh.GroupAlong(mesh.first_local(), dim)) ranks.push_back(static_cast<int>(r));
+  for (int64_t r : mesh.GroupAlong(mesh.first_local(), dim)) ranks.push_back(mesh.process_rank(r));
   return ProcessGroup::Subgroup(ranks);
 }
 

@@ -276,11 +276,12 @@ TEST(DeviceCcl, KeyNobodySetsTimesOutNamingTheKey) {
   EXPECT_NE(results[1].find("rank 1"), std::string::npos) << results[1];
 }
 
-// Under mpirun -np 4: the MPI store bootstraps the same communicator, and the process group's collectives on
-// kunlun tensors go through it.
-TEST(DeviceCcl, UnderMpirunMpiStoreBootstrapsKunlunCclBitwiseAsOneProcess) {
+// Under mpirun -np 4 (or a torchrun-style launch of 4): the group's store — MPI's, or under Gloo a view of
+// the TCP store — bootstraps the same communicator, and the process group's collectives on kunlun tensors go
+// through it.
+TEST(DeviceCcl, UnderALauncherGroupStoreBootstrapsKunlunCclBitwiseAsOneProcess) {
   ASSERT_TRUE(kConfigured);
-  ASSERT_EQ(LaunchInfo::FromEnv().launcher, "mpirun") << "run under mpirun -np 4";
+  ASSERT_NE(LaunchInfo::FromEnv().launcher, "single") << "run under mpirun -np 4 or torchrun_mpirun.sh";
   ProcessGroup& g = ProcessGroup::World();
   ASSERT_EQ(g.size(), kRanks);
   Communicator& comm = g.DeviceCommunicator(Device("kunlun_sim:0"));
@@ -291,11 +292,11 @@ TEST(DeviceCcl, UnderMpirunMpiStoreBootstrapsKunlunCclBitwiseAsOneProcess) {
   g.Barrier();
 }
 
-// Under mpirun -np 4: ProcessGroup's collectives on kunlun tensors go through kunlun's CCL (not the host's
-// MPI, whose summation order differs): bitwise the one-process CCL's results, on the device.
-TEST(DeviceCcl, UnderMpirunProcessGroupCollectivesOnKunlunTensorsUseItsCcl) {
+// Under a launcher of 4: ProcessGroup's collectives on kunlun tensors go through kunlun's CCL (not the
+// host's MPI or Gloo, whose summation orders differ): bitwise the one-process CCL's results, on the device.
+TEST(DeviceCcl, UnderALauncherProcessGroupCollectivesOnKunlunTensorsUseItsCcl) {
   ASSERT_TRUE(kConfigured);
-  ASSERT_EQ(LaunchInfo::FromEnv().launcher, "mpirun") << "run under mpirun -np 4";
+  ASSERT_NE(LaunchInfo::FromEnv().launcher, "single") << "run under mpirun -np 4 or torchrun_mpirun.sh";
   ProcessGroup& g = ProcessGroup::World();
   ASSERT_EQ(g.size(), kRanks);
   const int r = g.rank();

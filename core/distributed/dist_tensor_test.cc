@@ -237,6 +237,33 @@ TEST(ProcessMesh, ParsesNamedDimsAndCoordinates) {
   EXPECT_EQ(PlacementsString(ParsePlacements("S(0), Replicate, P(avg)")), "[S(0), R, P(avg)]");
 }
 
+// A pipeline stage's tensor-parallel ranks: Slice(pp, s). In one process the devices at pp = s; with one
+// rank per process, the same ranks' processes and this process's rank among them (or none).
+TEST(ProcessMesh, SliceKeepsTheRanksDevicesAndProcesses) {
+  const ProcessMesh one = ProcessMesh::Parse("pp=2,tp=3", "kunlun_sim");
+  const ProcessMesh stage1 = one.Slice(one.DimIndex("pp"), 1);
+  EXPECT_EQ(stage1.shape(), (std::vector<int64_t>{3}));
+  EXPECT_EQ(stage1.dim_names(), (std::vector<std::string>{"tp"}));
+  EXPECT_EQ(stage1.devices(),
+            (std::vector<Device>{Device("kunlun_sim:3"), Device("kunlun_sim:4"), Device("kunlun_sim:5")}));
+  EXPECT_FALSE(stage1.multi_process());
+  // tp=2,pp=2 over 4 processes, this one rank 3 (tp 1, pp 1): pp = 1 is processes 1 and 3, this one its rank 1.
+  const ProcessMesh procs = ProcessMesh::ForProcesses("tp=2,pp=2", Device("cpu:0"), 3, 4);
+  const ProcessMesh mine = procs.Slice(procs.DimIndex("pp"), 1);
+  EXPECT_TRUE(mine.multi_process());
+  EXPECT_EQ(mine.process_rank(0), 1);
+  EXPECT_EQ(mine.process_rank(1), 3);
+  EXPECT_TRUE(mine.is_local(1));
+  EXPECT_FALSE(mine.is_local(0));
+  EXPECT_EQ(mine.first_local(), 1);
+  const ProcessMesh other = procs.Slice(procs.DimIndex("pp"), 0);  // processes 0 and 2: none of them this one
+  EXPECT_EQ(other.process_rank(1), 2);
+  EXPECT_FALSE(other.is_local(0) || other.is_local(1));
+  EXPECT_NE(other.ToString().find("none of them this one"), std::string::npos) << other.ToString();
+  EXPECT_THROW(one.Slice(0, 2), Error);
+  EXPECT_THROW(stage1.Slice(0, 0), Error);  // a 1-d mesh has nothing left
+}
+
 TEST(ProcessMesh, BadSpecsAreRefusedWithTheReason) {
   auto message = [](const std::function<void()>& f) {
     try {

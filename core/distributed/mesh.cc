@@ -123,6 +123,30 @@ ProcessMesh ProcessMesh::ForProcesses(std::string_view spec, Device device, int6
   return m;
 }
 
+ProcessMesh ProcessMesh::Slice(int dim, int64_t coord) const {
+  OAR_CHECK_ARG(ndim() >= 2 && dim >= 0 && dim < ndim() && coord >= 0 && coord < size(dim),
+                "ProcessMesh::Slice: dim {} at {} of the mesh {}: needs a mesh of 2 or more dims, a dim and a "
+                "coordinate in range",
+                dim, coord, ToString());
+  std::vector<int64_t> shape = shape_;
+  std::vector<std::string> names = dim_names_;
+  shape.erase(shape.begin() + dim);
+  names.erase(names.begin() + dim);
+  std::vector<Device> devices;
+  std::vector<int> processes;
+  int64_t local = multi_process() ? kNoRank : kEveryRank;
+  for (int64_t r = 0; r < numel(); ++r) {
+    if (Coord(r)[static_cast<size_t>(dim)] != coord) continue;
+    if (multi_process() && r == local_rank_) local = static_cast<int64_t>(devices.size());
+    devices.push_back(devices_[static_cast<size_t>(r)]);
+    processes.push_back(process_rank(r));
+  }
+  ProcessMesh m(std::move(shape), std::move(names), std::move(devices), multi_process());
+  m.local_rank_ = local;
+  if (multi_process()) m.process_ranks_ = std::move(processes);
+  return m;
+}
+
 int ProcessMesh::DimIndex(std::string_view name) const {
   for (size_t i = 0; i < dim_names_.size(); ++i) {
     if (dim_names_[i] == name) return static_cast<int>(i);
@@ -160,7 +184,8 @@ std::string ProcessMesh::ToString() const {
   std::string s;
   for (size_t i = 0; i < shape_.size(); ++i) s += (i ? "," : "") + dim_names_[i] + "=" + std::to_string(shape_[i]);
   if (multi_process()) {
-    s += " over " + std::to_string(devices_.size()) + " processes (this one rank " + std::to_string(local_rank_) +
+    s += " over " + std::to_string(devices_.size()) + " processes (" +
+         (local_rank_ >= 0 ? "this one rank " + std::to_string(local_rank_) : std::string("none of them this one")) +
          " on " + devices_.front().str() + ")";
   } else if (!devices_.empty()) {
     s += " over " + devices_.front().str();

@@ -42,9 +42,14 @@ class ProcessMesh {
   /// One rank per process (mpirun and other launchers): "dp=2,tp=2" over the processes of the job, mesh
   /// rank r = process rank r, this process being `rank` on `device` (every rank's device is its own
   /// process's; devices() lists `device` for each). Only the local rank holds a tensor; collectives along
-  /// a mesh dim go through the MPI process group of that dim's processes. Throws kInvalidArgument unless
+  /// a mesh dim go through the process group of that dim's processes. Throws kInvalidArgument unless
   /// the mesh has `world_size` ranks and 0 <= rank < world_size.
   static ProcessMesh ForProcesses(std::string_view spec, Device device, int64_t rank, int64_t world_size);
+  /// The ranks at coordinate `coord` of mesh dim `dim`, as a mesh of the other dims (their names, shape and
+  /// order; rank order kept): stage s's tensor-parallel ranks are Slice(pp, s). With one rank per process,
+  /// each rank stays in its process (process_rank) and this process holds its rank of the slice, or none
+  /// when it is not in it. Throws kInvalidArgument for a 1-d mesh or a coordinate out of range.
+  ProcessMesh Slice(int dim, int64_t coord) const;
   /// Parse only the shape and names of "dp=2,tp=2".
   static void ParseSpec(std::string_view spec, std::vector<int64_t>& shape, std::vector<std::string>& names);
 
@@ -67,15 +72,20 @@ class ProcessMesh {
   std::string ToString() const;
 
   /// Whether each rank is its own process (ForProcesses) rather than every rank in this one.
-  bool multi_process() const { return local_rank_ >= 0; }
+  bool multi_process() const { return local_rank_ != kEveryRank; }
   /// Whether this process holds rank r's tensors (every rank in one process; only its own otherwise).
-  bool is_local(int64_t r) const { return local_rank_ < 0 || r == local_rank_; }
+  bool is_local(int64_t r) const { return local_rank_ == kEveryRank || r == local_rank_; }
   /// The first rank this process holds (0 in one process).
   int64_t first_local() const { return local_rank_ < 0 ? 0 : local_rank_; }
+  /// With one rank per process: the (world) process rank of mesh rank r — r itself for ForProcesses, the
+  /// parent mesh's rank for a Slice. Collectives along a mesh dim go through these processes.
+  int process_rank(int64_t r) const {
+    return process_ranks_.empty() ? static_cast<int>(r) : process_ranks_.at(static_cast<size_t>(r));
+  }
 
   friend bool operator==(const ProcessMesh& a, const ProcessMesh& b) {
     return a.shape_ == b.shape_ && a.dim_names_ == b.dim_names_ && a.devices_ == b.devices_ &&
-           a.local_rank_ == b.local_rank_;
+           a.local_rank_ == b.local_rank_ && a.process_ranks_ == b.process_ranks_;
   }
 
  private:
@@ -85,7 +95,9 @@ class ProcessMesh {
   std::vector<int64_t> shape_;
   std::vector<std::string> dim_names_;
   std::vector<Device> devices_;
-  int64_t local_rank_ = -1;  // ForProcesses: this process's rank; -1: every rank here
+  static constexpr int64_t kEveryRank = -1, kNoRank = -2;
+  int64_t local_rank_ = kEveryRank;  // one rank per process: this process's rank (kNoRank: none of them)
+  std::vector<int> process_ranks_;   // one rank per process: rank r's process (empty: r)
 };
 
 /// How a tensor is laid out along one mesh dim.

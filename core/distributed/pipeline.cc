@@ -143,8 +143,8 @@ PipelineResult Pipeline::RunProcess(PipelineSchedule schedule, int64_t micro_bat
       result.peak_live[static_cast<size_t>(s)] = std::max(result.peak_live[static_cast<size_t>(s)], ++live);
     } else {
       const Tensor& out = outs[m];
-      const Tensor seed =
-          s + 1 == S ? full({}, loss_scale, out.dtype(), out.device()) : world.Recv(rank_of(s + 1), device);
+      const Tensor seed = s + 1 == S ? full({}, loss_scale * processes_->seed, out.dtype(), out.device())
+                                     : world.Recv(rank_of(s + 1), device);
       if (out.requires_grad()) oar::backward({out}, {seed});
       if (s > 0) {
         const Tensor g = ins[m].grad();

@@ -78,6 +78,10 @@ struct PipelineProcesses {
   int64_t stage = 0, lane = 0;
   /// ranks[s * lanes + l]: the world rank that runs stage s's lane l.
   std::vector<int> ranks;
+  /// This process's share of each micro-batch's loss seed (on the last stage): 1, or 0 where the lanes are
+  /// one stage's tensor-parallel ranks, each holding the replicated loss, and only the first seeds it (the
+  /// others still run the backward, which meets the collectives' adjoints; distributed::Backward's rule).
+  double seed = 1;
 };
 
 /// What one Run did.

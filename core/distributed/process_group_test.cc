@@ -1,6 +1,7 @@
-// The MPI process group under `mpirun -np 4` (ctest runs it so): collectives against values computed
-// from every rank's known input, the launcher environment, and — with OAR_TEST_HANG_RANK=r — a rank that
-// never arrives (or, with OAR_TEST_DIE_RANK=r, dies), which must fail the whole job within OAR_DIST_TIMEOUT_S naming rank r and the collective.
+// The process group under `mpirun -np 4` (MPI) and under a torchrun-style launch of 4 (Gloo over the TCP
+// store; ctest runs both): collectives against values computed from every rank's known input, the launcher
+// environment, and — with OAR_TEST_HANG_RANK=r — a rank that never arrives (or, with OAR_TEST_DIE_RANK=r,
+// dies), which must fail the whole job within OAR_DIST_TIMEOUT_S naming rank r and the collective.
 #include "core/distributed/process_group.h"
 
 #include <gtest/gtest.h>
@@ -21,19 +22,23 @@ namespace {
 
 const bool kConfigured = runtime::testing::UseOnlyPlugins(OAR_PLUGIN_DIR, {"cpu"});
 
-TEST(ProcessGroup, LaunchEnvironmentMatchesMpi) {
+// The engine this launch needs is in the build (else the test is skipped, saying which).
+bool HaveEngine() { return LaunchInfo::FromEnv().launcher == "env" ? HaveGloo() : HaveMpi(); }
+
+TEST(ProcessGroup, LaunchEnvironmentMatchesTheEngine) {
   ASSERT_TRUE(kConfigured);
-  if (!HaveMpi()) GTEST_SKIP() << "built without MPI";
+  if (!HaveEngine()) GTEST_SKIP() << "built without the launch's engine (MPI or Gloo)";
   const LaunchInfo l = LaunchInfo::FromEnv();
   ProcessGroup& g = ProcessGroup::World();
-  EXPECT_EQ(l.launcher, "mpirun");
+  ASSERT_NE(l.launcher, "single") << "run under mpirun -np 4 or a torchrun-style launcher";
+  EXPECT_STREQ(g.engine(), l.launcher == "mpirun" ? "MPI" : "Gloo");
   EXPECT_EQ(l.rank, g.rank());
   EXPECT_EQ(l.world_size, g.size());
   EXPECT_GE(g.size(), 2) << "run under mpirun -np 4";
 }
 
 TEST(ProcessGroup, AllReduceSumAvgMaxMatchEveryRanksInputs) {
-  if (!HaveMpi()) GTEST_SKIP() << "built without MPI";
+  if (!HaveEngine()) GTEST_SKIP() << "built without the launch's engine";
   ProcessGroup& g = ProcessGroup::World();
   if (const char* hang = std::getenv("OAR_TEST_HANG_RANK"); hang != nullptr && std::atoi(hang) == g.rank()) {
     std::this_thread::sleep_for(std::chrono::seconds(120));  // never arrives in time
@@ -63,10 +68,89 @@ TEST(ProcessGroup, AllReduceSumAvgMaxMatchEveryRanksInputs) {
   g.Barrier();
 }
 
-// The MPI store: every rank sets a value and reads every other's; rank 0 sets its key last, after the
-// others are already waiting for it (they must be answered while rank 0 is in no MPI call of theirs).
-TEST(ProcessGroup, MpiStoreExchangesEveryRanksValueAndTimesOutNamingTheKey) {
-  if (!HaveMpi()) GTEST_SKIP() << "built without MPI";
+// all_gather, reduce_scatter (sum, avg), all_to_all with pieces of different shapes (one empty), send/recv
+// around the ring (two messages each, in order) and an all_reduce on a subgroup (the even ranks): exact
+// values (small integers, so any summation order gives them).
+TEST(ProcessGroup, GatherScatterAllToAllSendRecvAndSubgroupsMatchEveryRanksInputs) {
+  if (!HaveEngine()) GTEST_SKIP() << "built without the launch's engine";
+  ProcessGroup& g = ProcessGroup::World();
+  const int n = g.size(), me = g.rank();
+  auto block = [](int r, int64_t k, int64_t len) {
+    std::vector<float> v(static_cast<size_t>(len));
+    for (int64_t i = 0; i < len; ++i) v[static_cast<size_t>(i)] = static_cast<float>(r * 100 + k * 10 + i);
+    return v;
+  };
+  // all_gather: [n, 2, 3], block r is rank r's.
+  const Tensor gathered = g.AllGather(FromVector<float>(block(me, 0, 6), {2, 3}));
+  ASSERT_EQ(gathered.shape(), Dims({n, 2, 3}));
+  std::vector<float> want;
+  for (int r = 0; r < n; ++r) {
+    const std::vector<float> b = block(r, 0, 6);
+    want.insert(want.end(), b.begin(), b.end());
+  }
+  EXPECT_EQ(gathered.ToVector<float>(), want);
+  // reduce_scatter: rank r's input block k is block(r, k); this rank gets the sum over r of block(r, me).
+  std::vector<float> in;
+  for (int k = 0; k < n; ++k) {
+    const std::vector<float> b = block(me, k, 5);
+    in.insert(in.end(), b.begin(), b.end());
+  }
+  std::vector<float> sum(5, 0.0f);
+  for (int r = 0; r < n; ++r) {
+    const std::vector<float> b = block(r, me, 5);
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += b[i];
+  }
+  EXPECT_EQ(g.ReduceScatter(FromVector<float>(in, {n, 5}), runtime::ReduceOp::kSum).ToVector<float>(), sum);
+  std::vector<float> avg = sum;
+  for (float& a : avg) a /= static_cast<float>(n);
+  EXPECT_EQ(g.ReduceScatter(FromVector<float>(in, {n, 5}), runtime::ReduceOp::kAvg).ToVector<float>(), avg);
+  // all_to_all: the chunk from rank i to rank j has (i + j) % 3 rows of 2 (int64).
+  std::vector<Tensor> chunks;
+  for (int j = 0; j < n; ++j) {
+    const int64_t rows = (me + j) % 3;
+    std::vector<int64_t> v(static_cast<size_t>(rows * 2));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = me * 1000 + j * 10 + static_cast<int64_t>(i);
+    chunks.push_back(FromVector<int64_t>(v, {rows, 2}));
+  }
+  const std::vector<Tensor> got = g.AllToAll(chunks);
+  ASSERT_EQ(static_cast<int>(got.size()), n);
+  for (int i = 0; i < n; ++i) {
+    const int64_t rows = (i + me) % 3;
+    ASSERT_EQ(got[static_cast<size_t>(i)].shape(), Dims({rows, 2})) << "from rank " << i;
+    std::vector<int64_t> v(static_cast<size_t>(rows * 2));
+    for (size_t k = 0; k < v.size(); ++k) v[k] = i * 1000 + me * 10 + static_cast<int64_t>(k);
+    EXPECT_EQ(got[static_cast<size_t>(i)].ToVector<int64_t>(), v) << "from rank " << i;
+  }
+  // send/recv around the ring: two messages (a matrix, then a scalar), received in order.
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  g.Send(FromVector<float>(block(me, 1, 6), {3, 2}), next);
+  g.Send(FromVector<int32_t>({me}, {}), next);
+  const Tensor first = g.Recv(prev, Device("cpu")), second = g.Recv(prev, Device("cpu"));
+  g.WaitSends();
+  EXPECT_EQ(first.shape(), Dims({3, 2}));
+  EXPECT_EQ(first.ToVector<float>(), block(prev, 1, 6));
+  EXPECT_EQ(second.dtype(), DType::kInt32);
+  EXPECT_EQ(second.ToVector<int32_t>(), std::vector<int32_t>{prev});
+  // A subgroup: the even ranks sum their ranks (the odd ones are not members and skip it).
+  if (me % 2 == 0) {
+    std::vector<int> evens;
+    for (int r = 0; r < n; r += 2) evens.push_back(r);
+    ProcessGroup& sub = ProcessGroup::Subgroup(evens);
+    EXPECT_EQ(sub.rank(), me / 2);
+    Tensor t = FromVector<int64_t>({me}, {1});
+    sub.AllReduce(t, runtime::ReduceOp::kSum);
+    int64_t total = 0;
+    for (int r : evens) total += r;
+    EXPECT_EQ(t.ToVector<int64_t>(), std::vector<int64_t>{total});
+  }
+  g.Barrier();
+}
+
+// The group's store (MPI's, or a view of the TCP store under Gloo): every rank sets a value and reads every other's;
+// rank 0 sets its key last, after the others are already waiting for it (they must be answered while rank 0 is in no
+// MPI call of theirs).
+TEST(ProcessGroup, StoreExchangesEveryRanksValueAndTimesOutNamingTheKey) {
+  if (!HaveEngine()) GTEST_SKIP() << "built without the launch's engine";
   ProcessGroup& g = ProcessGroup::World();
   {
     const std::unique_ptr<Store> store = g.NewStore(std::chrono::milliseconds(20000));
@@ -81,7 +165,8 @@ TEST(ProcessGroup, MpiStoreExchangesEveryRanksValueAndTimesOutNamingTheKey) {
       ADD_FAILURE() << "a key no rank sets was found";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kDeadlineExceeded);
-      EXPECT_NE(std::string(e.what()).find("get 'never/set'"), std::string::npos) << e.what();
+      // Under Gloo the key carries the store's prefix ("get 'pg/world/store0/never/set'").
+      EXPECT_NE(std::string(e.what()).find("never/set'"), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(g.rank())), std::string::npos) << e.what();
     }
   }

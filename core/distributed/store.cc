@@ -350,12 +350,38 @@ std::string TcpStore::Get(std::string_view key, std::chrono::milliseconds timeou
   return value;
 }
 
+PrefixStore::PrefixStore(std::shared_ptr<Store> base, std::string prefix)
+    : base_(std::move(base)), prefix_(std::move(prefix)) {}
+
+void PrefixStore::Set(std::string_view key, std::string_view value) { base_->Set(prefix_ + std::string(key), value); }
+
+std::string PrefixStore::Get(std::string_view key, std::chrono::milliseconds timeout) {
+  return base_->Get(prefix_ + std::string(key), timeout);
+}
+
+std::shared_ptr<Store> LaunchTcpStore(std::chrono::milliseconds timeout) {
+  static std::mutex mu;
+  static std::weak_ptr<Store> current;
+  std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<Store> s = current.lock();
+  if (s == nullptr) {
+    const LaunchInfo l = LaunchInfo::FromEnv();
+    OAR_CHECK(l.launcher == "env", kFailedPrecondition,
+              "the TCP store needs the torchrun-style launch variables RANK, WORLD_SIZE, MASTER_ADDR and "
+              "MASTER_PORT (launcher: {})",
+              l.launcher);
+    s = TcpStore::FromLaunch(l, timeout);
+    current = s;
+  }
+  return s;
+}
+
 std::unique_ptr<Store> StoreForLaunch(std::chrono::milliseconds timeout) {
   const LaunchInfo l = LaunchInfo::FromEnv();
   if (l.launcher == "mpirun") return ProcessGroup::World().NewStore(timeout);
   OAR_CHECK(l.launcher == "env", kFailedPrecondition,
             "no launcher: a store across processes needs mpirun or RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT");
-  return TcpStore::FromLaunch(l, timeout);
+  return std::make_unique<PrefixStore>(LaunchTcpStore(timeout), "");
 }
 
 }  // namespace oar::distributed

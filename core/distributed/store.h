@@ -111,9 +111,28 @@ class StoreTable {
 /// A request in the TCP store's wire format (StoreTable).
 std::string StoreRequest(char op, std::string_view key, std::string_view value);
 
+/// A view of `base` whose keys carry `prefix` (several stores' keys in one table without clashing); it shares
+/// `base`, which lives while some view or other holder does.
+class PrefixStore final : public Store {
+ public:
+  PrefixStore(std::shared_ptr<Store> base, std::string prefix);
+  void Set(std::string_view key, std::string_view value) override;
+  std::string Get(std::string_view key, std::chrono::milliseconds timeout) override;
+
+ private:
+  std::shared_ptr<Store> base_;
+  std::string prefix_;
+};
+
+/// The TCP store of this process's torchrun-style launch (TcpStore::FromLaunch, `timeout` on first use), one
+/// per process while anything holds it: StoreForLaunch's views and the Gloo process group share one
+/// connection (and, on rank 0, one server on MASTER_PORT). The Gloo world holds it for the process's life.
+std::shared_ptr<Store> LaunchTcpStore(std::chrono::milliseconds timeout);
+
 /// The store for this process's launcher: under `mpirun` the MPI store of ProcessGroup::World() (a
-/// collective: every process must call it), under torchrun-style variables the TCP store; kFailedPrecondition
-/// without a launcher.
+/// collective: every process must call it), under torchrun-style variables a view of LaunchTcpStore (keys
+/// as given: the caller picks keys that do not clash with its other uses); kFailedPrecondition without a
+/// launcher.
 std::unique_ptr<Store> StoreForLaunch(std::chrono::milliseconds timeout);
 
 }  // namespace oar::distributed

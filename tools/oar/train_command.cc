@@ -68,7 +68,8 @@ void AddTrainCommands(CLI::App& app) {
     cmd->add_option("--mesh", a->mesh,
                     "Train over a mesh of devices of --device's type in this process, e.g. dp=2,tp=2 (data "
                     "parallel on dp, tensor parallel on tp, pipeline stages on pp, e.g. pp=2,dp=2; llama only), or "
-                    "under mpirun over the processes, one rank each; the step lines equal the one-device run's");
+                    "under a launcher (mpirun, or torchrun-style RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT) over the "
+                    "processes, one rank each; the step lines equal the one-device run's");
     cmd->add_option("--schedule", a->parallel.schedule,
                     "Pipeline schedule with a pp mesh dim: 1f1b (at most pp micro-batches' activations alive per "
                     "stage) or fthenb (every forward, then every backward)")
@@ -111,18 +112,20 @@ void AddTrainCommands(CLI::App& app) {
                       a->mesh, launch.world_size, launch.world_size, launch.world_size);
         distributed::ProcessGroup& world = distributed::ProcessGroup::World();
         if (world.rank() != 0) std::freopen("/dev/null", "w", stdout);  // only rank 0 prints
+        const std::string under =
+            (launch.launcher == "env" ? std::string("RANK/WORLD_SIZE") : launch.launcher) + ", " + world.engine();
         if (plain_dp) {
           e = examples::MakeExample(a->model, ChosenDevice(a->device), a->seed);
           examples::SetDataParallel(*e, world.rank(), world.size(),
                                     [&world](Tensor& t) { world.AllReduce(t, runtime::ReduceOp::kAvg); });
-          where = e->device().str() + " in each of " + std::to_string(world.size()) + " processes (dp=" +
-                  std::to_string(world.size()) + " under " + launch.launcher + ")";
+          where = e->device().str() + " in each of " + std::to_string(world.size()) +
+                  " processes (dp=" + std::to_string(world.size()) + " under " + under + ")";
         } else {
           const distributed::ProcessMesh mesh =
               distributed::ProcessMesh::ForProcesses(a->mesh, ChosenDevice(a->device), world.rank(), world.size());
           e = examples::MakeParallelExample(a->model, mesh, a->seed, a->parallel);
           where = a->mesh + " over " + std::to_string(world.size()) + " processes on " + e->device().str() +
-                  " each (under " + launch.launcher + ")";
+                  " each (under " + under + ")";
           if (std::find(names.begin(), names.end(), "pp") != names.end()) {
             const int64_t pp = mesh.size(mesh.DimIndex("pp"));
             where += " (" + distributed::ScheduleName(distributed::ParsePipelineSchedule(a->parallel.schedule)) +
