@@ -84,8 +84,11 @@ PropagationReport PropagatePlacements(ir::Program& program, const PropagateOptio
 /// without operands whose result is not replicated.
 std::unique_ptr<ir::Program> RankProgram(const ir::Program& placed, const ProcessMesh& mesh, int64_t rank);
 
-/// A placed program compiled into one scheduler::Executor per rank (RankProgram; every rank in this
-/// process), run with one host thread per rank: the same executor as static training and the Predictor.
+/// A placed program compiled into one scheduler::Executor per rank (RankProgram), run with one host thread
+/// per rank: the same executor as static training and the Predictor. With one rank per process
+/// (ProcessMesh::ForProcesses, under a launcher) only this process's rank is compiled and run, its
+/// collectives through the process group (rank_executor of another rank: kInvalidArgument; Run's outputs
+/// hold this rank's local only).
 /// The ranks meet at each collective, and the last to arrive runs it for all of them (Reshard on
 /// DistTensors, so CollectiveCounts counts each once). A rank that fails stops the others (its error is
 /// rethrown); a rank that does not arrive within OAR_DIST_TIMEOUT_S (default 300 s) fails the run with

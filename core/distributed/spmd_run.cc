@@ -4,10 +4,13 @@
 // rebuilt with the local operands, and their shape attributes (shape, input_shape, weight_shape) set to the
 // local result shape, as eager execution does, so the builder's inference checks each local shape against
 // the placement; each dist.* step becomes `dist.rank_reshard` (not pure: every rank issues them in program
-// order). Running: each rank's Executor runs on its own thread; a dist.rank_reshard meets the same
-// collective of every other rank (the n-th one of each rank) and the last to arrive runs it for all of
-// them through Reshard on DistTensors (the same checked collectives, counted as logical collectives);
-// a rank that fails stops the others, and a rank that never arrives fails the run after the timeout
+// order). Running: with one rank per process (a ProcessMesh::ForProcesses mesh, under a launcher) this
+// process compiles and runs only its rank's program, and a dist.rank_reshard is Reshard of this rank's
+// local over the mesh (the collectives through the process group: the peers are the other processes'
+// programs at the same collective; its timeout applies). In one process, each rank's Executor runs on its own thread; a
+// dist.rank_reshard meets the same collective of every other rank (the n-th one of each rank) and the last to arrive
+// runs it for all of them through Reshard on DistTensors (the same checked collectives, counted as logical
+// collectives); a rank that fails stops the others, and a rank that never arrives fails the run after the timeout
 // (OAR_DIST_TIMEOUT_S, default 300 s), naming the ranks missing and the collective.
 #include <chrono>
 #include <condition_variable>
@@ -65,6 +68,11 @@ class SpmdRendezvous {
   Tensor Exchange(int64_t rank, const std::string& what, const Placements& from, const Placements& to,
                   const Dims& global, const Tensor& local) {
     const size_t n = static_cast<size_t>(mesh_.numel());
+    if (mesh_.multi_process()) {  // the peers are other processes: the process group's collectives meet them
+      std::vector<Tensor> locals(n);
+      locals[static_cast<size_t>(rank)] = local;
+      return Reshard(DistTensor(mesh_, from, global, std::move(locals)), to).local(rank);
+    }
     std::unique_lock<std::mutex> lock(mu_);
     const int64_t seq = next_[static_cast<size_t>(rank)]++;
     Slot& s = slots_[seq];
@@ -306,9 +314,6 @@ struct SpmdExecutor::Impl {
 SpmdExecutor::SpmdExecutor(const ir::Program& placed, const ProcessMesh& mesh) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.mesh = mesh;
-  for (int64_t r = 0; r < mesh.numel(); ++r) {
-    OAR_CHECK_ARG(mesh.is_local(r), "spmd executor: every rank of the mesh must be in this process ({} is not)", r);
-  }
   for (ir::Operation* op : placed.block()) {
     if (op->name() == "builtin.data") {
       const size_t index = static_cast<size_t>(op->attr("index").AsInt());
@@ -327,6 +332,10 @@ SpmdExecutor::SpmdExecutor(const ir::Program& placed, const ProcessMesh& mesh) :
     ~Scope() { compiling = nullptr; }
   } scope(m.rv.get());
   for (int64_t r = 0; r < mesh.numel(); ++r) {
+    if (!mesh.is_local(r)) {  // another process's rank
+      m.ranks.emplace_back();
+      continue;
+    }
     const std::unique_ptr<ir::Program> p = RankProgram(placed, mesh, r);
     m.ranks.push_back(std::make_unique<scheduler::Executor>(*p, mesh.devices()[static_cast<size_t>(r)]));
   }
@@ -335,7 +344,9 @@ SpmdExecutor::SpmdExecutor(const ir::Program& placed, const ProcessMesh& mesh) :
 SpmdExecutor::~SpmdExecutor() = default;
 
 const scheduler::Executor& SpmdExecutor::rank_executor(int64_t rank) const {
-  return *impl_->ranks.at(static_cast<size_t>(rank));
+  OAR_CHECK_ARG(rank >= 0 && rank < impl_->mesh.numel() && impl_->ranks[static_cast<size_t>(rank)] != nullptr,
+                "spmd executor: rank {} is not run by this process (mesh {})", rank, impl_->mesh.ToString());
+  return *impl_->ranks[static_cast<size_t>(rank)];
 }
 
 std::vector<DistTensor> SpmdExecutor::Run(std::span<const Tensor> inputs) const {
@@ -355,6 +366,7 @@ std::vector<DistTensor> SpmdExecutor::Run(std::span<const Tensor> inputs) const 
   std::vector<std::exception_ptr> errors(n);
   std::vector<std::thread> threads;
   for (size_t r = 0; r < n; ++r) {
+    if (m.ranks[r] == nullptr) continue;  // another process's rank
     threads.emplace_back([&, r] {
       try {
         outs[r] = m.ranks[r]->Run(locals[r]);
@@ -389,7 +401,7 @@ std::vector<DistTensor> SpmdExecutor::Run(std::span<const Tensor> inputs) const 
   std::vector<DistTensor> result;
   for (size_t o = 0; o < m.outputs.size(); ++o) {
     std::vector<Tensor> per_rank;
-    for (size_t r = 0; r < n; ++r) per_rank.push_back(outs[r].at(o));
+    for (size_t r = 0; r < n; ++r) per_rank.push_back(m.ranks[r] != nullptr ? outs[r].at(o) : Tensor());
     result.emplace_back(m.mesh, m.outputs[o], m.output_shapes[o], std::move(per_rank));
   }
   return result;
