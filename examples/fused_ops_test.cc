@@ -1,4 +1,5 @@
-// fused_rotary's numbers against the ops examples/models.cc's RotateWith runs, and fused_adam's against the
+// fused_rotary's numbers against the ops examples/models.cc's RotateWith runs, fused_rms_scale's against
+// rms_norm's, and fused_adam's against the
 // elementwise ops Adam::ApplyStep runs (core/optim), on cpu and both simulators; static training steps (StaticFunction,
 // whose pipeline runs fuse-adam) against the same steps run eagerly — bitwise, as `oar train --static` promises; where
 // the rewrite must fire and where it must not. (Here rather than in core/jit or core/passes, whose tests may not use

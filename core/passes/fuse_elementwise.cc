@@ -165,8 +165,8 @@ class FuseAdamPattern : public RewritePattern {
     std::vector<ir::Value> operands = {param, g, first.state, second.state, decay};
     operands.insert(operands.end(), {first.beta, first.one_minus_beta, second.beta, second.one_minus_beta});
     operands.insert(operands.end(), {m_hat->operand(1), v_hat->operand(1), eps, lr});
-    ir::Operation* fused = rewriter.Create(
-        "op.fused_adam", operands, {rewriter.Attr("with_decay", rewriter.context().IntAttr(with_decay))});
+    ir::Operation* fused = rewriter.Create("op.fused_adam", operands,
+                                           {rewriter.Attr("with_decay", rewriter.context().IntAttr(with_decay))});
     // The new moments replace m_out and v_out in their later uses; the chain, left without users once the
     // root is replaced, is erased by the driver (pure ops without uses).
     m_out.ReplaceUsesWithIf(fused->result(1), [&](ir::OpOperand& u) { return u.owner() != m_hat; });
