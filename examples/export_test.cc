@@ -216,6 +216,16 @@ TEST_P(DecodeTest, GreedyGenerationThroughThePredictorMatchesEager) {
         << p.output_names()[i] << " on " << GetParam();
   }
   EXPECT_EQ(served[1].dim(2), 8) << "present.0.k holds the cache with this position appended";
+  // The default passes fused the two rotary rotations of each of the two layers (fuse-rotary) and the ends of
+  // the five rms_norms (fuse-rms-scale): the bitwise checks above ran the fused kernels.
+  const std::string text = ir::Print(p.program());
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("kernel.fused_rotary("), 4u) << text;
+  EXPECT_EQ(count("kernel.fused_rms_scale("), 5u) << text;
 }
 
 // Sampling through the Predictor (top-k with a seed) draws eager generation's tokens; temperature and top-p

@@ -532,6 +532,42 @@ SpmdRule SpmdRuleFor(ops::Op op, std::span<const ops::TensorMeta> in, const ops:
       r.outputs = {out};
       return r;
     }
+    case Op::kFusedRotary: {
+      // out[..., i] and out[..., i + h] mix x[..., i] and x[..., i + h]: the last dim stays whole; the leading
+      // dims shard freely, with cos and sin (right-aligned) sharing a dim's factor where they do not broadcast.
+      r.family = "elementwise";
+      const Dims x = shape(0);
+      std::vector<int> fx;
+      for (int d = 0; d + 1 < x.size(); ++d) fx.push_back(r.AddFactor(x[d]));
+      fx.push_back(-1);
+      r.inputs = {fx};
+      for (size_t i = 1; i <= 2; ++i) {
+        const Dims c = shape(i);
+        std::vector<int> fc(static_cast<size_t>(c.size()), -1);
+        for (int d = 0; d + 1 < c.size(); ++d) {
+          const int dx = d + x.size() - c.size();
+          if (c[d] == x[dx]) fc[static_cast<size_t>(d)] = fx[static_cast<size_t>(dx)];
+        }
+        r.inputs.push_back(fc);
+      }
+      r.outputs = {fx};
+      return r;
+    }
+    case Op::kFusedRmsScale: {
+      // Elementwise with broadcasting (mean_square, eps and weight against x); not linear in mean_square.
+      SpmdRule t = ElementwiseRule(r.name, std::vector<Dims>{shape(0), shape(1), shape(2), shape(3)}, false);
+      return t;
+    }
+    case Op::kFusedAdam: {
+      // Elementwise over param, grad, m and v (one factor per dim, shared by the three results); the nine
+      // scalars are 0-d (replicated). Not linear in its operands: a Partial input is not passed through.
+      r.family = "elementwise";
+      const std::vector<int> f = Identity(r, shape(0));
+      r.inputs = {f, f, f, f};
+      for (int i = 4; i < 13; ++i) r.inputs.push_back({});
+      r.outputs = {f, f, f};
+      return r;
+    }
     case Op::kCount_:
       break;
   }

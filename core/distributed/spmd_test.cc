@@ -89,6 +89,9 @@ Sample SampleFor(const ops::OpSchema& s) {
       {"topk", {{{4, 6}}, {{"k", int64_t{2}}, {"axis", int64_t{1}}}}},
       {"pad", {{{4, 6}}, {{"pads", V{0, 0, 1, 1}}}}},
       {"fused_linear", {{{4, 6}, {6, 8}, {8}}, {{"activation", int64_t{1}}}}},
+      {"fused_rotary", {{{4, 6}, {4, 3}, {4, 3}}, {}}},
+      {"fused_rms_scale", {{{4, 6}, {4, 1}, {}, {6}}, {}}},
+      {"fused_adam", {{{4, 6}, {4, 6}, {4, 6}, {4, 6}, {}, {}, {}, {}, {}, {}, {}, {}, {}}, {{"with_decay", int64_t{1}}}}},
       {"where", {{{4, 6}, {4, 6}, {6}}, {}}},
   };
   auto it = special.find(std::string(s.name));

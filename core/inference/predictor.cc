@@ -27,8 +27,12 @@ nlohmann::json ShapeJson(const ir::IrContext& ctx, ir::Type t) {
 
 }  // namespace
 
-std::string DefaultPasses(std::string_view device) {
-  return fmt::format("canonicalize,cse,constant-fold,fuse-linear{{device={}}},dce", device);
+std::string DefaultPasses(std::string_view device, bool cinn) {
+  if (cinn) return fmt::format("canonicalize,cse,constant-fold,fuse-linear{{device={}}},dce", device);
+  return fmt::format(
+      "canonicalize,cse,constant-fold,fuse-rotary{{device={0}}},fuse-rms-scale{{device={0}}},fuse-linear{{device={0}}},"
+      "dce",
+      device);
 }
 
 Predictor::Predictor(const Config& config)
@@ -38,8 +42,8 @@ Predictor::Predictor(const Config& config)
   OAR_CHECK_ARG(threads_ >= 0, "predictor: threads must be >= 0 (0: the default), got {}", threads_);
   program_ = jit::Load(*ctx_, config.model_dir, device_);
   passes::PassManager pm;
-  if (config.optimize) pm.AddPipeline(config.passes.empty() ? DefaultPasses(device_.str()) : config.passes);
   cinn_ = config.cinn.value_or(compiler::CinnFromEnvironment());
+  if (config.optimize) pm.AddPipeline(config.passes.empty() ? DefaultPasses(device_.str(), cinn_) : config.passes);
   if (cinn_) {
     compiler::RegisterCinn();
     pm.AddPipeline(kCinnPasses);

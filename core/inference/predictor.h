@@ -90,11 +90,15 @@ class Predictor {
   std::vector<std::string> outputs_;
 };
 
-/// The default optimisation pipeline run on load for the device named `device`, before kernel selection: canonicalize, cse,
-/// constant-fold, then fuse-linear{device=...} (matmul -> bias add [-> relu | tanh] into one fused_linear
-/// where the device has that kernel, as Paddle Inference's fc_fuse_pass; the fused kernel gives the unfused
-/// kernels' results bitwise on the host devices) and dce for what the rewrites left dead.
-std::string DefaultPasses(std::string_view device);
+/// The default optimisation pipeline run on load for the device named `device`, before kernel selection: canonicalize,
+/// cse, constant-fold, then fuse-rotary{device=...} (the rotary rotation of x's halves into one fused_rotary),
+/// fuse-rms-scale{device=...} (rms_norm's x * rsqrt(ms + eps) * w into one fused_rms_scale) and
+/// fuse-linear{device=...} (matmul -> bias add [-> relu | tanh] into one fused_linear, as Paddle Inference's
+/// fc_fuse_pass), each where the device has the fused kernel, which gives the unfused kernels' results bitwise
+/// on the host devices, and dce for what the rewrites left dead. With `cinn` (Config::cinn), without
+/// fuse-rotary and fuse-rms-scale: CINN fuses those elementwise chains itself (kCinnPasses decomposes
+/// fused_linear back into primitives; the other two have no decomposition).
+std::string DefaultPasses(std::string_view device, bool cinn = false);
 /// What Config::cinn adds after them (before kernel selection): composites (softmax, layer_norm) become
 /// primitives, which CINN fuses into kernels.
 inline constexpr const char* kCinnPasses = "decompose,cinn,dce";

@@ -98,6 +98,8 @@ uint32_t TraitsOf(const ops::OpSchema& s) {
   switch (s.op) {
     case Op::kAdd: case Op::kMul: case Op::kMaximum: case Op::kMinimum: case Op::kEq: case Op::kNe:
     case Op::kLogicalAnd: case Op::kLogicalOr: t |= kCommutative; break;
+    // Its param, grad, m and v are read at each result element's index (the scalars are 0-d).
+    case Op::kFusedAdam: t |= kElementwise; break;
     default: break;
   }
   if (s.kind == ops::OpKind::kUnary || s.kind == ops::OpKind::kPredicate || s.kind == ops::OpKind::kCast ||

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 
 #include "core/ir/builder.h"
 #include "core/ir/text.h"
@@ -93,7 +94,15 @@ TEST(IrText, EveryOpRoundTrips) {
   };
   const std::map<std::pair<std::string, std::string>, Dims> shapes = {
       {{"layer_norm", "weight"}, {4}}, {{"layer_norm", "bias"}, {4}}, {{"index_select", "index"}, {3}},
-      {{"fused_linear", "w"}, {4, 5}}, {{"fused_linear", "bias"}, {5}}};
+      {{"fused_linear", "w"}, {4, 5}}, {{"fused_linear", "bias"}, {5}}, {{"fused_rotary", "cos"}, {4, 2}},
+      {{"fused_rotary", "sin"}, {4, 2}}, {{"fused_rms_scale", "mean_square"}, {2, 3, 4, 1}},
+      {{"fused_rms_scale", "eps"}, {}}, {{"fused_rms_scale", "weight"}, {4}}};
+  // fused_adam's nine scalars are 0-d.
+  auto shape_of = [&](const std::string& op, std::string_view input, size_t i) -> std::optional<Dims> {
+    if (op == "fused_adam" && i >= 4) return Dims{};
+    auto it = shapes.find({op, std::string(input)});
+    return it != shapes.end() ? std::optional<Dims>(it->second) : std::nullopt;
+  };
   int index = 0;
   for (const ops::OpSchema& s : ops::AllSchemas()) {
     const std::string name(s.name);
@@ -102,8 +111,8 @@ TEST(IrText, EveryOpRoundTrips) {
       DType t = s.Accepts(DType::kFloat32) || s.dtypes == 0 ? DType::kFloat32 : DType::kBool;
       if (s.inputs[i] == "index" || s.inputs[i] == "target") t = DType::kInt64;
       if (s.inputs[i] == "cond") t = DType::kBool;
-      auto it = shapes.find({name, std::string(s.inputs[i])});
-      const Type type = ctx.TensorType(t, it != shapes.end() ? it->second : Dims{2, 3, 4, 4});
+      const std::optional<Dims> shape = shape_of(name, s.inputs[i], i);
+      const Type type = ctx.TensorType(t, shape ? *shape : Dims{2, 3, 4, 4});
       operands.push_back(b.Create1("builtin.data", {},
                                    {b.Attr("name", ctx.StringAttr("in" + std::to_string(index))),
                                     b.Attr("index", ctx.IntAttr(index))},

@@ -245,6 +245,66 @@ Metas InferFusedLinear(const OpSchema& s, std::span<const TensorMeta> in, const 
   return {{in[0].dtype, out}};
 }
 
+// Input `i` of shape `b` broadcasts against `to` without enlarging it (right-aligned, each extent equal or 1;
+// symbolic extents pass).
+void CheckBroadcastsAgainst(const OpSchema& s, int i, const Dims& b, const Dims& to, const char* what) {
+  bool ok = b.size() <= to.size();
+  for (int d = 0; ok && d < b.size(); ++d) {
+    const int64_t want = to[to.size() - b.size() + d];
+    ok = b[d] == 1 || b[d] == want || b[d] < 0 || want < 0;
+  }
+  OAR_CHECK_ARG(ok, "{}: argument '{}' of shape {} does not broadcast against {} {}", s.name, s.inputs[i],
+                b.ToString(), what, to.ToString());
+}
+
+// fused_rotary: x [..., 2h] (rank >= 1), cos and sin broadcasting against [..., h] (right-aligned, each extent
+// equal or 1), one floating dtype -> x's shape. Symbolic extents pass.
+Metas InferFusedRotary(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
+  CheckFloating(s, 0, in[0].dtype);
+  CheckSameDType(s, in, 0, 1);
+  CheckSameDType(s, in, 0, 2);
+  const Dims& x = in[0].shape;
+  OAR_CHECK_ARG(x.size() >= 1 && (x[x.size() - 1] < 0 || x[x.size() - 1] % 2 == 0),
+                "fused_rotary: argument 'x' must be [..., 2h] (an even last extent), got shape {}", x.ToString());
+  Dims half = x;
+  if (half[half.size() - 1] > 0) half[half.size() - 1] /= 2;
+  for (int i = 1; i <= 2; ++i) CheckBroadcastsAgainst(s, i, in[i].shape, half, "x's halves");
+  return {in[0]};
+}
+
+// fused_rms_scale: x, then mean_square, eps and weight broadcasting against x (right-aligned, each extent
+// equal or 1: they do not enlarge it), one floating dtype -> x's shape.
+Metas InferFusedRmsScale(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
+  CheckFloating(s, 0, in[0].dtype);
+  const Dims& x = in[0].shape;
+  for (int i = 1; i <= 3; ++i) {
+    CheckSameDType(s, in, 0, i);
+    CheckBroadcastsAgainst(s, i, in[i].shape, x, "x");
+  }
+  return {in[0]};
+}
+
+// fused_adam: param, grad, m, v of one shape (symbolic extents pass through) and nine 0-d scalars, all of one
+// floating dtype -> the new param, m and v, of the param's type.
+Metas InferFusedAdam(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
+  CheckFloating(s, 0, in[0].dtype);
+  const Dims& p = in[0].shape;
+  for (int i = 1; i < static_cast<int>(in.size()); ++i) {
+    CheckSameDType(s, in, 0, i);
+    if (i >= 4) {
+      OAR_CHECK_ARG(in[i].shape.size() == 0, "fused_adam: argument '{}' must be a 0-d scalar, got shape {}",
+                    s.inputs[i], in[i].shape.ToString());
+      continue;
+    }
+    const Dims& x = in[i].shape;
+    bool same = x.size() == p.size();
+    for (int d = 0; same && d < p.size(); ++d) same = x[d] == p[d] || x[d] < 0 || p[d] < 0;
+    OAR_CHECK_ARG(same, "fused_adam: argument '{}' has shape {}, expected the param's {}", s.inputs[i], x.ToString(),
+                  p.ToString());
+  }
+  return {in[0], in[0], in[0]};
+}
+
 AttrSpec Ints2(std::string_view name, int64_t v) { return {name, OAR_ATTR_INTS, std::vector<int64_t>{v, v}, ""}; }
 AttrSpec IntsEmpty(std::string_view name) { return {name, OAR_ATTR_INTS, std::vector<int64_t>{}, ""}; }
 AttrSpec IntA(std::string_view name, int64_t v) { return {name, OAR_ATTR_INT, v, ""}; }
@@ -307,6 +367,30 @@ void AppendNnSchemas(std::vector<OpSchema>& t) {
          "act(x @ w + bias): x [..., K], w [K, N], bias [N]; activation 0 none, 1 relu, 2 gelu (erf), 3 tanh",
          vjp::FusedLinear);
   t.back().decompose = DecomposeFusedLinear;
+  // fused_rotary and fused_rms_scale: inference only (the Predictor's fuse-rotary and fuse-rms-scale, which it
+  // leaves out when CINN fuses the same chains itself): no VJP, no decomposition.
+  direct(Op::kFusedRotary, "fused_rotary", {"x", "cos", "sin"}, {"out"}, {},
+         Bit(DType::kFloat32) | Bit(DType::kFloat64), InferFusedRotary,
+         "rotary position embedding with the rows given: x [..., 2h], cos and sin broadcasting against [..., h]; "
+         "out = concat(x1 * cos - x2 * sin, x2 * cos + x1 * sin) (x1, x2 the halves of x), each operation rounded to "
+         "the dtype",
+         nullptr);
+  direct(Op::kFusedRmsScale, "fused_rms_scale", {"x", "mean_square", "eps", "weight"}, {"out"}, {},
+         Bit(DType::kFloat32) | Bit(DType::kFloat64), InferFusedRmsScale,
+         "the end of rms_norm: x * rsqrt(mean_square + eps) * weight, mean_square, eps and weight broadcasting "
+         "against x, each operation rounded to the dtype (rsqrt as 1 / sqrt)",
+         nullptr);
+  // Not differentiable (vjp null): an optimiser update is not part of what a training step differentiates.
+  direct(Op::kFusedAdam, "fused_adam",
+         {"param", "grad", "m", "v", "decay", "beta1", "one_minus_beta1", "beta2", "one_minus_beta2",
+          "bias_correction1", "bias_correction2", "eps", "lr"},
+         {"param_out", "m_out", "v_out"}, {{"with_decay", OAR_ATTR_INT, int64_t{1}, "1: param * decay; 0: param"}},
+         Bit(DType::kFloat32) | Bit(DType::kFloat64), InferFusedAdam,
+         "Adam's update of one parameter, elementwise: m_out = m * beta1 + grad * one_minus_beta1, v_out = v * beta2 + "
+         "(grad * grad) * one_minus_beta2, param_out = value - ((m_out / bias_correction1) / (sqrt(v_out / "
+         "bias_correction2) + eps)) * lr with value = param * decay (with_decay 1, AdamW) or param (with_decay 0, "
+         "Adam: decay is not read), each operation rounded to the dtype; the scalars are 0-d",
+         nullptr);
 }
 
 }  // namespace oar::ops

@@ -306,6 +306,7 @@ void RegisterGenericPasses() {
     RegisterDecomposePass();
     RegisterShapeInferPass();
     RegisterFuseLinearPass();
+    RegisterFuseElementwisePasses();
     RegisterRematPass();
     return true;
   }();

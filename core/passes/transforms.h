@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/ir/builder.h"
+#include "core/ops/schema.h"
 #include "core/passes/pattern.h"
 #include "core/tensor/device.h"
 
@@ -31,6 +32,10 @@ bool FusedLinearKernelOn(Device device, DType dtype);
 /// bias broadcasts over rows only), the product used once, and a kernel on `device`.
 bool CanFuseLinear(ir::Value x, ir::Value w, ir::Value bias, ir::Value mm, ir::Value sum, Device device);
 
+/// The device has a kernel for the fused op `op` (fused_adam, fused_rotary) with every operand of `dtype`
+/// (fuse-adam and fuse-rotary rewrite only there).
+bool FusedKernelOn(ops::Op op, Device device, DType dtype);
+
 /// The `remat` pass (remat.cc): recompute elementwise results before their late uses while that lowers the
 /// most bytes the program's own buffers hold at once; returns how many ops were recomputed.
 int64_t RecomputeAtPeak(ir::Program& program);
@@ -44,6 +49,8 @@ void RegisterInplacePass();
 void RegisterDecomposePass();
 void RegisterShapeInferPass();
 void RegisterFuseLinearPass();
+/// fuse-adam, fuse-rotary, fuse-rms-scale (fuse_elementwise.cc).
+void RegisterFuseElementwisePasses();
 void RegisterRematPass();
 
 }  // namespace oar::passes

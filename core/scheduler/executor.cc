@@ -61,7 +61,7 @@ struct Instr {
   std::vector<std::unique_ptr<CBlock>> regions;
   std::vector<int> release;  // slots whose last use in this block is here
   std::vector<char> record_in;  // per operand: made on another stream (the allocator is told of this use)
-  std::vector<char> elementwise_in;  // per operand of an elementwise one-result kernel: it has the result's type
+  std::vector<char> elementwise_in;  // per operand of an elementwise kernel (results of one type): it has that type
   bool pure = true;          // the op's `pure` trait: false keeps program order with other such ops
   int global = 0;            // index over every block (events, profiles)
   // kInput
@@ -117,6 +117,7 @@ struct DeviceSlot {
   Device device;
   bool host_accessible = false;
   uint64_t alignment = 256;
+  bool simulated = false;  // a time model with a clock per stream (the simulators' `simulated` attribute)
 };
 
 struct RunContext {
@@ -125,6 +126,10 @@ struct RunContext {
   std::vector<std::unique_ptr<runtime::Event>> start_events;  // per device: the default stream at run start
   std::vector<std::unique_ptr<runtime::Event>> align_events;  // per stream: where the previous run left it
   std::vector<std::shared_ptr<Storage>> arenas;           // per device slot
+  // Per stream: work was enqueued on it in the current run (Begin clears it). A stream that has none yet
+  // (the copy stream when every input is already on the device) records no events and is waited for by no
+  // one: everything issued on it so far did nothing.
+  std::vector<char> busy;
   // Per buffer: the last Tensor made over its arena bytes (Executor::Impl::Output), handed out again while
   // the arena, shape and dtype are the same: a planned result then costs no Storage, TensorImpl or Dims
   // allocation (about 600 instructions per instruction at batch 1, docs/PERFORMANCE.md).
@@ -171,6 +176,15 @@ struct Executor::Impl {
 
   mutable std::mutex mutex;  // plans, contexts, stats
   mutable std::map<std::string, std::shared_ptr<const Plan>> plans;
+  // The plan of the last run and its inputs' dtypes, shapes and placement: a run with the same inputs (the
+  // common case: a server's repeated shapes) takes it without building its signature string.
+  struct InputKey {
+    bool defined = false, here = false;
+    DType dtype = DType::kInvalid;
+    Dims shape;
+  };
+  mutable std::vector<InputKey> last_inputs;
+  mutable std::shared_ptr<const Plan> last_plan;
   mutable std::vector<std::unique_ptr<RunContext>> free_contexts;
   mutable ExecutorStats stats;
   mutable std::mutex first_run_mutex;
@@ -189,6 +203,7 @@ struct Executor::Impl {
     if (const runtime::AttrValue* a = ctx.FindAttribute("alignment"); a != nullptr && a->i > 0) {
       s.alignment = std::max<uint64_t>(256, std::bit_ceil(static_cast<uint64_t>(a->i)));
     }
+    s.simulated = ctx.FindAttribute("simulated") != nullptr;
     devices.push_back(s);
     return static_cast<int>(devices.size()) - 1;
   }
@@ -252,7 +267,7 @@ struct Executor::Impl {
       slot_of[op.result(0).impl()] = Slot(op.operand(0), op);
       return;
     }
-    if (FoldPresetView(op)) return;
+    if (FoldPresetView(op) || FoldPresetConstant(op)) return;
     Instr in;
     in.name = std::string(name);
     in.where = ir::DescribeOp(op);
@@ -303,7 +318,11 @@ struct Executor::Impl {
       in.device = kernel ? Device(op.attr("device").AsString()) : device;
       in.stream = ComputeStream(in.device);
       in.attrs = ir::SchemaAttrValues(*s, op.attributes());
-      if (in.kind == Kind::kKernel && op.info().Has(ir::kElementwise) && op.num_results() == 1) {
+      // (Several results, as fused_adam's, count when they all have one type: each reads its operands at
+      // its own index, so any one of them may be written over an operand of that type.)
+      bool one_type = op.num_results() >= 1;
+      for (uint32_t r = 1; r < op.num_results(); ++r) one_type = one_type && op.result(r).type() == op.result(0).type();
+      if (in.kind == Kind::kKernel && op.info().Has(ir::kElementwise) && one_type) {
         for (uint32_t i = 0; i < op.num_operands(); ++i) {
           in.elementwise_in.push_back(op.operand(i).type() == op.result(0).type() ? 1 : 0);
         }
@@ -340,6 +359,44 @@ struct Executor::Impl {
         RunTensorMethodOp(*s, std::span<const Tensor>(&x, 1), ir::SchemaAttrValues(*s, op.attributes()));
     if (out.size() != 1 || !out[0].defined() || out[0].storage() != x.storage()) return false;
     Preset(op, std::move(out[0]));
+    return true;
+  }
+
+  // A fill of a static shape of at most kPresetFillElements elements (the scalars eager code makes with full(),
+  // which a capture records as fills) and a transfer of a preset (a constant a cpu fallback reads) make the same
+  // value on every run: made once here with the same kernel or copy, as constants are, rather than a launch
+  // per run. Not a value its block yields (the caller gets tensors of its own) or one an op is marked to write
+  // over; a preset is no buffer of the run, so nothing else is written over it in place.
+  static constexpr int64_t kPresetFillElements = 4096;
+  bool FoldPresetConstant(const ir::Operation& op) {
+    const std::string_view name = op.name();
+    if (!options.preset_fills || (name != "kernel.fill" && name != "kernel.transfer") || op.num_results() != 1) {
+      return false;
+    }
+    for (const ir::OpOperand* u = op.result(0).first_use(); u != nullptr; u = u->next_use()) {
+      const std::string_view user = u->owner()->name();
+      if (user == "builtin.output" || user == "cf.yield" || user == "cf.condition") return false;
+      // Marked to be written over (the inplace pass): left a per-run value (inside a region the mark holds).
+      if (ir::Attribute a = u->owner()->attr("oar.inplace");
+          a && a.kind() == ir::AttrKind::kInt && a.AsInt() == static_cast<int64_t>(u->index())) {
+        return false;
+      }
+    }
+    if (name == "kernel.fill") {
+      const ir::Type t = op.result(0).type();
+      const ir::Attribute value = op.attr("value");
+      if (!t.IsTensor() || !t.HasStaticShape() || Dims(t.dims()).Product() > kPresetFillElements || !value ||
+          value.kind() != ir::AttrKind::kFloat) {
+        return false;
+      }
+      Preset(op, full(Dims(t.dims()), value.AsFloat(), t.dtype(), Device(op.attr("device").AsString())));
+      return true;
+    }
+    auto it = slot_of.find(op.operand(0).impl());
+    if (it == slot_of.end()) return false;
+    const Tensor& x = presets[static_cast<size_t>(it->second)];
+    if (!x.defined()) return false;
+    Preset(op, x.to(Device(op.attr("to").AsString())));
     return true;
   }
 
@@ -510,7 +567,8 @@ struct Executor::Impl {
         }
         ok = def.kind == Kind::kKernel && reads == 1 && def.in[static_cast<size_t>(at)] == input.out[0] &&
              !def.elementwise_in.empty() && def.elementwise_in[static_cast<size_t>(at)] != 0 &&
-             out_buffer[static_cast<size_t>(out.def)][0] == b;
+             std::find(out_buffer[static_cast<size_t>(out.def)].begin(), out_buffer[static_cast<size_t>(out.def)].end(),
+                       b) != out_buffer[static_cast<size_t>(out.def)].end();
       }
       if (!ok) continue;
       buffers[b].donor = static_cast<int>(a.input);
@@ -711,6 +769,7 @@ struct Executor::Impl {
     int held_stream = -1;
     RunProfile* profile = nullptr;
     Clock::time_point t0;
+    bool idle = false;  // the instruction just run enqueued nothing (an input or transfer already in place)
   };
 
   runtime::Stream& StreamOf(RunState& st, int stream) const {
@@ -740,7 +799,30 @@ struct Executor::Impl {
     c->start_events.resize(devices.size());
     c->align_events.resize(2 * devices.size());
     c->arenas.resize(devices.size());
+    c->busy.resize(2 * devices.size());
     return c;
+  }
+
+  // The inputs are those of the last run's plan (under `mutex`).
+  bool SameAsLast(std::span<const Tensor> inputs) const {
+    if (inputs.size() != last_inputs.size()) return false;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& t = inputs[i];
+      const InputKey& k = last_inputs[i];
+      if (t.defined() != k.defined) return false;
+      if (t.defined() && (t.dtype() != k.dtype || (t.device() == device) != k.here || t.shape() != k.shape)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  void RememberLast(std::span<const Tensor> inputs, std::shared_ptr<const Plan> plan) const {
+    last_inputs.assign(inputs.size(), InputKey());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].defined()) continue;
+      last_inputs[i] = {true, inputs[i].device() == device, inputs[i].dtype(), inputs[i].shape()};
+    }
+    last_plan = std::move(plan);
   }
 
   std::string Signature(std::span<const Tensor> inputs) const {
@@ -762,27 +844,33 @@ struct Executor::Impl {
       if (warmed.load(std::memory_order_acquire)) first.unlock();
     }
     NoGradGuard no_grad;
-    const std::string sig = Signature(inputs);
+    std::string sig;
     std::shared_ptr<const Plan> plan;
     bool measure = false;
     {
       std::lock_guard<std::mutex> lock(mutex);
       ++stats.runs;
-      if (auto it = plans.find(sig); it != plans.end()) {
-        plan = it->second;
-      } else if (static_shapes) {
-        plan = MakePlan(static_bytes, inputs);
-        plans[sig] = plan;
-        ++stats.plans_built;
+      if (last_plan != nullptr && SameAsLast(inputs)) {
+        plan = last_plan;
       } else {
-        measure = true;
+        sig = Signature(inputs);
+        if (auto it = plans.find(sig); it != plans.end()) {
+          plan = it->second;
+        } else if (static_shapes) {
+          plan = MakePlan(static_bytes, inputs);
+          plans[sig] = plan;
+          ++stats.plans_built;
+        } else {
+          measure = true;
+        }
+        if (plan != nullptr) RememberLast(inputs, plan);
       }
     }
     std::unique_ptr<RunContext> ctx = AcquireContext();
     RunState st;
     st.ctx = ctx.get();
     st.plan = plan.get();
-    std::vector<uint64_t> measured(buffers.size(), 0);
+    std::vector<uint64_t> measured(measure ? buffers.size() : 0, 0);
     if (measure) st.measured = &measured;
     st.profile = profile;
     if (profile != nullptr) st.copy_names.assign(static_cast<size_t>(num_global), "");
@@ -847,6 +935,7 @@ struct Executor::Impl {
   // (default) streams: eager code that made the inputs, and the waits the caching allocator enqueued there
   // when the arena's bytes were last used by another stream.
   void Begin(RunState& st, const Plan* plan) const {
+    std::fill(st.ctx->busy.begin(), st.ctx->busy.end(), 0);
     for (size_t d = 0; d < devices.size(); ++d) {
       const uint64_t want = plan != nullptr ? plan->arena_bytes[d] : 0;
       auto& arena = st.ctx->arenas[d];
@@ -864,7 +953,10 @@ struct Executor::Impl {
       compute.WaitEvent(*start);
       copy.WaitEvent(*start);
       // Each of the two streams starts after where the other left off (the previous run is complete, but a
-      // device's time model keeps a clock per stream: this keeps a run's times on one timeline).
+      // device's time model keeps a clock per stream: this keeps a run's times on one timeline). A device
+      // without a time model needs nothing more.
+      if (!devices[d].simulated) continue;
+      st.ctx->busy[2 * d] = st.ctx->busy[2 * d + 1] = 1;  // the clocks' alignment is the time model's work
       auto& ec = st.ctx->align_events[2 * d];
       auto& ep = st.ctx->align_events[2 * d + 1];
       if (!ec) ec = std::make_unique<runtime::Event>(devices[d].device);
@@ -877,8 +969,8 @@ struct Executor::Impl {
   }
 
   void SynchronizeAll(RunState& st) const {
-    for (auto& s : st.ctx->streams) {
-      if (s) s->Synchronize();
+    for (size_t i = 0; i < st.ctx->streams.size(); ++i) {
+      if (st.ctx->streams[i] && st.ctx->busy[i]) st.ctx->streams[i]->Synchronize();
     }
   }
 
@@ -909,7 +1001,9 @@ struct Executor::Impl {
       const Instr& in = b.instrs[i];
       try {
         for (const Schedule::Wait& w : sched.waits[i]) {
-          runtime::Event& e = EventOf(st, b.instrs[static_cast<size_t>(w.producer)]);
+          const Instr& producer = b.instrs[static_cast<size_t>(w.producer)];
+          if (producer.stream >= 0 && !st.ctx->busy[static_cast<size_t>(producer.stream)]) continue;
+          runtime::Event& e = EventOf(st, producer);
           if (w.same_device) {
             StreamOf(st, in.stream).WaitEvent(e);
           } else {
@@ -917,8 +1011,12 @@ struct Executor::Impl {
           }
         }
         const Clock::time_point t0 = st.profile != nullptr ? Clock::now() : Clock::time_point{};
+        st.idle = false;
         RunInstr(st, in, static_cast<int>(&b == &top ? i : -1), inputs);
-        if (sched.record[i]) EventOf(st, in).Record(StreamOf(st, in.stream));
+        if (in.stream >= 0 && !st.idle) st.ctx->busy[static_cast<size_t>(in.stream)] = 1;
+        if (sched.record[i] && st.ctx->busy[static_cast<size_t>(in.stream)]) {
+          EventOf(st, in).Record(StreamOf(st, in.stream));
+        }
         if (st.profile != nullptr) AddProfile(st, in, t0, Clock::now());
         for (int s : in.release) st.values[static_cast<size_t>(s)] = Tensor();
       } catch (const Error& e) {
@@ -1128,6 +1226,7 @@ struct Executor::Impl {
     }
     if (t.device() == device) {
       st.values[static_cast<size_t>(in.out[0])] = t;
+      st.idle = true;
       return;
     }
     st.values[static_cast<size_t>(in.out[0])] = Copy(st, in, top_index, t);
@@ -1135,7 +1234,8 @@ struct Executor::Impl {
 
   void RunTransfer(RunState& st, const Instr& in, int top_index) const {
     const Tensor& src = st.values[static_cast<size_t>(in.in[0])];
-    st.values[static_cast<size_t>(in.out[0])] = src.device() == in.device ? src : Copy(st, in, top_index, src);
+    st.idle = src.device() == in.device;
+    st.values[static_cast<size_t>(in.out[0])] = st.idle ? src : Copy(st, in, top_index, src);
   }
 
   // `src` on in.device: an asynchronous copy on the instruction's copy stream where the devices allow it.

@@ -57,6 +57,11 @@ struct ExecutorOptions {
   /// input's contents are the output's after the run (undefined after a failed run). Otherwise the output
   /// gets fresh bytes. Concurrent runs must not donate the same tensor.
   std::vector<InputOutputAlias> donate;
+  /// Make small fills (a static shape of at most 4096 elements, not yielded, not written over in place; the
+  /// scalars a capture records from eager code's full()) and transfers of presets once, when compiling, as
+  /// constants are, instead of a launch or copy per run. Each is an allocation of its own that lives as long
+  /// as the executor.
+  bool preset_fills = true;
 };
 
 /// Counters of an executor (all runs so far).

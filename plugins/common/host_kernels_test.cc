@@ -97,6 +97,9 @@ TEST(Registry, RegistersExactlyTheDocumentedKernels) {
   for (int32_t t : {F32, F64, F16, BF16, I32, I64}) expected.insert({"prod", {t, t}});
   // Fused ops (docs/ops.md).
   for (int32_t t : {F32, F64}) expected.insert({"fused_linear", {t, t, t, t}});
+  for (int32_t t : {F32, F64}) expected.insert({"fused_rotary", {t, t, t, t}});
+  for (int32_t t : {F32, F64}) expected.insert({"fused_rms_scale", {t, t, t, t, t}});
+  for (int32_t t : {F32, F64}) expected.insert({"fused_adam", std::vector<int32_t>(16, t)});
 
   std::set<std::pair<std::string, std::vector<int32_t>>> got;
   for (const auto& e : Registrar().entries) {
@@ -117,8 +120,8 @@ TEST(Registry, RegistersExactlyTheDocumentedKernels) {
     if (!expected.count(key) && unexpected++ < 5) ADD_FAILURE() << "unexpected " << describe(key);
   }
   EXPECT_TRUE(got == expected);
-  EXPECT_EQ(got.size(), 570u);
-  EXPECT_EQ(oar::host::HostKernels().size(), 570u);
+  EXPECT_EQ(got.size(), 576u);
+  EXPECT_EQ(oar::host::HostKernels().size(), 576u);
 }
 
 TEST(Registry, FilterSkipsKeysAndDuplicatesAreReported) {

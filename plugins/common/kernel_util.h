@@ -36,6 +36,7 @@ void AppendConvKernels(std::vector<HostKernel>* kernels);
 void AppendPoolKernels(std::vector<HostKernel>* kernels);
 void AppendIndexingKernels(std::vector<HostKernel>* kernels);
 void AppendConcatPadKernels(std::vector<HostKernel>* kernels);
+void AppendFusedElementwiseKernels(std::vector<HostKernel>* kernels);
 
 /// Append one kernel under (op, dtypes) (at most kMaxHostKeyDTypes of them).
 void AddKernel(std::vector<HostKernel>* kernels, const char* op, std::initializer_list<int32_t> dtypes,

@@ -24,6 +24,7 @@ std::span<const HostKernel> HostKernels() {
     AppendPoolKernels(k);
     AppendIndexingKernels(k);
     AppendConcatPadKernels(k);
+    AppendFusedElementwiseKernels(k);
     return k;
   }();
   return kernels;

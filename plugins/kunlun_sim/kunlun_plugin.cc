@@ -94,6 +94,15 @@ bool Tiled(std::string_view op) {
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 
+/// fused_adam is elementwise over its param, grad, m and v and writes three results: timed as the tiled
+/// elementwise kernels are, over those seven operands (its nine 0-d scalars, read once, are left out). It runs
+/// as the host kernel (its arithmetic is the same tile by tile).
+sim::Cost FusedAdamCost(const sim::SimKernel& kernel, const sim::DeviceModel& model, const oar_kernel_call_t& call) {
+  oar_kernel_call_t tensors = call;
+  tensors.num_inputs = std::min(call.num_inputs, 4);
+  return TiledElementwiseCost(kernel, model, tensors);
+}
+
 // Never destroyed: the stream workers run these kernels until the process ends, so kernels still queued
 // (or just run, unsynchronised) at exit must not see the set torn down by static destructors.
 sim::KernelSet& Kernels() {
@@ -109,6 +118,8 @@ sim::KernelSet& Kernels() {
       } else if (k.op == "sum" || k.op == "mean") {
         k.run = RunTiledReduction;
         k.cost = TiledReductionCost;
+      } else if (k.op == "fused_adam") {
+        k.cost = FusedAdamCost;
       }
     }
     return new sim::KernelSet(std::move(s));

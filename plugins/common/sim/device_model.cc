@@ -48,6 +48,7 @@ double FlopsPerElement(std::string_view op) {
     if (op == t) return 8;  // a polynomial or two per element
   }
   if (op == "layer_norm") return 8;
+  if (op == "fused_adam") return 16;  // 10 arithmetic operations and a square root per element
   return 1;
 }
 

@@ -1,0 +1,352 @@
+// Rewrites of elementwise chains into one fused kernel that computes the very same operations, each rounded to
+// the dtype (plugins/common/fused_elementwise.cc), so a program's results do not change. Each rewrites only
+// where the named device has the fused op's kernel for the dtype; elsewhere the chain stays as it is.
+//
+// fuse-adam{device=NAME}: the elementwise chain core/optim's Adam (and AdamW) records per parameter becomes one
+// op.fused_adam, as Paddle's fused_adam / PyTorch's fused Adam kernels do, so a captured training step runs one
+// kernel per parameter for its update where eager runs fifteen:
+//
+//   m_out  = add(mul(m, beta1), mul(g, one_minus_beta1))
+//   v_out  = add(mul(v, beta2), mul(mul(g, g), one_minus_beta2))
+//   p_out  = sub(value, mul(div(div(m_out, bc1), add(sqrt(div(v_out, bc2)), eps)), lr))
+//   value  = mul(p, decay) (AdamW: with_decay = 1) or p (Adam: with_decay = 0, lr fills the unread decay operand)
+//
+// The scalars (beta1, ..., lr) are 0-d values of the parameter's dtype; add and mul may have their operands
+// either way round (IEEE addition and multiplication commute exactly). Every intermediate has one use; m_out
+// and v_out may have more (the program's outputs: the new moments), which must come after the update. The
+// kernel computes these operations in this order.
+//
+// fuse-rotary{device=NAME}: the rotation of rotary position embeddings with its rows given (examples/models.cc's
+// RotateWith; the llama decoding step has two per layer), seven kernels, becomes one op.fused_rotary:
+//
+//   out = concat(sub(mul(x1, c), mul(x2, s)), add(mul(x2, c), mul(x1, s)))   along x's last axis,
+//   x1 = slice(x, last, 0, h), x2 = slice(x, last, h, 2h)
+//
+// with c and s broadcasting against the halves (their products keep the halves' type), every mul, the sub and
+// the add used once (the slices may have other uses: they are views).
+//
+// fuse-rms-scale{device=NAME}: the end of rms_norm (core/ops/nn.cc), mul(mul(x, rsqrt(add(ms, eps))), w), four
+// kernels, becomes one op.fused_rms_scale(x, ms, eps, w), the inner ops used once and of x's type where they
+// have x's shape (ms, eps and w broadcast against x; eps is 0-d).
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/base/error.h"
+#include "core/ops/schema.h"
+#include "core/passes/pass.h"
+#include "core/passes/pattern.h"
+#include "core/passes/transforms.h"
+#include "core/runtime/kernel_registry.h"
+#include "core/runtime/runtime.h"
+
+namespace oar::passes {
+
+bool FusedKernelOn(ops::Op op, Device device, DType dtype) {
+  const ops::OpSchema& s = ops::Schema(op);
+  if (!s.Accepts(dtype)) return false;
+  const std::vector<int32_t> key(s.inputs.size() + s.outputs.size(), static_cast<int32_t>(dtype));
+  return runtime::Runtime::Get().Context(device).plugin().kernels().Find(s.kernel_id, key, OAR_FORMAT_PLAIN) != nullptr;
+}
+
+namespace {
+
+// `v` is made by `op` (an op.* name) with one use.
+ir::Operation* OneUseDef(ir::Value v, std::string_view op) {
+  ir::Operation* d = v.defining_op();
+  return d != nullptr && d->name() == op && v.HasOneUse() ? d : nullptr;
+}
+
+bool IsScalarOf(ir::Value v, DType dtype) {
+  return v.type().IsTensor() && v.type().rank() == 0 && v.type().dtype() == dtype;
+}
+
+// `op` (binary, commutative) has one operand of type `t` and one 0-d scalar of t's dtype: {tensor, scalar}.
+bool SplitScalar(ir::Operation* op, ir::Type t, ir::Value* tensor, ir::Value* scalar) {
+  for (uint32_t side = 0; side < 2; ++side) {
+    if (op->operand(side).type() == t && IsScalarOf(op->operand(1 - side), t.dtype())) {
+      *tensor = op->operand(side);
+      *scalar = op->operand(1 - side);
+      return true;
+    }
+  }
+  return false;
+}
+
+// `user` comes after `op` in op's block.
+bool After(const ir::Operation* op, const ir::Operation* user) {
+  for (const ir::Operation* o = op->next(); o != nullptr; o = o->next()) {
+    if (o == user) return true;
+  }
+  return false;
+}
+
+// Every use of `v` but `chain_user` comes after `root`.
+bool OtherUsesAfter(ir::Value v, const ir::Operation* chain_user, const ir::Operation* root) {
+  for (ir::OpOperand* u = v.first_use(); u != nullptr; u = u->next_use()) {
+    if (u->owner() != chain_user && !After(root, u->owner())) return false;
+  }
+  return true;
+}
+
+// A moment: add(mul(state, beta), mul(term, one_minus_beta)) where `term` is g (first moment) or mul(g, g)
+// (second); `is_term` tells the term's mul from the state's.
+struct Moment {
+  ir::Value state, beta, one_minus_beta, term;
+};
+bool MatchMoment(ir::Value out, ir::Type t, const std::function<bool(ir::Value)>& is_term, Moment* m) {
+  ir::Operation* add = out.defining_op();
+  if (add == nullptr || add->name() != "op.add" || out.type() != t) return false;
+  for (uint32_t side = 0; side < 2; ++side) {
+    ir::Operation* decay_mul = OneUseDef(add->operand(side), "op.mul");
+    ir::Operation* term_mul = OneUseDef(add->operand(1 - side), "op.mul");
+    if (decay_mul == nullptr || term_mul == nullptr) continue;
+    Moment r;
+    if (!SplitScalar(decay_mul, t, &r.state, &r.beta)) continue;
+    if (!SplitScalar(term_mul, t, &r.term, &r.one_minus_beta)) continue;
+    if (!is_term(r.term) || is_term(r.state)) continue;
+    *m = r;
+    return true;
+  }
+  return false;
+}
+
+class FuseAdamPattern : public RewritePattern {
+ public:
+  explicit FuseAdamPattern(Device device) : RewritePattern("op.sub", 1, "fuse_adam"), device_(device) {}
+
+  bool MatchAndRewrite(ir::Operation* root, PatternRewriter& rewriter) const override {
+    const ir::Type t = root->result(0).type();
+    if (!t.IsTensor() || root->operand(0).type() != t) return false;
+    // sub(value, mul(update, lr))
+    ir::Operation* step = OneUseDef(root->operand(1), "op.mul");
+    ir::Value update, lr;
+    if (step == nullptr || !SplitScalar(step, t, &update, &lr)) return false;
+    // update = div(div(m_out, bc1), add(sqrt(div(v_out, bc2)), eps))
+    ir::Operation* ratio = OneUseDef(update, "op.div");
+    if (ratio == nullptr) return false;
+    ir::Operation* m_hat = OneUseDef(ratio->operand(0), "op.div");
+    ir::Operation* denom = OneUseDef(ratio->operand(1), "op.add");
+    if (m_hat == nullptr || denom == nullptr || m_hat->operand(0).type() != t ||
+        !IsScalarOf(m_hat->operand(1), t.dtype())) {
+      return false;
+    }
+    ir::Value root_v, eps;
+    if (!SplitScalar(denom, t, &root_v, &eps)) return false;
+    ir::Operation* root_op = OneUseDef(root_v, "op.sqrt");
+    if (root_op == nullptr) return false;
+    ir::Operation* v_hat = OneUseDef(root_op->operand(0), "op.div");
+    if (v_hat == nullptr || v_hat->operand(0).type() != t || !IsScalarOf(v_hat->operand(1), t.dtype())) return false;
+    ir::Value m_out = m_hat->operand(0), v_out = v_hat->operand(0);
+    // The moments: the second one's term is mul(g, g), which names g; the first one's term is g.
+    Moment second, first;
+    ir::Value g;
+    auto is_square = [&](ir::Value x) {
+      ir::Operation* sq = OneUseDef(x, "op.mul");
+      if (sq == nullptr || sq->operand(0) != sq->operand(1) || sq->operand(0).type() != t) return false;
+      g = sq->operand(0);
+      return true;
+    };
+    if (!MatchMoment(v_out, t, is_square, &second)) return false;
+    is_square(second.term);  // g of the match (is_term may have run on the other operand last)
+    const auto is_g = [&](ir::Value x) { return x == g; };
+    if (!MatchMoment(m_out, t, is_g, &first)) return false;
+    // value: mul(p, decay) used only here, or the param itself.
+    ir::Value param = root->operand(0), decay;
+    if (ir::Operation* d = OneUseDef(param, "op.mul")) SplitScalar(d, t, &param, &decay);  // else decay stays null
+    if (!OtherUsesAfter(m_out, m_hat, root) || !OtherUsesAfter(v_out, v_hat, root)) return false;
+    if (!FusedKernelOn(ops::Op::kFusedAdam, device_, t.dtype())) return false;
+
+    rewriter.SetInsertionPoint(root);
+    const int64_t with_decay = decay ? 1 : 0;
+    if (!decay) decay = lr;  // not read (a constant 1 would be an allocation of its own, live with the program)
+    // In the schema's order: param, grad, m, v, decay, beta1, 1 - beta1, beta2, 1 - beta2, bc1, bc2, eps, lr.
+    std::vector<ir::Value> operands = {param, g, first.state, second.state, decay};
+    operands.insert(operands.end(), {first.beta, first.one_minus_beta, second.beta, second.one_minus_beta});
+    operands.insert(operands.end(), {m_hat->operand(1), v_hat->operand(1), eps, lr});
+    ir::Operation* fused = rewriter.Create("op.fused_adam", operands,
+                                           {rewriter.Attr("with_decay", rewriter.context().IntAttr(with_decay))});
+    // The new moments replace m_out and v_out in their later uses; the chain, left without users once the
+    // root is replaced, is erased by the driver (pure ops without uses).
+    m_out.ReplaceUsesWithIf(fused->result(1), [&](ir::OpOperand& u) { return u.owner() != m_hat; });
+    v_out.ReplaceUsesWithIf(fused->result(2), [&](ir::OpOperand& u) { return u.owner() != v_hat; });
+    rewriter.ReplaceOp(root, fused->result(0));
+    return true;
+  }
+
+ private:
+  Device device_;
+};
+
+// `v` is slice(x, last axis of x, start, end) with step 1: x, or a null Value.
+ir::Value LastAxisSlice(ir::Value v, int64_t start, int64_t end) {
+  ir::Operation* d = v.defining_op();
+  if (d == nullptr || d->name() != "op.slice") return ir::Value();
+  const ir::Value x = d->operand(0);
+  const int rank = x.type().rank();
+  auto int_attr = [&](std::string_view name, int64_t otherwise) {
+    const ir::Attribute a = d->attr(name);
+    return a && a.kind() == ir::AttrKind::kInt ? a.AsInt() : otherwise;
+  };
+  int64_t dim = int_attr("dim", -rank - 1);
+  if (dim < 0) dim += rank;
+  if (dim != rank - 1 || int_attr("start", -1) != start || int_attr("end", -1) != end || int_attr("step", 1) != 1) {
+    return ir::Value();
+  }
+  return x;
+}
+
+// `v` = mul(a, b) or mul(b, a), used once: the other operand (b given a), else null.
+ir::Value MulPartner(ir::Value v, ir::Value a) {
+  ir::Operation* m = OneUseDef(v, "op.mul");
+  if (m == nullptr) return ir::Value();
+  if (m->operand(0) == a) return m->operand(1);
+  if (m->operand(1) == a) return m->operand(0);
+  return ir::Value();
+}
+
+class FuseRotaryPattern : public RewritePattern {
+ public:
+  explicit FuseRotaryPattern(Device device) : RewritePattern("op.concat", 1, "fuse_rotary"), device_(device) {}
+
+  bool MatchAndRewrite(ir::Operation* root, PatternRewriter& rewriter) const override {
+    const ir::Type t = root->result(0).type();
+    if (root->num_operands() != 2 || !t.IsTensor() || t.rank() < 1) return false;
+    const int64_t last = t.dims()[t.rank() - 1];
+    const ir::Attribute axis_attr = root->attr("axis");
+    if (!axis_attr || axis_attr.kind() != ir::AttrKind::kInt) return false;
+    int64_t axis = axis_attr.AsInt();
+    if (axis < 0) axis += t.rank();
+    if (last <= 0 || last % 2 != 0 || axis != t.rank() - 1) return false;
+    const int64_t h = last / 2;
+    // first half: sub(mul(x1, c), mul(x2, s)); second: add(mul(x2, c), mul(x1, s)), either way round.
+    ir::Operation* sub = OneUseDef(root->operand(0), "op.sub");
+    ir::Operation* add = OneUseDef(root->operand(1), "op.add");
+    if (sub == nullptr || add == nullptr) return false;
+    const ir::Type ht = sub->result(0).type();
+    for (uint32_t k = 0; k < 2; ++k) {
+      ir::Operation* m = sub->operand(k).defining_op();
+      if (m == nullptr || m->name() != "op.mul") return false;
+    }
+    // x1 and c from the sub's first product: one operand is a slice [0, h) of the last axis.
+    ir::Operation* p0 = sub->operand(0).defining_op();
+    for (uint32_t side = 0; side < 2; ++side) {
+      const ir::Value x1 = p0->operand(side), c = p0->operand(1 - side);
+      const ir::Value x = LastAxisSlice(x1, 0, h);
+      if (!x || x.type() != t || x1.type() != ht) continue;
+      const ir::Value x2 = FindSlice(x, h, last);
+      if (!x2) continue;
+      const ir::Value s = MulPartner(sub->operand(1), x2);
+      if (!s || MulPartner(sub->operand(0), x1) != c) continue;
+      // add(mul(x2, c), mul(x1, s)), the add's operands either way round.
+      bool ok = false;
+      for (uint32_t a = 0; a < 2 && !ok; ++a) {
+        ok = MulPartner(add->operand(a), x2) == c && MulPartner(add->operand(1 - a), x1) == s;
+      }
+      if (!ok || add->result(0).type() != ht) continue;
+      if (c.type().dtype() != t.dtype() || s.type().dtype() != t.dtype()) continue;
+      if (!FusedKernelOn(ops::Op::kFusedRotary, device_, t.dtype())) return false;
+      rewriter.SetInsertionPoint(root);
+      const std::vector<ir::Value> operands = {x, c, s};
+      rewriter.ReplaceOp(root, rewriter.Create1("op.fused_rotary", operands));
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  // A user of x that is slice(x, last axis, start, end).
+  static ir::Value FindSlice(ir::Value x, int64_t start, int64_t end) {
+    for (ir::OpOperand* u = x.first_use(); u != nullptr; u = u->next_use()) {
+      const ir::Value r = u->owner()->num_results() == 1 ? u->owner()->result(0) : ir::Value();
+      if (r && LastAxisSlice(r, start, end) == x) return r;
+    }
+    return ir::Value();
+  }
+  Device device_;
+};
+
+class FuseRmsScalePattern : public RewritePattern {
+ public:
+  explicit FuseRmsScalePattern(Device device) : RewritePattern("op.mul", 1, "fuse_rms_scale"), device_(device) {}
+
+  bool MatchAndRewrite(ir::Operation* root, PatternRewriter& rewriter) const override {
+    const ir::Type t = root->result(0).type();
+    if (!t.IsTensor()) return false;
+    for (uint32_t side = 0; side < 2; ++side) {
+      ir::Operation* scaled = OneUseDef(root->operand(side), "op.mul");  // x * rsqrt(...)
+      const ir::Value w = root->operand(1 - side);
+      if (scaled == nullptr || scaled->result(0).type() != t || w.type().dtype() != t.dtype()) continue;
+      for (uint32_t xs = 0; xs < 2; ++xs) {
+        const ir::Value x = scaled->operand(xs);
+        ir::Operation* rs = OneUseDef(scaled->operand(1 - xs), "op.rsqrt");
+        if (rs == nullptr || x.type() != t) continue;
+        ir::Operation* sum = OneUseDef(rs->operand(0), "op.add");
+        if (sum == nullptr) continue;
+        for (uint32_t es = 0; es < 2; ++es) {
+          const ir::Value eps = sum->operand(es), ms = sum->operand(1 - es);
+          if (!IsScalarOf(eps, t.dtype()) || ms.type().dtype() != t.dtype() || sum->result(0).type() != ms.type()) {
+            continue;
+          }
+          if (!FusedKernelOn(ops::Op::kFusedRmsScale, device_, t.dtype())) return false;
+          rewriter.SetInsertionPoint(root);
+          const std::vector<ir::Value> operands = {x, ms, eps, w};
+          rewriter.ReplaceOp(root, rewriter.Create1("op.fused_rms_scale", operands));
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+ private:
+  Device device_;
+};
+
+// One pass per pattern, all alike: the device is checked first, then the rewrite runs to a fixed point.
+template <typename PatternT>
+class FusePass : public Pass {
+ public:
+  FusePass(std::string_view name, Device device) : name_(name), device_(device) {}
+  std::string_view name() const override { return name_; }
+  void Run(ir::Program& program) override {
+    runtime::Runtime::Get().Context(device_);  // an unknown device is an error before anything changes
+    PatternList patterns;
+    patterns.push_back(std::make_unique<PatternT>(device_));
+    const GreedyResult r = ApplyPatternsGreedily(program, patterns);
+    OAR_CHECK(r.converged, kInternal, "{} did not converge in {} sweeps ({} rewrites)", name_, r.iterations,
+              r.rewrites);
+  }
+
+ private:
+  std::string_view name_;
+  Device device_;
+};
+
+template <typename PatternT>
+void RegisterFusePass(std::string_view name, std::string_view description) {
+  RegisterPass(name, description, [name](const PassOptions& o) -> std::unique_ptr<Pass> {
+    CheckPassOptions(name, o, {"device"});
+    auto it = o.find("device");
+    OAR_CHECK_ARG(it != o.end(), "pass '{}' needs a device: {}{{device=NAME}}", name, name);
+    return std::make_unique<FusePass<PatternT>>(name, Device(it->second));
+  });
+}
+
+}  // namespace
+
+void RegisterFuseElementwisePasses() {
+  RegisterFusePass<FuseAdamPattern>("fuse-adam",
+                                    "Adam's (AdamW's) elementwise update chain per parameter into op.fused_adam where "
+                                    "{device=NAME} has its kernel (bitwise the same operations)");
+  RegisterFusePass<FuseRotaryPattern>(
+      "fuse-rotary",
+      "the rotary rotation concat(x1 c - x2 s, x2 c + x1 s) of x's halves into "
+      "op.fused_rotary where {device=NAME} has its kernel (bitwise the same operations)");
+  RegisterFusePass<FuseRmsScalePattern>("fuse-rms-scale",
+                                        "rms_norm's x * rsqrt(ms + eps) * w into op.fused_rms_scale where "
+                                        "{device=NAME} has its kernel (bitwise the same operations)");
+}
+
+}  // namespace oar::passes

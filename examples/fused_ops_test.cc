@@ -1,0 +1,235 @@
+// fused_rotary's numbers against the ops examples/models.cc's RotateWith runs, fused_rms_scale's against
+// rms_norm's, and fused_adam's against the
+// elementwise ops Adam::ApplyStep runs (core/optim), on cpu and both simulators; static training steps (StaticFunction,
+// whose pipeline runs fuse-adam) against the same steps run eagerly — bitwise, as `oar train --static` promises; where
+// the rewrite must fire and where it must not. (Here rather than in core/jit or core/passes, whose tests may not use
+// core/optim.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <tuple>
+
+#include "core/autograd/autograd.h"
+#include "core/ir/text.h"
+#include "core/jit/static_function.h"
+#include "core/ops/nn.h"
+#include "core/ops/ops.h"
+#include "core/optim/optim.h"
+#include "core/scheduler/executor.h"
+#include "core/tensor/autograd_meta.h"
+
+namespace oar::jit {
+namespace {
+
+const Device kCpu("cpu:0");
+const char* const kDevices[] = {"cpu:0", "kunlun_sim:0", "ascend_sim:0"};
+
+std::vector<uint32_t> Bits(const Tensor& t) {
+  const std::vector<float> v = t.to(kCpu).contiguous().ToVector<float>();
+  std::vector<uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+  return b;
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The kernel computes Adam::ApplyStep's operations (mul, add, div, sqrt, sub, each rounded to float) bit for bit,
+// also on zeros (sqrt(0) + eps), signed zeros, tiny and huge values and NaN, over a tail that is not a whole
+// block (37 x 5) and with a transposed (strided) gradient.
+TEST(FuseAdamRun, KernelIsTheElementwiseOpsBitwiseOnCpuAndBothSimulators) {
+  Generator gen(11);
+  Tensor p = randn({37, 5}, gen, 0, 1, DType::kFloat32, kCpu);
+  const Tensor g = randn({5, 37}, gen, 0, 1e-2, DType::kFloat32, kCpu).transpose(0, 1);
+  Tensor m = randn({37, 5}, gen, 0, 1e-3, DType::kFloat32, kCpu);
+  Tensor v = abs(randn({37, 5}, gen, 0, 1e-5, DType::kFloat32, kCpu));
+  {
+    std::vector<float> special = m.ToVector<float>();
+    special[0] = 0.0f;
+    special[1] = -0.0f;
+    special[2] = std::numeric_limits<float>::denorm_min();
+    special[3] = 3e38f;
+    special[4] = std::numeric_limits<float>::quiet_NaN();
+    m = FromVector<float>(special, {37, 5}, kCpu);
+    std::vector<float> vs = v.ToVector<float>();
+    vs[0] = vs[1] = 0.0f;
+    vs[5] = 1e-30f;
+    v = FromVector<float>(vs, {37, 5}, kCpu);
+  }
+  const double decay = 1 - 3e-3 * 0.01, b1 = 0.9, b2 = 0.999, bc1 = 1 - std::pow(0.9, 3), bc2 = 1 - std::pow(0.999, 3);
+  for (const char* name : kDevices) {
+    SCOPED_TRACE(name);
+    const Device d(name);
+    auto s = [&](double x) { return full({}, x, DType::kFloat32, d); };
+    const Tensor P = p.to(d), G = g.to(d), M = m.to(d), V = v.to(d);
+    // As Adam::ApplyStep with decoupled weight decay.
+    const Tensor value = P * s(decay);
+    const Tensor m_out = M * b1 + G * (1 - b1);
+    const Tensor v_out = V * b2 + G * G * (1 - b2);
+    const Tensor update = (m_out / s(bc1)) / (sqrt(v_out / s(bc2)) + 1e-8);
+    const Tensor p_out = value - update * s(3e-3);
+    const std::vector<Tensor> in = {P,     G,         M,      V,      s(decay), s(b1),  s(1 - b1),
+                                    s(b2), s(1 - b2), s(bc1), s(bc2), s(1e-8),  s(3e-3)};
+    const std::vector<Tensor> fused = ops::Run(ops::Op::kFusedAdam, in, {int64_t{1}});
+    ASSERT_EQ(fused.size(), 3u);
+    EXPECT_EQ(Bits(fused[0]), Bits(p_out));
+    EXPECT_EQ(Bits(fused[1]), Bits(m_out));
+    EXPECT_EQ(Bits(fused[2]), Bits(v_out));
+    // Adam (with_decay 0): the param itself, whatever the decay operand holds.
+    const Tensor adam_p = P - update * s(3e-3);
+    std::vector<Tensor> no_decay = in;
+    no_decay[4] = s(std::numeric_limits<double>::quiet_NaN());
+    EXPECT_EQ(Bits(ops::Run(ops::Op::kFusedAdam, no_decay, {int64_t{0}})[0]), Bits(adam_p));
+  }
+}
+
+// x [2, 3, 5, 8] (q or k: batch, heads, positions, head dim) with cos, sin [5, 4] broadcasting over batch and
+// heads, and with x a permuted (strided) view and cos, sin [4] (one position).
+TEST(FuseRotaryRun, KernelIsTheRotationsOpsBitwiseOnCpuAndBothSimulators) {
+  Generator gen(7);
+  const Tensor x = randn({2, 3, 5, 8}, gen, 0, 1, DType::kFloat32, kCpu);
+  const Tensor xt = randn({2, 5, 3, 8}, gen, 0, 1, DType::kFloat32, kCpu).permute({0, 2, 1, 3});
+  const Tensor c = randn({5, 4}, gen, 0, 1, DType::kFloat32, kCpu), s = randn({5, 4}, gen, 0, 1, DType::kFloat32, kCpu);
+  const Tensor c1 = randn({4}, gen, 0, 1, DType::kFloat32, kCpu), s1 = randn({4}, gen, 0, 1, DType::kFloat32, kCpu);
+  for (const char* name : kDevices) {
+    SCOPED_TRACE(name);
+    const Device d(name);
+    for (const auto& [xx, cc, ss] : {std::tuple{x, c, s}, std::tuple{xt, c, s}, std::tuple{x, c1, s1}}) {
+      const Tensor X = xx.to(d), C = cc.to(d), S = ss.to(d);
+      const Tensor x1 = X.slice(-1, 0, 4), x2 = X.slice(-1, 4, 8);
+      const Tensor parts[] = {x1 * C - x2 * S, x2 * C + x1 * S};
+      const Tensor want = concat(parts, -1);
+      const std::vector<Tensor> in = {X, C, S};
+      const std::vector<Tensor> got = ops::Run(ops::Op::kFusedRotary, in);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_EQ(got[0].shape(), want.shape());
+      EXPECT_EQ(Bits(got[0]), Bits(want));
+    }
+  }
+  const std::vector<Tensor> odd = {zeros({2, 5}), zeros({2}), zeros({2})};
+  EXPECT_THROW(ops::Run(ops::Op::kFusedRotary, odd), Error);
+}
+
+// rms_norm's end over x [3, 5, 16] (and a transposed x) with the row means [3, 5, 1] and weight [16].
+TEST(FuseRmsScaleRun, KernelIsRmsNormsOpsBitwiseOnCpuAndBothSimulators) {
+  Generator gen(9);
+  const Tensor x = randn({3, 5, 16}, gen, 0, 1, DType::kFloat32, kCpu);
+  const Tensor xt = randn({5, 3, 16}, gen, 0, 1, DType::kFloat32, kCpu).permute({1, 0, 2});
+  const Tensor w = randn({16}, gen, 1, 0.2, DType::kFloat32, kCpu);
+  for (const char* name : kDevices) {
+    SCOPED_TRACE(name);
+    const Device d(name);
+    for (const Tensor& xx : {x, xt}) {
+      const Tensor X = xx.to(d), W = w.to(d);
+      const Tensor ms = mean(X * X, {2}, true);
+      const Tensor eps = full({}, 1e-5, DType::kFloat32, d);
+      const Tensor want = X * rsqrt(ms + eps) * W;
+      const std::vector<Tensor> in = {X, ms, eps, W};
+      const std::vector<Tensor> got = ops::Run(ops::Op::kFusedRmsScale, in);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_EQ(Bits(got[0]), Bits(want));
+    }
+  }
+}
+
+TEST(FuseAdamRun, BadOperandsAreRefusedNamingTheArgument) {
+  const Tensor t = zeros({4, 3}), s = zeros({});
+  std::vector<Tensor> in = {t, t, t, zeros({3, 4}), s, s, s, s, s, s, s, s, s};
+  try {
+    ops::Run(ops::Op::kFusedAdam, in);
+    FAIL() << "a v of another shape was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("argument 'v' has shape [3, 4], expected the param's [4, 3]"),
+              std::string::npos)
+        << e.what();
+  }
+  in[3] = t;
+  in[12] = zeros({1});
+  try {
+    ops::Run(ops::Op::kFusedAdam, in);
+    FAIL() << "an lr of shape [1] was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("argument 'lr' must be a 0-d scalar, got shape [1]"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A small model trained by Adam or AdamW: eagerly, and through StaticFunction (captured, fuse-adam, the scheduler,
+// the state donated). `square_out` also returns the first parameter's grad * grad, which CSE merges with Adam's:
+// that parameter's chain then keeps an intermediate alive and must stay unfused.
+struct Trainer {
+  Trainer(Device device, bool adamw, bool square_out) : square_out(square_out) {
+    Generator gen(3);
+    w = randn({6, 4}, gen, 0, 0.5, DType::kFloat32, kCpu).to(device);
+    b = randn({4}, gen, 0, 0.5, DType::kFloat32, kCpu).to(device);
+    k = randn({2, 3, 2, 2}, gen, 0, 0.5, DType::kFloat32, kCpu).to(device);  // rank 4: ascend's NC1HWC0 eagerly
+    x = randn({5, 6}, gen, 0, 1, DType::kFloat32, kCpu).to(device);
+    for (Tensor* t : {&w, &b, &k}) t->set_requires_grad(true);
+    const std::vector<Tensor*> params = {&w, &b, &k};
+    if (adamw) {
+      opt = std::make_unique<optim::AdamW>(params, 3e-2);
+    } else {
+      opt = std::make_unique<optim::Adam>(params, 3e-2);
+    }
+  }
+  std::vector<Tensor> Step(std::span<const Tensor> in) {
+    const Tensor y = tanh(matmul(x, w) + b);
+    const Tensor loss = sum(y * y) + sum(k * k * k);
+    opt->ZeroGrad();
+    loss.backward();
+    std::vector<Tensor> out = {loss};
+    if (square_out) out.push_back(w.grad() * w.grad());
+    opt->ApplyStep([&](size_t i, DType dtype, Device) { return cast(in[i], dtype); });
+    return out;
+  }
+  std::vector<Tensor> Inputs(Device device) {
+    std::vector<Tensor> in;
+    for (double v : opt->NextStepScalars()) in.push_back(full({}, v, DType::kFloat32, device));
+    return in;
+  }
+  std::vector<StateSlot> State() {
+    std::vector<StateSlot> s = {{"w", &w}, {"b", &b}, {"k", &k}};
+    for (auto& [name, t] : opt->NamedState()) s.push_back({name, t});
+    return s;
+  }
+  bool square_out;
+  Tensor w, b, k, x;
+  std::unique_ptr<optim::Adam> opt;
+};
+
+TEST(FuseAdamRun, StaticAdamStepsAreEagerBitwiseWithOneFusedKernelPerParameter) {
+  for (const char* name : kDevices) {
+    for (const bool adamw : {false, true}) {
+      for (const bool square_out : {false, true}) {
+        SCOPED_TRACE(std::string(name) + (adamw ? " AdamW" : " Adam") + (square_out ? ", grad^2 returned" : ""));
+        const Device d(name);
+        Trainer eager(d, adamw, square_out), fast(d, adamw, square_out);
+        StaticFunction f([&](std::span<const Tensor> in) { return fast.Step(in); }, fast.State(), d);
+        for (int step = 0; step < 5; ++step) {
+          const std::vector<Tensor> want = eager.Step(eager.Inputs(d));
+          const std::vector<Tensor> got = f(fast.Inputs(d));
+          ASSERT_EQ(got.size(), want.size());
+          for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(Bits(got[i]), Bits(want[i])) << "step " << step;
+          EXPECT_EQ(Bits(fast.w), Bits(eager.w)) << "step " << step;
+          EXPECT_EQ(Bits(fast.b), Bits(eager.b)) << "step " << step;
+          EXPECT_EQ(Bits(fast.k), Bits(eager.k)) << "step " << step;
+        }
+        // Step 0 captured without moments, step 1 with them; steps 2.. replay the second program, in which every
+        // parameter's update is one fused_adam (but w's with grad * grad returned), its results donated into the
+        // parameter and both moments.
+        const std::string text = ir::Print(*f.program());
+        EXPECT_EQ(Count(text, "kernel.fused_adam("), square_out ? 2u : 3u) << text;
+        ASSERT_NE(f.executor(), nullptr);
+        EXPECT_EQ(f.executor()->donations().size(), 9u);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace oar::jit
