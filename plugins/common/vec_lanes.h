@@ -56,6 +56,14 @@ void BinaryRun(VecBinary op, const float* x, int64_t x_step, const float* y, int
 /// y may be x).
 void ReluRun(const float* x, float* y, int64_t n);
 
+/// One output row of MaxPoolPlaneNoPad<float, 2, 2> (pool.cc) with a column stride of 2 over unit-stride
+/// input rows r0 (the window's first row) and r1 (its second): for each ow in [0, n) the taps r0[2 ow],
+/// r0[2 ow + 1], r1[2 ow], r1[2 ow + 1] in that order, best = -inf and `v > best` selects keep the first
+/// greatest value; the first NaN of a window wins instead (value and position). y[ow] is the value and
+/// idx[ow] the flat input position: base + 2 ow (+ 1 for the second column, + row_step for the second
+/// row), exactly what that loop writes.
+void MaxPool2x2Row(const float* r0, const float* r1, float* y, int64_t* idx, int64_t n, int64_t base, int64_t row_step);
+
 }  // namespace oar::host
 
 #endif  // OAR_PLUGINS_COMMON_VEC_LANES_H_

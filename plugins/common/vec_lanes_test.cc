@@ -276,5 +276,62 @@ TEST(VecLanes, BinaryRunMatchesTheScalarOpsBitForBit) {
   }
 }
 
+// MaxPoolPlaneNoPad<float, 2, 2>'s window loop (pool.cc) as it was, for one output row of a plane of
+// width `win` whose rows start at r0 and r1: first greatest value by `v > best`, the first NaN wins.
+void RefMaxPool2x2Row(const float* r0, const float* r1, float* y, int64_t* idx, int64_t n, int64_t h0, int64_t win) {
+  for (int64_t ow = 0; ow < n; ++ow) {
+    const int64_t w0 = ow * 2;
+    float best = -std::numeric_limits<float>::infinity();
+    int64_t at = h0 * win + w0;
+    int64_t nan_at = -1;
+    for (int64_t i = 0; i < 2; ++i) {
+      const float* row = i == 0 ? r0 : r1;
+      for (int64_t j = 0; j < 2; ++j) {
+        const float v = row[w0 + j];
+        const int64_t pos = (h0 + i) * win + w0 + j;
+        at = v > best ? pos : at;
+        best = v > best ? v : best;
+        nan_at = std::isnan(v) & (nan_at < 0) ? pos : nan_at;
+      }
+    }
+    if (nan_at >= 0) {
+      at = nan_at;
+      best = (nan_at / win == h0 ? r0 : r1)[nan_at % win];
+    }
+    y[ow] = best;
+    idx[ow] = at;
+  }
+}
+
+// Windows drawn from few values (ties of equal values and of +0 / -0 in every order, -inf, NaNs of
+// different payloads, one in a window or several) and from ordinary values; every row length 0..80
+// (vector blocks and every tail), unaligned starts.
+TEST(VecLanes, MaxPool2x2RowMatchesTheScalarWindowsBitForBit) {
+  const float nan1 = std::bit_cast<float>(0x7fc00001u), nan2 = std::bit_cast<float>(0xffc00002u);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float few[] = {1.0f, 1.0f, 0.0f, -0.0f, -1.0f, 2.0f, -inf, inf, nan1, nan2};
+  std::mt19937 gen(18);
+  for (int rare_nan = 0; rare_nan < 3; ++rare_nan) {
+    for (int64_t n = 0; n <= 80; ++n) {
+      const int64_t win = 2 * n + (n % 2), shift = n % 3, h0 = 5;
+      std::vector<float> r0(static_cast<size_t>(win + shift)), r1(r0.size());
+      std::uniform_int_distribution<int> pick(0, rare_nan == 2 ? 7 : 9);
+      std::normal_distribution<float> normal(0.0f, 3.0f);
+      for (std::vector<float>* r : {&r0, &r1}) {
+        for (float& x : *r) x = rare_nan == 1 ? normal(gen) : few[pick(gen)];
+      }
+      if (rare_nan == 1 && n > 20) r1[static_cast<size_t>(shift + 2 * n - 1)] = nan1;  // one NaN, last window
+      std::vector<float> y(static_cast<size_t>(n) + 1, 7.0f), y_ref(y);
+      std::vector<int64_t> idx(y.size(), -7), idx_ref(y.size(), -7);
+      MaxPool2x2Row(r0.data() + shift, r1.data() + shift, y.data(), idx.data(), n, h0 * win, win);
+      RefMaxPool2x2Row(r0.data() + shift, r1.data() + shift, y_ref.data(), idx_ref.data(), n, h0, win);
+      for (int64_t i = 0; i <= n; ++i) {  // element n: nothing written past the end
+        EXPECT_TRUE(SameBits(y[i], y_ref[i])) << "n " << n << " ow " << i;
+        EXPECT_EQ(idx[i], idx_ref[i]) << "n " << n << " ow " << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace oar::host
