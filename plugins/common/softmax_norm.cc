@@ -116,20 +116,37 @@ void SoftmaxRow(const C* v, C* r, int64_t n) {
     double sum = 0;
     for (int64_t b = 0; b < n; b += kBlock) {
       const int64_t w = std::min(kBlock, n - b);
-      for (int64_t i = 0; i < w; ++i) e[i] = v[b + i] - m;
-      ExpN(e, e, w);
+      if constexpr (std::is_same_v<C, float>) {
+        ExpOfDifferenceN(v + b, m, e, w);  // e^(v - m), the difference rounded first, as below
+      } else {
+        for (int64_t i = 0; i < w; ++i) e[i] = v[b + i] - m;
+        ExpN(e, e, w);
+      }
       sum += SumAsDouble(e, w);
     }
     // (v - m) - log(sum), never v - (m + log(sum)): near |m| = 1e4 the float sum m + log(sum) would
     // round to m's ulp (~1e-3).
     const C lse = static_cast<C>(std::log(sum));
-    for (int64_t i = 0; i < n; ++i) r[i] = (v[i] - m) - lse;
+    if constexpr (std::is_same_v<C, float>) {  // the same two subtractions per element, on wide vectors
+      BinaryRun(VecBinary::kSub, v, 1, &m, 0, r, n);
+      BinaryRun(VecBinary::kSub, r, 1, &lse, 0, r, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) r[i] = (v[i] - m) - lse;
+    }
   } else {
-    for (int64_t i = 0; i < n; ++i) r[i] = v[i] - m;
-    ExpN(r, r, n);
+    if constexpr (std::is_same_v<C, float>) {
+      ExpOfDifferenceN(v, m, r, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) r[i] = v[i] - m;
+      ExpN(r, r, n);
+    }
     const C inv = static_cast<C>(1.0 / SumAsDouble(r, n));
+    if constexpr (std::is_same_v<C, float>) {
+      BinaryRun(VecBinary::kMul, r, 1, &inv, 0, r, n);
+    } else {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) r[i] *= inv;
+      for (int64_t i = 0; i < n; ++i) r[i] *= inv;
+    }
   }
 }
 
