@@ -70,6 +70,12 @@ struct DoubleLanes {
     std::memcpy(&h, p, sizeof h);
     return __builtin_convertvector(h, D);
   }
+  /// p[0 .. DW) of data already widened (the same values).
+  OAR_VEC_INLINE static D Widen(const double* p) {
+    D d;
+    std::memcpy(&d, p, sizeof d);
+    return d;
+  }
   OAR_VEC_INLINE void Store(double (&lanes)[kLanes]) const { std::memcpy(lanes, v, sizeof lanes); }
 };
 
@@ -137,8 +143,8 @@ OAR_VEC_INLINE float SumLeafBody(const float* p, int64_t n) {
   return LaneFold<kBytes>(acc.v, [](auto a, auto b) OAR_VEC_LAMBDA { return a + b; });
 }
 
-template <int kBytes>
-OAR_VEC_INLINE double SumLeafAsDoubleBody(const float* p, int64_t n) {
+template <int kBytes, typename In>
+OAR_VEC_INLINE double SumLeafAsDoubleBody(const In* p, int64_t n) {
   using L = DoubleLanes<kBytes>;
   L acc;
   int64_t i = 0;
@@ -152,8 +158,8 @@ OAR_VEC_INLINE double SumLeafAsDoubleBody(const float* p, int64_t n) {
   return Tree(lanes);
 }
 
-template <int kBytes>
-OAR_VEC_INLINE double SquaredDeviationLeafBody(const float* p, int64_t n, double mean) {
+template <int kBytes, typename In>
+OAR_VEC_INLINE double SquaredDeviationLeafBody(const In* p, int64_t n, double mean) {
   using L = DoubleLanes<kBytes>;
   L acc;
   int64_t i = 0;
@@ -309,8 +315,8 @@ OAR_VEC_INLINE void SigmoidFinishBody(const float* x, const float* e, float* y, 
   }
 }
 
-template <int kBytes>
-OAR_VEC_INLINE void LayerNormRowBody(const float* v, const float* w, const float* b, float* o, int64_t n, double mean,
+template <int kBytes, typename In>
+OAR_VEC_INLINE void LayerNormRowBody(const In* v, const In* w, const In* b, float* o, int64_t n, double mean,
                                      double rstd) {
   using L = DoubleLanes<kBytes>;
   using H = typename L::H;
@@ -474,6 +480,17 @@ OAR_VEC_INLINE void MaxPool2x2RowBody(const float* r0, const float* r1, float* y
   for (; ow < n; ++ow) MaxPool2x2Window(r0, r1, y, idx, ow, base, row_step);
 }
 
+template <int kBytes>
+OAR_VEC_INLINE void WidenRowBody(const float* p, double* d, int64_t n) {
+  using L = DoubleLanes<kBytes>;
+  int64_t i = 0;
+  for (; i + L::kWidth <= n; i += L::kWidth) {
+    const typename L::D v = L::Widen(p + i);
+    std::memcpy(d + i, &v, sizeof v);
+  }
+  for (; i < n; ++i) d[i] = static_cast<double>(p[i]);
+}
+
 /// The entry points of one instruction set.
 struct Table {
   float (*sum_leaf)(const float*, int64_t);
@@ -489,6 +506,10 @@ struct Table {
   void (*binary_run)(VecBinary, const float*, int64_t, const float*, int64_t, float*, int64_t);
   void (*relu_run)(const float*, float*, int64_t);
   void (*max_pool_2x2_row)(const float*, const float*, float*, int64_t*, int64_t, int64_t, int64_t);
+  double (*sum_leaf_of_doubles)(const double*, int64_t);
+  double (*squared_deviation_leaf_of_doubles)(const double*, int64_t, double);
+  void (*layer_norm_row_of_doubles)(const double*, const double*, const double*, float*, int64_t, double, double);
+  void (*widen_row)(const float*, double*, int64_t);
 };
 
 // One set of functions per target; TARGET is an attribute (or nothing, for the baseline).
@@ -517,9 +538,32 @@ struct Table {
                             int64_t row_step) {                                                                        \
     MaxPool2x2RowBody<W>(r0, r1, y, idx, n, base, row_step);                                                           \
   }                                                                                                                    \
-  constexpr Table kTable = {SumLeaf,    SumLeafAsDouble, SquaredDeviationLeaf, RowMax,        MaxFoldRun,              \
-                            MinFoldRun, MaxFoldColumn,   MinFoldColumn,        SigmoidFinish, LayerNormRow,            \
-                            BinaryRun,  ReluRun,         MaxPool2x2Row};                                               \
+  TARGET double SumLeafOfDoubles(const double* p, int64_t n) { return SumLeafAsDoubleBody<W>(p, n); }                  \
+  TARGET double SquaredDeviationLeafOfDoubles(const double* p, int64_t n, double mean) {                               \
+    return SquaredDeviationLeafBody<W>(p, n, mean);                                                                    \
+  }                                                                                                                    \
+  TARGET void LayerNormRowOfDoubles(const double* v, const double* w, const double* b, float* o, int64_t n,            \
+                                    double mean, double rstd) {                                                        \
+    LayerNormRowBody<W>(v, w, b, o, n, mean, rstd);                                                                    \
+  }                                                                                                                    \
+  TARGET void WidenRow(const float* p, double* d, int64_t n) { WidenRowBody<W>(p, d, n); }                             \
+  constexpr Table kTable = {SumLeaf,                                                                                   \
+                            SumLeafAsDouble,                                                                           \
+                            SquaredDeviationLeaf,                                                                      \
+                            RowMax,                                                                                    \
+                            MaxFoldRun,                                                                                \
+                            MinFoldRun,                                                                                \
+                            MaxFoldColumn,                                                                             \
+                            MinFoldColumn,                                                                             \
+                            SigmoidFinish,                                                                             \
+                            LayerNormRow,                                                                              \
+                            BinaryRun,                                                                                 \
+                            ReluRun,                                                                                   \
+                            MaxPool2x2Row,                                                                             \
+                            SumLeafOfDoubles,                                                                          \
+                            SquaredDeviationLeafOfDoubles,                                                             \
+                            LayerNormRowOfDoubles,                                                                     \
+                            WidenRow};                                                                                 \
   }
 
 OAR_VEC_TABLE(baseline, , 16)
@@ -559,6 +603,14 @@ void BinaryRun(VecBinary op, const float* x, int64_t x_step, const float* y, int
 void LayerNormRow(const float* v, const float* w, const float* b, float* o, int64_t n, double mean, double rstd) {
   Isa().layer_norm_row(v, w, b, o, n, mean, rstd);
 }
+double SumLeafAsDouble(const double* p, int64_t n) { return Isa().sum_leaf_of_doubles(p, n); }
+double SquaredDeviationLeaf(const double* p, int64_t n, double mean) {
+  return Isa().squared_deviation_leaf_of_doubles(p, n, mean);
+}
+void LayerNormRow(const double* v, const double* w, const double* b, float* o, int64_t n, double mean, double rstd) {
+  Isa().layer_norm_row_of_doubles(v, w, b, o, n, mean, rstd);
+}
+void WidenRow(const float* p, double* d, int64_t n) { Isa().widen_row(p, d, n); }
 void MaxPool2x2Row(const float* r0, const float* r1, float* y, int64_t* idx, int64_t n, int64_t base,
                    int64_t row_step) {
   Isa().max_pool_2x2_row(r0, r1, y, idx, n, base, row_step);

@@ -103,13 +103,21 @@ TEST(VecLanes, LeavesMatchTheScalarLoopsBitForBit) {
         const float* p = data.data() + shift;
         SCOPED_TRACE(::testing::Message() << "n " << n << " shift " << shift << " specials " << specials);
         if (n <= 256) {
+          std::vector<double> wide(static_cast<size_t>(n) + 1, 7.0);
+          WidenRow(p, wide.data(), n);
+          for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(wide[i], double(p[i])));
+          EXPECT_EQ(wide[n], 7.0);  // nothing written past the end
           EXPECT_TRUE(Same(SumLeaf(p, n), RefLeaf<float>(n, [&](int64_t i) { return p[i]; })));
           EXPECT_TRUE(Same(SumLeafAsDouble(p, n), RefLeaf<double>(n, [&](int64_t i) { return double(p[i]); })));
+          EXPECT_TRUE(
+              Same(SumLeafAsDouble(wide.data(), n), RefLeaf<double>(n, [&](int64_t i) { return double(p[i]); })));
           for (double mean : {0.0, 1.25, -3e3}) {
-            EXPECT_TRUE(Same(SquaredDeviationLeaf(p, n, mean), RefLeaf<double>(n, [&](int64_t i) {
-                               const double d = static_cast<double>(p[i]) - mean;
-                               return d * d;
-                             })));
+            const double want = RefLeaf<double>(n, [&](int64_t i) {
+              const double d = static_cast<double>(p[i]) - mean;
+              return d * d;
+            });
+            EXPECT_TRUE(Same(SquaredDeviationLeaf(p, n, mean), want));
+            EXPECT_TRUE(Same(SquaredDeviationLeaf(wide.data(), n, mean), want));
           }
         }
         EXPECT_TRUE(Same(RowMax(p, n), RefRowMax(p, n)));
@@ -211,6 +219,9 @@ TEST(VecLanes, ElementwiseLoopsMatchTheScalarLoopsBitForBit) {
     for (size_t i = 0; i < e.size(); ++i) e_abs[i] = std::exp(-std::fabs(e[i]));
     SigmoidFinish(x.data(), e_abs.data(), y.data(), n);
     LayerNormRow(x.data(), w.data(), b.data(), o.data(), n, 0.37, 1.9);
+    const std::vector<double> xd(x.begin(), x.end()), wd(w.begin(), w.end()), bd(b.begin(), b.end());
+    std::vector<float> od(n);
+    LayerNormRow(xd.data(), wd.data(), bd.data(), od.data(), n, 0.37, 1.9);
     for (int64_t i = 0; i < n; ++i) {
       SCOPED_TRACE(::testing::Message() << "n " << n << " i " << i);
       a_ref[i] = RefCombine<true>(a_ref[i], x[i]);
@@ -222,6 +233,7 @@ TEST(VecLanes, ElementwiseLoopsMatchTheScalarLoopsBitForBit) {
       EXPECT_TRUE(Same(amin[i], amin_ref[i]));
       EXPECT_TRUE(Same(y[i], y_ref[i]));
       EXPECT_TRUE(Same(o[i], o_ref[i]));
+      EXPECT_TRUE(Same(od[i], o_ref[i]));
     }
   }
 }
