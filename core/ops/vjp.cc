@@ -17,6 +17,9 @@ using Grads = std::vector<Tensor>;
 const Tensor& G(const VjpArgs& a) { return a.grads[0]; }
 const Tensor& In(const VjpArgs& a, int i) { return a.inputs[i]; }
 Tensor Like(const Tensor& t, double v) { return full({}, v, t.dtype(), t.device()); }
+// Zeros of `shape` in `like`'s dtype and device as a broadcast view of one element: what scatter_add
+// starts from, filled as it is packed into the output instead of written and read back in full.
+Tensor ZerosView(const Dims& shape, const Tensor& like) { return Like(like, 0).expand(shape); }
 // A float tensor 1.0 where `mask`, else 0.0, in `like`'s dtype.
 Tensor Mask(const Tensor& mask, const Tensor& like) { return cast(mask, like.dtype()); }
 int64_t IntAttr(const VjpArgs& a, int i) { return std::get<int64_t>(a.attrs[i]); }
@@ -26,7 +29,12 @@ const std::vector<int64_t>& IntsAttr(const VjpArgs& a, int i) { return std::get<
 Grads Add(const VjpArgs& a) { return {SumTo(G(a), In(a, 0).shape()), SumTo(G(a), In(a, 1).shape())}; }
 Grads Sub(const VjpArgs& a) { return {SumTo(G(a), In(a, 0).shape()), SumTo(neg(G(a)), In(a, 1).shape())}; }
 Grads Mul(const VjpArgs& a) {
-  return {SumTo(G(a) * In(a, 1), In(a, 0).shape()), SumTo(G(a) * In(a, 0), In(a, 1).shape())};
+  const Tensor &x = In(a, 0), &y = In(a, 1);
+  if (x.impl() == y.impl()) {  // x * x (batch_norm's and rms_norm's squares): both gradients are G * x, computed once
+    const Tensor g = SumTo(G(a) * x, x.shape());
+    return {g, g};
+  }
+  return {SumTo(G(a) * y, x.shape()), SumTo(G(a) * x, y.shape())};
 }
 Grads Div(const VjpArgs& a) {
   const Tensor& x = In(a, 0);
@@ -228,7 +236,7 @@ Grads MaxPool2d(const VjpArgs& a) {
     indices = Run(Op::kMaxPool2d, {&x, 1}, {a.attrs[0], a.attrs[1], a.attrs[2], a.attrs[3]})[1];
   }
   const int64_t n = x.dim(0), c = x.dim(1);
-  const Tensor flat = zeros({n, c, x.dim(2) * x.dim(3)}, x.dtype(), x.device());
+  const Tensor flat = ZerosView({n, c, x.dim(2) * x.dim(3)}, x);
   return {scatter_add(flat, 2, indices.reshape({n, c, -1}), G(a).reshape({n, c, -1})).reshape(x.shape())};
 }
 Grads AvgPool2d(const VjpArgs& a) {
@@ -273,7 +281,7 @@ Grads Concat(const VjpArgs& a) {
 }
 Grads Gather(const VjpArgs& a) {
   const Tensor& x = In(a, 0);
-  return {scatter_add(zeros(x.shape(), G(a).dtype(), x.device()), IntAttr(a, 0), In(a, 1), G(a)), Tensor()};
+  return {scatter_add(ZerosView(x.shape(), G(a)), IntAttr(a, 0), In(a, 1), G(a)), Tensor()};
 }
 Grads IndexSelect(const VjpArgs& a) {
   const Tensor& x = In(a, 0);
@@ -281,7 +289,7 @@ Grads IndexSelect(const VjpArgs& a) {
   Dims view = Dims::Filled(x.rank(), 1);
   view[static_cast<int>(axis)] = -1;
   const Tensor index = In(a, 1).reshape(view).expand(G(a).shape());
-  return {scatter_add(zeros(x.shape(), G(a).dtype(), x.device()), axis, index, G(a)), Tensor()};
+  return {scatter_add(ZerosView(x.shape(), G(a)), axis, index, G(a)), Tensor()};
 }
 Grads ScatterAdd(const VjpArgs& a) { return {G(a), Tensor(), gather(G(a), IntAttr(a, 0), In(a, 1))}; }
 Grads Topk(const VjpArgs& a) {
@@ -291,7 +299,7 @@ Grads Topk(const VjpArgs& a) {
     NoGradGuard no_grad;
     indices = Run(Op::kTopk, {&x, 1}, {a.attrs[0], a.attrs[1], a.attrs[2]})[1];
   }
-  return {scatter_add(zeros(x.shape(), G(a).dtype(), x.device()), IntAttr(a, 1), indices, G(a))};
+  return {scatter_add(ZerosView(x.shape(), G(a)), IntAttr(a, 1), indices, G(a))};
 }
 Grads Pad(const VjpArgs& a) {
   const std::vector<int64_t>& pads = IntsAttr(a, 0);

@@ -136,8 +136,7 @@ struct SigmoidOp {
     float e[kBlock];
     for (int64_t b = 0; b < n; b += kBlock) {
       const int64_t w = std::min(kBlock, n - b);
-      for (int64_t i = 0; i < w; ++i) e[i] = -std::fabs(x[b + i]);
-      ExpN(e, e, w);
+      ExpOfNegAbsN(x + b, e, w);          // e^-|x|, as Apply
       SigmoidFinish(x + b, e, y + b, w);  // vectorised (vec_lanes.h)
     }
   }

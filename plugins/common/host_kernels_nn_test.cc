@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -165,6 +166,53 @@ void CheckLayerNorm(Tensor& x, Tensor& w, Tensor& b, int axis, double eps) {
         return (Get(x, i) - m) * s * Get(w, t) + Get(b, t);
       },
       ytol, ytol, "layer_norm y");
+}
+
+/// Pairwise sum in double of f(i), i in [0, n): 16 partial sums in blocks of at most 256, halves split at
+/// n / 2 rounded down to a multiple of 32: the summation order layer_norm documents (softmax_norm.cc).
+template <typename F>
+double DocumentedPairwiseSum(int64_t n, F f, int64_t offset = 0) {
+  if (n <= 256) {
+    double lanes[16] = {};
+    for (int64_t i = 0; i < n; ++i) lanes[i % 16] += f(offset + i);
+    for (int width = 8; width > 0; width /= 2) {
+      for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+    }
+    return lanes[0];
+  }
+  const int64_t half = n / 2 / 32 * 32;
+  return DocumentedPairwiseSum(half, f, offset) + DocumentedPairwiseSum(n - half, f, offset + half);
+}
+
+// float32 layer_norm bit for bit against its documented arithmetic written out in scalar double (mean,
+// mean squared deviation, rstd, the output row), for rows of every tail length around the vector widths
+// and the pairwise splits (the kernel's vectorised leaves and its once-widened rows must change nothing).
+TEST(LayerNorm, Float32RowsAreTheDocumentedDoubleArithmeticBitForBit) {
+  std::mt19937 rng(18);
+  for (int64_t n : {1, 7, 16, 33, 255, 256, 257, 300, 513, 1024, 1000}) {
+    SCOPED_TRACE(n);
+    Tensor x = Contiguous(F32, {3, n}), w = Contiguous(F32, {n}), b = Contiguous(F32, {n});
+    FillRandom(x, rng, -3, 5), FillRandom(w, rng, 0.5, 2), FillRandom(b, rng, -1, 1);
+    Set(x, {1, n - 1}, 1e4);  // an offset row
+    Tensor y = Contiguous(F32, {3, n}), mean = Contiguous(F32, {3, 1}), rstd = Contiguous(F32, {3, 1});
+    EXPECT_OK(RunKernel("layer_norm", {&x, &w, &b}, {&y, &mean, &rstd},
+                        {oar::sdk::IntAttr("axis", 1), oar::sdk::FloatAttr("eps", 1e-5)}));
+    for (int64_t r = 0; r < 3; ++r) {
+      auto v = [&](int64_t i) { return static_cast<double>(static_cast<float>(Get(x, {r, i}))); };
+      const double m = DocumentedPairwiseSum(n, v) / static_cast<double>(n);
+      const double var =
+          DocumentedPairwiseSum(n, [&](int64_t i) { return (v(i) - m) * (v(i) - m); }) / static_cast<double>(n);
+      const double s = 1.0 / std::sqrt(var + 1e-5);
+      EXPECT_EQ(static_cast<float>(Get(mean, {r, 0})), static_cast<float>(m));
+      EXPECT_EQ(static_cast<float>(Get(rstd, {r, 0})), static_cast<float>(s));
+      for (int64_t i = 0; i < n; ++i) {
+        const float want = static_cast<float>((v(i) - m) * s * static_cast<double>(static_cast<float>(Get(w, {i}))) +
+                                              static_cast<double>(static_cast<float>(Get(b, {i}))));
+        ASSERT_EQ(std::bit_cast<uint32_t>(static_cast<float>(Get(y, {r, i}))), std::bit_cast<uint32_t>(want))
+            << "row " << r << " i " << i;
+      }
+    }
+  }
 }
 
 TEST(LayerNorm, EveryAxisLayoutAndDType) {

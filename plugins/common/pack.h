@@ -3,6 +3,7 @@
 #ifndef OAR_PLUGINS_COMMON_PACK_H_
 #define OAR_PLUGINS_COMMON_PACK_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -36,6 +37,8 @@ void PackDense(const TensorRef& t, To* dst) {
                if (sv == 1) {
 #pragma omp simd
                  for (int64_t i = 0; i < n; ++i) o[i] = Convert<To>(v[i]);
+               } else if (sv == 0) {  // a broadcast element (scatter_add's zeros): a fill
+                 std::fill_n(o, n, Convert<To>(v[0]));
                } else {
                  for (int64_t i = 0; i < n; ++i) o[i] = Convert<To>(v[i * sv]);
                }

@@ -15,6 +15,7 @@
 #include "plugins/common/elementwise.h"
 #include "plugins/common/kernel_util.h"
 #include "plugins/common/strided.h"
+#include "plugins/common/vec_lanes.h"
 
 namespace oar::host {
 namespace {
@@ -110,6 +111,15 @@ void MaxPoolPlaneNoPad(const T* src, T* yo, int64_t* io, const Pool& p, int64_t 
   using C = ComputeT<T>;
   const int64_t kh = KH > 0 ? KH : p.h.k, kw = KW > 0 ? KW : p.w.k;
   const int64_t win = p.w.in, wout = p.w.out;
+  if constexpr (std::is_same_v<T, float> && KH == 2 && KW == 2) {
+    if (sw == 1 && p.w.stride == 2) {  // unit-stride rows, windows side by side: vector rows (vec_lanes.h)
+      for (int64_t oh = 0; oh < p.h.out; ++oh) {
+        const int64_t h0 = oh * p.h.stride;
+        MaxPool2x2Row(src + h0 * sh, src + (h0 + 1) * sh, yo + oh * wout, io + oh * wout, wout, h0 * win, win);
+      }
+      return;
+    }
+  }
   for (int64_t oh = 0; oh < p.h.out; ++oh) {
     const int64_t h0 = oh * p.h.stride;
     for (int64_t ow = 0; ow < wout; ++ow) {

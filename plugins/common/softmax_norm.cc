@@ -55,16 +55,18 @@ Acc PairwiseSum(int64_t n, F&& f, int64_t offset = 0) {
   return PairwiseSum<Acc>(half, f, offset) + PairwiseSum<Acc>(n - half, f, offset + half);
 }
 
-/// PairwiseSum<double> of double(p[i]) for float data: the same recursion, with the leaves in vector
-/// registers (vec_lanes.h); bitwise the same sum.
-inline double PairwiseSumOf(const float* p, int64_t n) {
+/// PairwiseSum<double> of double(p[i]) for float data (or for float data already widened to double): the
+/// same recursion, with the leaves in vector registers (vec_lanes.h); bitwise the same sum.
+template <typename In>
+double PairwiseSumOf(const In* p, int64_t n) {
   if (n <= 256) return SumLeafAsDouble(p, n);
   const int64_t half = n / 2 / 32 * 32;
   return PairwiseSumOf(p, half) + PairwiseSumOf(p + half, n - half);
 }
 
 /// PairwiseSum<double> of (double(p[i]) - mean)^2 for float data, likewise.
-inline double PairwiseSquaredDeviation(const float* p, int64_t n, double mean) {
+template <typename In>
+double PairwiseSquaredDeviation(const In* p, int64_t n, double mean) {
   if (n <= 256) return SquaredDeviationLeaf(p, n, mean);
   const int64_t half = n / 2 / 32 * 32;
   return PairwiseSquaredDeviation(p, half, mean) + PairwiseSquaredDeviation(p + half, n - half, mean);
@@ -116,20 +118,37 @@ void SoftmaxRow(const C* v, C* r, int64_t n) {
     double sum = 0;
     for (int64_t b = 0; b < n; b += kBlock) {
       const int64_t w = std::min(kBlock, n - b);
-      for (int64_t i = 0; i < w; ++i) e[i] = v[b + i] - m;
-      ExpN(e, e, w);
+      if constexpr (std::is_same_v<C, float>) {
+        ExpOfDifferenceN(v + b, m, e, w);  // e^(v - m), the difference rounded first, as below
+      } else {
+        for (int64_t i = 0; i < w; ++i) e[i] = v[b + i] - m;
+        ExpN(e, e, w);
+      }
       sum += SumAsDouble(e, w);
     }
     // (v - m) - log(sum), never v - (m + log(sum)): near |m| = 1e4 the float sum m + log(sum) would
     // round to m's ulp (~1e-3).
     const C lse = static_cast<C>(std::log(sum));
-    for (int64_t i = 0; i < n; ++i) r[i] = (v[i] - m) - lse;
+    if constexpr (std::is_same_v<C, float>) {  // the same two subtractions per element, on wide vectors
+      BinaryRun(VecBinary::kSub, v, 1, &m, 0, r, n);
+      BinaryRun(VecBinary::kSub, r, 1, &lse, 0, r, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) r[i] = (v[i] - m) - lse;
+    }
   } else {
-    for (int64_t i = 0; i < n; ++i) r[i] = v[i] - m;
-    ExpN(r, r, n);
+    if constexpr (std::is_same_v<C, float>) {
+      ExpOfDifferenceN(v, m, r, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) r[i] = v[i] - m;
+      ExpN(r, r, n);
+    }
     const C inv = static_cast<C>(1.0 / SumAsDouble(r, n));
+    if constexpr (std::is_same_v<C, float>) {
+      BinaryRun(VecBinary::kMul, r, 1, &inv, 0, r, n);
+    } else {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) r[i] *= inv;
+      for (int64_t i = 0; i < n; ++i) r[i] *= inv;
+    }
   }
 }
 
@@ -311,6 +330,9 @@ void LayerNorm(const KernelCall& call) {
   }
   const std::vector<S> w = DenseCopy<T, S>(weight);
   const std::vector<S> b = DenseCopy<T, S>(bias);
+  // float rows: the weight and bias widened once, each row once (LayerNormRow computes in double).
+  std::vector<double> wd, bd;
+  if constexpr (std::is_same_v<T, float>) wd = DenseCopy<T, double>(weight), bd = DenseCopy<T, double>(bias);
   const auto row_layout = DimRange(x, 0, axis).Layout(kSize);
   const auto norm_layout = DimRange(x, axis, rank).Layout(kSize);
   const bool dense_rows = norm_layout.rank == 1 && norm_layout.inner_stride(0) == kSize;
@@ -319,6 +341,7 @@ void LayerNorm(const KernelCall& call) {
       rows,
       [&](int64_t begin, int64_t end) {
         std::vector<S> scratch;
+        std::vector<double> wide;
         int64_t r = begin;
         ForRange<1>(row_layout, {x.data<char>()}, begin, end,
                     [&](const std::array<char*, 1>& p, int64_t count, const std::array<int64_t, 1>& s) {
@@ -341,7 +364,12 @@ void LayerNorm(const KernelCall& call) {
                         // Double throughout: on offset data (|mean| >> std) a float mean is off by many
                         // of its ulps and x - mean loses as many digits of every normalised value.
                         double mean, var;
-                        if constexpr (std::is_same_v<S, float>) {  // vectorised leaves, the same sums
+                        if constexpr (std::is_same_v<T, float>) {  // vectorised leaves, the same sums
+                          wide.resize(n);
+                          WidenRow(v, wide.data(), n);
+                          mean = PairwiseSumOf(wide.data(), n) / static_cast<double>(n);
+                          var = PairwiseSquaredDeviation(wide.data(), n, mean) / static_cast<double>(n);
+                        } else if constexpr (std::is_same_v<S, float>) {
                           mean = PairwiseSumOf(v, n) / static_cast<double>(n);
                           var = PairwiseSquaredDeviation(v, n, mean) / static_cast<double>(n);
                         } else {
@@ -356,7 +384,7 @@ void LayerNorm(const KernelCall& call) {
                         const double rstd = 1.0 / std::sqrt(var + eps);
                         T* o = dst + r * n;
                         if constexpr (std::is_same_v<T, float>) {
-                          LayerNormRow(v, w.data(), b.data(), o, n, mean, rstd);
+                          LayerNormRow(wide.data(), wd.data(), bd.data(), o, n, mean, rstd);
                         } else {
 #pragma omp simd
                           for (int64_t i = 0; i < n; ++i) {

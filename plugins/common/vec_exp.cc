@@ -92,19 +92,46 @@ template <int kLanes>
   x = (F)((I)r | sign);
 }
 
-template <int kLanes, void (*kFn)(typename Vec<kLanes>::F&)>
-[[gnu::always_inline]] inline void MapLanes(const float* x, float* y, int64_t n) {
-  typename Vec<kLanes>::F v;
+/// What MapLanes does to each loaded vector before kFn: nothing, subtract a scalar (x - m, one float
+/// subtraction, as a scalar loop would round it) or set the sign bit (-|x|: exactly -std::fabs(x), NaN
+/// payloads included).
+enum class Pre { kNone, kMinus, kNegAbs };
+
+template <int kLanes, Pre kPre>
+[[gnu::always_inline]] inline void PreOp(typename Vec<kLanes>::F& v, float m) {
+  using I = typename Vec<kLanes>::I;
+  if constexpr (kPre == Pre::kMinus) v = v - m;
+  if constexpr (kPre == Pre::kNegAbs) v = (typename Vec<kLanes>::F)((I)v | std::bit_cast<int32_t>(0x80000000u));
+}
+
+/// y = kFn(pre(x)), two vectors per step (two independent dependency chains: kFn's polynomial is a long
+/// chain of dependent operations, and one vector at a time left the core waiting on it).
+template <int kLanes, void (*kFn)(typename Vec<kLanes>::F&), Pre kPre = Pre::kNone>
+[[gnu::always_inline]] inline void MapLanes(const float* x, float* y, int64_t n, float m = 0) {
+  using F = typename Vec<kLanes>::F;
+  F v, w;
   int64_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    std::memcpy(&v, x + i, sizeof v);
+    std::memcpy(&w, x + i + kLanes, sizeof w);
+    PreOp<kLanes, kPre>(v, m);
+    PreOp<kLanes, kPre>(w, m);
+    kFn(v);
+    kFn(w);
+    std::memcpy(y + i, &v, sizeof v);
+    std::memcpy(y + i + kLanes, &w, sizeof w);
+  }
   for (; i + kLanes <= n; i += kLanes) {
     std::memcpy(&v, x + i, sizeof v);
+    PreOp<kLanes, kPre>(v, m);
     kFn(v);
     std::memcpy(y + i, &v, sizeof v);
   }
   if (i < n) {  // the last partial group, padded with zeros
     const size_t tail = static_cast<size_t>(n - i) * sizeof(float);
-    v = typename Vec<kLanes>::F{};
+    v = F{};
     std::memcpy(&v, x + i, tail);
+    PreOp<kLanes, kPre>(v, m);
     kFn(v);
     std::memcpy(y + i, &v, tail);
   }
@@ -112,8 +139,13 @@ template <int kLanes, void (*kFn)(typename Vec<kLanes>::F&)>
 
 void ExpBaseline(const float* x, float* y, int64_t n) { MapLanes<4, Exp<4>>(x, y, n); }
 void TanhBaseline(const float* x, float* y, int64_t n) { MapLanes<4, Tanh<4>>(x, y, n); }
+void ExpOfDifferenceBaseline(const float* x, float m, float* y, int64_t n) {
+  MapLanes<4, Exp<4>, Pre::kMinus>(x, y, n, m);
+}
+void ExpOfNegAbsBaseline(const float* x, float* y, int64_t n) { MapLanes<4, Exp<4>, Pre::kNegAbs>(x, y, n); }
 
 using MapFn = void (*)(const float*, float*, int64_t);
+using ShiftedMapFn = void (*)(const float*, float, float*, int64_t);
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 [[gnu::target("avx2")]] void ExpAvx2(const float* x, float* y, int64_t n) { MapLanes<8, Exp<8>>(x, y, n); }
@@ -123,7 +155,21 @@ using MapFn = void (*)(const float*, float*, int64_t);
   MapLanes<16, Tanh<16>>(x, y, n);
 }
 
-MapFn Select(MapFn avx512, MapFn avx2, MapFn baseline) {
+[[gnu::target("avx2")]] void ExpOfDifferenceAvx2(const float* x, float m, float* y, int64_t n) {
+  MapLanes<8, Exp<8>, Pre::kMinus>(x, y, n, m);
+}
+[[gnu::target("avx512f")]] void ExpOfDifferenceAvx512(const float* x, float m, float* y, int64_t n) {
+  MapLanes<16, Exp<16>, Pre::kMinus>(x, y, n, m);
+}
+[[gnu::target("avx2")]] void ExpOfNegAbsAvx2(const float* x, float* y, int64_t n) {
+  MapLanes<8, Exp<8>, Pre::kNegAbs>(x, y, n);
+}
+[[gnu::target("avx512f")]] void ExpOfNegAbsAvx512(const float* x, float* y, int64_t n) {
+  MapLanes<16, Exp<16>, Pre::kNegAbs>(x, y, n);
+}
+
+template <typename Fn>
+Fn Select(Fn avx512, Fn avx2, Fn baseline) {
   if (__builtin_cpu_supports("avx512f")) return avx512;
   if (__builtin_cpu_supports("avx2")) return avx2;
   return baseline;
@@ -138,6 +184,24 @@ void ExpN(const float* x, float* y, int64_t n) {
   exp(x, y, n);
 #else
   ExpBaseline(x, y, n);
+#endif
+}
+
+void ExpOfDifferenceN(const float* x, float m, float* y, int64_t n) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const ShiftedMapFn exp = Select(ExpOfDifferenceAvx512, ExpOfDifferenceAvx2, ExpOfDifferenceBaseline);
+  exp(x, m, y, n);
+#else
+  ExpOfDifferenceBaseline(x, m, y, n);
+#endif
+}
+
+void ExpOfNegAbsN(const float* x, float* y, int64_t n) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const MapFn exp = Select(ExpOfNegAbsAvx512, ExpOfNegAbsAvx2, ExpOfNegAbsBaseline);
+  exp(x, y, n);
+#else
+  ExpOfNegAbsBaseline(x, y, n);
 #endif
 }
 

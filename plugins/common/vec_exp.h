@@ -16,6 +16,13 @@ namespace oar::host {
 /// are bitwise the same on every machine.
 void ExpN(const float* x, float* y, int64_t n);
 
+/// y[i] = e^(x[i] - m), the float difference rounded first: bitwise ExpN of that difference (softmax's
+/// shifted exponentials without a pass to store the differences). y may be x.
+void ExpOfDifferenceN(const float* x, float m, float* y, int64_t n);
+
+/// y[i] = e^-|x[i]|: bitwise ExpN of -std::fabs(x[i]) (sigmoid's exponentials). y may be x.
+void ExpOfNegAbsN(const float* x, float* y, int64_t n);
+
 /// The float64 version: std::exp per element (e^x is not the bottleneck where float64 is used).
 inline void ExpN(const double* x, double* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);

@@ -20,19 +20,22 @@ template <>
 struct Vec<16> {
   using F = float __attribute__((vector_size(16)));
   using D = double __attribute__((vector_size(16)));
-  using H = float __attribute__((vector_size(8)));  // the floats of one D
+  using H = float __attribute__((vector_size(8)));
+  using I = int32_t __attribute__((vector_size(16)));  // a float comparison's mask  // the floats of one D
 };
 template <>
 struct Vec<32> {
   using F = float __attribute__((vector_size(32)));
   using D = double __attribute__((vector_size(32)));
   using H = float __attribute__((vector_size(16)));
+  using I = int32_t __attribute__((vector_size(32)));  // a float comparison's mask
 };
 template <>
 struct Vec<64> {
   using F = float __attribute__((vector_size(64)));
   using D = double __attribute__((vector_size(64)));
   using H = float __attribute__((vector_size(32)));
+  using I = int32_t __attribute__((vector_size(64)));  // a float comparison's mask
 };
 
 constexpr int kLanes = 16;
@@ -66,6 +69,12 @@ struct DoubleLanes {
     H h;
     std::memcpy(&h, p, sizeof h);
     return __builtin_convertvector(h, D);
+  }
+  /// p[0 .. DW) of data already widened (the same values).
+  OAR_VEC_INLINE static D Widen(const double* p) {
+    D d;
+    std::memcpy(&d, p, sizeof d);
+    return d;
   }
   OAR_VEC_INLINE void Store(double (&lanes)[kLanes]) const { std::memcpy(lanes, v, sizeof lanes); }
 };
@@ -134,8 +143,8 @@ OAR_VEC_INLINE float SumLeafBody(const float* p, int64_t n) {
   return LaneFold<kBytes>(acc.v, [](auto a, auto b) OAR_VEC_LAMBDA { return a + b; });
 }
 
-template <int kBytes>
-OAR_VEC_INLINE double SumLeafAsDoubleBody(const float* p, int64_t n) {
+template <int kBytes, typename In>
+OAR_VEC_INLINE double SumLeafAsDoubleBody(const In* p, int64_t n) {
   using L = DoubleLanes<kBytes>;
   L acc;
   int64_t i = 0;
@@ -149,8 +158,8 @@ OAR_VEC_INLINE double SumLeafAsDoubleBody(const float* p, int64_t n) {
   return Tree(lanes);
 }
 
-template <int kBytes>
-OAR_VEC_INLINE double SquaredDeviationLeafBody(const float* p, int64_t n, double mean) {
+template <int kBytes, typename In>
+OAR_VEC_INLINE double SquaredDeviationLeafBody(const In* p, int64_t n, double mean) {
   using L = DoubleLanes<kBytes>;
   L acc;
   int64_t i = 0;
@@ -306,8 +315,8 @@ OAR_VEC_INLINE void SigmoidFinishBody(const float* x, const float* e, float* y, 
   }
 }
 
-template <int kBytes>
-OAR_VEC_INLINE void LayerNormRowBody(const float* v, const float* w, const float* b, float* o, int64_t n, double mean,
+template <int kBytes, typename In>
+OAR_VEC_INLINE void LayerNormRowBody(const In* v, const In* w, const In* b, float* o, int64_t n, double mean,
                                      double rstd) {
   using L = DoubleLanes<kBytes>;
   using H = typename L::H;
@@ -394,6 +403,94 @@ OAR_VEC_INLINE void ReluRunBody(const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];
 }
 
+/// The scalar window of MaxPool2x2Row (MaxPoolPlaneNoPad's loop for 2x2 taps): the reference the vector
+/// blocks equal, and what a block holding a NaN and the tail run.
+OAR_VEC_INLINE void MaxPool2x2Window(const float* r0, const float* r1, float* y, int64_t* idx, int64_t ow, int64_t base,
+                                     int64_t row_step) {
+  const float v[4] = {r0[2 * ow], r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]};
+  const int64_t pos[4] = {base + 2 * ow, base + 2 * ow + 1, base + row_step + 2 * ow, base + row_step + 2 * ow + 1};
+  float best = -std::numeric_limits<float>::infinity();
+  int64_t at = pos[0], nan_at = -1;
+  for (int k = 0; k < 4; ++k) {
+    at = v[k] > best ? pos[k] : at;
+    best = v[k] > best ? v[k] : best;
+    nan_at = (v[k] != v[k]) & (nan_at < 0) ? pos[k] : nan_at;
+  }
+  if (nan_at >= 0) {
+    at = nan_at;
+    best = v[nan_at == pos[0] ? 0 : nan_at == pos[1] ? 1 : nan_at == pos[2] ? 2 : 3];
+  }
+  y[ow] = best;
+  idx[ow] = at;
+}
+
+/// Even and odd elements of the 2 W floats at p.
+template <int kBytes>
+OAR_VEC_INLINE void Deinterleave(const float* p, typename Vec<kBytes>::F& even, typename Vec<kBytes>::F& odd) {
+  using F = typename Vec<kBytes>::F;
+  F a, b;
+  std::memcpy(&a, p, sizeof a);
+  std::memcpy(&b, p + kBytes / 4, sizeof b);
+  if constexpr (kBytes == 16) {
+    even = __builtin_shufflevector(a, b, 0, 2, 4, 6);
+    odd = __builtin_shufflevector(a, b, 1, 3, 5, 7);
+  } else if constexpr (kBytes == 32) {
+    even = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+    odd = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+  } else {
+    even = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    odd = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  }
+}
+
+/// MaxPool2x2Row: W windows per step, the four taps as four vectors and the same selects (the tap number,
+/// 0..3, is kept instead of the position); a block with a NaN anywhere in its taps is done by the scalar
+/// window, as is the tail.
+template <int kBytes>
+OAR_VEC_INLINE void MaxPool2x2RowBody(const float* r0, const float* r1, float* y, int64_t* idx, int64_t n, int64_t base,
+                                      int64_t row_step) {
+  using F = typename Vec<kBytes>::F;
+  using I = typename Vec<kBytes>::I;
+  constexpr int kW = kBytes / 4;
+  int64_t ow = 0;
+  for (; ow + kW <= n; ow += kW) {
+    F v[4];
+    Deinterleave<kBytes>(r0 + 2 * ow, v[0], v[1]);
+    Deinterleave<kBytes>(r1 + 2 * ow, v[2], v[3]);
+    const I nan = (v[0] != v[0]) | (v[1] != v[1]) | (v[2] != v[2]) | (v[3] != v[3]);
+    bool any_nan = false;
+    for (int l = 0; l < kW; ++l) any_nan |= nan[l] != 0;
+    if (any_nan) {
+      for (int l = 0; l < kW; ++l) MaxPool2x2Window(r0, r1, y, idx, ow + l, base, row_step);
+      continue;
+    }
+    F best = F{} - std::numeric_limits<float>::infinity();
+    I tap = I{};
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const I gt = v[k] > best;
+      tap = gt ? I{} + k : tap;
+      best = gt ? v[k] : best;
+    }
+    std::memcpy(y + ow, &best, sizeof best);
+    for (int l = 0; l < kW; ++l) {
+      idx[ow + l] = base + 2 * (ow + l) + (tap[l] & 1) + (tap[l] >> 1) * row_step;
+    }
+  }
+  for (; ow < n; ++ow) MaxPool2x2Window(r0, r1, y, idx, ow, base, row_step);
+}
+
+template <int kBytes>
+OAR_VEC_INLINE void WidenRowBody(const float* p, double* d, int64_t n) {
+  using L = DoubleLanes<kBytes>;
+  int64_t i = 0;
+  for (; i + L::kWidth <= n; i += L::kWidth) {
+    const typename L::D v = L::Widen(p + i);
+    std::memcpy(d + i, &v, sizeof v);
+  }
+  for (; i < n; ++i) d[i] = static_cast<double>(p[i]);
+}
+
 /// The entry points of one instruction set.
 struct Table {
   float (*sum_leaf)(const float*, int64_t);
@@ -408,33 +505,65 @@ struct Table {
   void (*layer_norm_row)(const float*, const float*, const float*, float*, int64_t, double, double);
   void (*binary_run)(VecBinary, const float*, int64_t, const float*, int64_t, float*, int64_t);
   void (*relu_run)(const float*, float*, int64_t);
+  void (*max_pool_2x2_row)(const float*, const float*, float*, int64_t*, int64_t, int64_t, int64_t);
+  double (*sum_leaf_of_doubles)(const double*, int64_t);
+  double (*squared_deviation_leaf_of_doubles)(const double*, int64_t, double);
+  void (*layer_norm_row_of_doubles)(const double*, const double*, const double*, float*, int64_t, double, double);
+  void (*widen_row)(const float*, double*, int64_t);
 };
 
 // One set of functions per target; TARGET is an attribute (or nothing, for the baseline).
-#define OAR_VEC_TABLE(NAME, TARGET, W)                                                                               \
-  namespace NAME {                                                                                                 \
-  TARGET float SumLeaf(const float* p, int64_t n) { return SumLeafBody<W>(p, n); }                                    \
-  TARGET double SumLeafAsDouble(const float* p, int64_t n) { return SumLeafAsDoubleBody<W>(p, n); }                   \
-  TARGET double SquaredDeviationLeaf(const float* p, int64_t n, double mean) {                                     \
-    return SquaredDeviationLeafBody<W>(p, n, mean);                                                                   \
-  }                                                                                                                \
-  TARGET float RowMax(const float* p, int64_t n) { return RowMaxBody<W>(p, n); }                                      \
-  TARGET float MaxFoldRun(const float* p, int64_t n, float acc) { return FoldRunBody<W, true>(p, n, acc); }           \
-  TARGET float MinFoldRun(const float* p, int64_t n, float acc) { return FoldRunBody<W, false>(p, n, acc); }          \
-  TARGET void MaxFoldColumn(float* a, const float* s, int64_t w) { FoldColumnBody<W, true>(a, s, w); }                \
-  TARGET void MinFoldColumn(float* a, const float* s, int64_t w) { FoldColumnBody<W, false>(a, s, w); }               \
+#define OAR_VEC_TABLE(NAME, TARGET, W)                                                                                 \
+  namespace NAME {                                                                                                     \
+  TARGET float SumLeaf(const float* p, int64_t n) { return SumLeafBody<W>(p, n); }                                     \
+  TARGET double SumLeafAsDouble(const float* p, int64_t n) { return SumLeafAsDoubleBody<W>(p, n); }                    \
+  TARGET double SquaredDeviationLeaf(const float* p, int64_t n, double mean) {                                         \
+    return SquaredDeviationLeafBody<W>(p, n, mean);                                                                    \
+  }                                                                                                                    \
+  TARGET float RowMax(const float* p, int64_t n) { return RowMaxBody<W>(p, n); }                                       \
+  TARGET float MaxFoldRun(const float* p, int64_t n, float acc) { return FoldRunBody<W, true>(p, n, acc); }            \
+  TARGET float MinFoldRun(const float* p, int64_t n, float acc) { return FoldRunBody<W, false>(p, n, acc); }           \
+  TARGET void MaxFoldColumn(float* a, const float* s, int64_t w) { FoldColumnBody<W, true>(a, s, w); }                 \
+  TARGET void MinFoldColumn(float* a, const float* s, int64_t w) { FoldColumnBody<W, false>(a, s, w); }                \
   TARGET void SigmoidFinish(const float* x, const float* e, float* y, int64_t n) { SigmoidFinishBody<W>(x, e, y, n); } \
-  TARGET void LayerNormRow(const float* v, const float* w, const float* b, float* o, int64_t n, double mean,       \
-                           double rstd) {                                                                          \
-    LayerNormRowBody<W>(v, w, b, o, n, mean, rstd);                                                                   \
-  }                                                                                                                \
-  TARGET void BinaryRun(VecBinary op, const float* x, int64_t xs, const float* y, int64_t ys, float* o, int64_t n) { \
+  TARGET void LayerNormRow(const float* v, const float* w, const float* b, float* o, int64_t n, double mean,           \
+                           double rstd) {                                                                              \
+    LayerNormRowBody<W>(v, w, b, o, n, mean, rstd);                                                                    \
+  }                                                                                                                    \
+  TARGET void BinaryRun(VecBinary op, const float* x, int64_t xs, const float* y, int64_t ys, float* o, int64_t n) {   \
     BinaryRunAny<W>(op, x, xs, y, ys, o, n);                                                                           \
-  }                                                                                                                \
-  TARGET void ReluRun(const float* x, float* y, int64_t n) { ReluRunBody<W>(x, y, n); }                              \
-  constexpr Table kTable = {SumLeaf,       SumLeafAsDouble, SquaredDeviationLeaf, RowMax,        MaxFoldRun,      \
-                            MinFoldRun,    MaxFoldColumn,   MinFoldColumn,        SigmoidFinish, LayerNormRow,    \
-                            BinaryRun,     ReluRun};                                                               \
+  }                                                                                                                    \
+  TARGET void ReluRun(const float* x, float* y, int64_t n) { ReluRunBody<W>(x, y, n); }                                \
+  TARGET void MaxPool2x2Row(const float* r0, const float* r1, float* y, int64_t* idx, int64_t n, int64_t base,         \
+                            int64_t row_step) {                                                                        \
+    MaxPool2x2RowBody<W>(r0, r1, y, idx, n, base, row_step);                                                           \
+  }                                                                                                                    \
+  TARGET double SumLeafOfDoubles(const double* p, int64_t n) { return SumLeafAsDoubleBody<W>(p, n); }                  \
+  TARGET double SquaredDeviationLeafOfDoubles(const double* p, int64_t n, double mean) {                               \
+    return SquaredDeviationLeafBody<W>(p, n, mean);                                                                    \
+  }                                                                                                                    \
+  TARGET void LayerNormRowOfDoubles(const double* v, const double* w, const double* b, float* o, int64_t n,            \
+                                    double mean, double rstd) {                                                        \
+    LayerNormRowBody<W>(v, w, b, o, n, mean, rstd);                                                                    \
+  }                                                                                                                    \
+  TARGET void WidenRow(const float* p, double* d, int64_t n) { WidenRowBody<W>(p, d, n); }                             \
+  constexpr Table kTable = {SumLeaf,                                                                                   \
+                            SumLeafAsDouble,                                                                           \
+                            SquaredDeviationLeaf,                                                                      \
+                            RowMax,                                                                                    \
+                            MaxFoldRun,                                                                                \
+                            MinFoldRun,                                                                                \
+                            MaxFoldColumn,                                                                             \
+                            MinFoldColumn,                                                                             \
+                            SigmoidFinish,                                                                             \
+                            LayerNormRow,                                                                              \
+                            BinaryRun,                                                                                 \
+                            ReluRun,                                                                                   \
+                            MaxPool2x2Row,                                                                             \
+                            SumLeafOfDoubles,                                                                          \
+                            SquaredDeviationLeafOfDoubles,                                                             \
+                            LayerNormRowOfDoubles,                                                                     \
+                            WidenRow};                                                                                 \
   }
 
 OAR_VEC_TABLE(baseline, , 16)
@@ -473,6 +602,18 @@ void BinaryRun(VecBinary op, const float* x, int64_t x_step, const float* y, int
 }
 void LayerNormRow(const float* v, const float* w, const float* b, float* o, int64_t n, double mean, double rstd) {
   Isa().layer_norm_row(v, w, b, o, n, mean, rstd);
+}
+double SumLeafAsDouble(const double* p, int64_t n) { return Isa().sum_leaf_of_doubles(p, n); }
+double SquaredDeviationLeaf(const double* p, int64_t n, double mean) {
+  return Isa().squared_deviation_leaf_of_doubles(p, n, mean);
+}
+void LayerNormRow(const double* v, const double* w, const double* b, float* o, int64_t n, double mean, double rstd) {
+  Isa().layer_norm_row_of_doubles(v, w, b, o, n, mean, rstd);
+}
+void WidenRow(const float* p, double* d, int64_t n) { Isa().widen_row(p, d, n); }
+void MaxPool2x2Row(const float* r0, const float* r1, float* y, int64_t* idx, int64_t n, int64_t base,
+                   int64_t row_step) {
+  Isa().max_pool_2x2_row(r0, r1, y, idx, n, base, row_step);
 }
 
 }  // namespace oar::host

@@ -44,6 +44,15 @@ void SigmoidFinish(const float* x, const float* e, float* y, int64_t n);
 /// LayerNorm's output row: o[i] = float((double(v[i]) - mean) * rstd * double(w[i]) + double(b[i])).
 void LayerNormRow(const float* v, const float* w, const float* b, float* o, int64_t n, double mean, double rstd);
 
+/// The same three on float data already widened to double (d[i] = double(p[i]), WidenRow): the same
+/// values in the same lanes and order, so bitwise the same results, without converting each element
+/// again in every pass (layer_norm widens a row once, its weight and bias once per call).
+double SumLeafAsDouble(const double* p, int64_t n);
+double SquaredDeviationLeaf(const double* p, int64_t n, double mean);
+void LayerNormRow(const double* v, const double* w, const double* b, float* o, int64_t n, double mean, double rstd);
+/// d[i] = double(p[i]) for i in [0, n).
+void WidenRow(const float* p, double* d, int64_t n);
+
 /// The float32 binary maps of elementwise.cc (MapBinary) with a vector loop of the CPU's widest vectors.
 enum class VecBinary { kAdd, kSub, kMul, kDiv };
 
@@ -55,6 +64,14 @@ void BinaryRun(VecBinary op, const float* x, int64_t x_step, const float* y, int
 /// ReluOp of elementwise.cc on a dense float32 run: y[i] = x[i] < 0 ? 0 : x[i] (NaN and -0 pass through;
 /// y may be x).
 void ReluRun(const float* x, float* y, int64_t n);
+
+/// One output row of MaxPoolPlaneNoPad<float, 2, 2> (pool.cc) with a column stride of 2 over unit-stride
+/// input rows r0 (the window's first row) and r1 (its second): for each ow in [0, n) the taps r0[2 ow],
+/// r0[2 ow + 1], r1[2 ow], r1[2 ow + 1] in that order, best = -inf and `v > best` selects keep the first
+/// greatest value; the first NaN of a window wins instead (value and position). y[ow] is the value and
+/// idx[ow] the flat input position: base + 2 ow (+ 1 for the second column, + row_step for the second
+/// row), exactly what that loop writes.
+void MaxPool2x2Row(const float* r0, const float* r1, float* y, int64_t* idx, int64_t n, int64_t base, int64_t row_step);
 
 }  // namespace oar::host
 

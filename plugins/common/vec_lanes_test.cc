@@ -103,13 +103,21 @@ TEST(VecLanes, LeavesMatchTheScalarLoopsBitForBit) {
         const float* p = data.data() + shift;
         SCOPED_TRACE(::testing::Message() << "n " << n << " shift " << shift << " specials " << specials);
         if (n <= 256) {
+          std::vector<double> wide(static_cast<size_t>(n) + 1, 7.0);
+          WidenRow(p, wide.data(), n);
+          for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(wide[i], double(p[i])));
+          EXPECT_EQ(wide[n], 7.0);  // nothing written past the end
           EXPECT_TRUE(Same(SumLeaf(p, n), RefLeaf<float>(n, [&](int64_t i) { return p[i]; })));
           EXPECT_TRUE(Same(SumLeafAsDouble(p, n), RefLeaf<double>(n, [&](int64_t i) { return double(p[i]); })));
+          EXPECT_TRUE(
+              Same(SumLeafAsDouble(wide.data(), n), RefLeaf<double>(n, [&](int64_t i) { return double(p[i]); })));
           for (double mean : {0.0, 1.25, -3e3}) {
-            EXPECT_TRUE(Same(SquaredDeviationLeaf(p, n, mean), RefLeaf<double>(n, [&](int64_t i) {
-                               const double d = static_cast<double>(p[i]) - mean;
-                               return d * d;
-                             })));
+            const double want = RefLeaf<double>(n, [&](int64_t i) {
+              const double d = static_cast<double>(p[i]) - mean;
+              return d * d;
+            });
+            EXPECT_TRUE(Same(SquaredDeviationLeaf(p, n, mean), want));
+            EXPECT_TRUE(Same(SquaredDeviationLeaf(wide.data(), n, mean), want));
           }
         }
         EXPECT_TRUE(Same(RowMax(p, n), RefRowMax(p, n)));
@@ -211,6 +219,9 @@ TEST(VecLanes, ElementwiseLoopsMatchTheScalarLoopsBitForBit) {
     for (size_t i = 0; i < e.size(); ++i) e_abs[i] = std::exp(-std::fabs(e[i]));
     SigmoidFinish(x.data(), e_abs.data(), y.data(), n);
     LayerNormRow(x.data(), w.data(), b.data(), o.data(), n, 0.37, 1.9);
+    const std::vector<double> xd(x.begin(), x.end()), wd(w.begin(), w.end()), bd(b.begin(), b.end());
+    std::vector<float> od(n);
+    LayerNormRow(xd.data(), wd.data(), bd.data(), od.data(), n, 0.37, 1.9);
     for (int64_t i = 0; i < n; ++i) {
       SCOPED_TRACE(::testing::Message() << "n " << n << " i " << i);
       a_ref[i] = RefCombine<true>(a_ref[i], x[i]);
@@ -222,6 +233,7 @@ TEST(VecLanes, ElementwiseLoopsMatchTheScalarLoopsBitForBit) {
       EXPECT_TRUE(Same(amin[i], amin_ref[i]));
       EXPECT_TRUE(Same(y[i], y_ref[i]));
       EXPECT_TRUE(Same(o[i], o_ref[i]));
+      EXPECT_TRUE(Same(od[i], o_ref[i]));
     }
   }
 }
@@ -271,6 +283,63 @@ TEST(VecLanes, BinaryRunMatchesTheScalarOpsBitForBit) {
           BinaryRun(op, in_place.data() + shift, 1, py, ys, in_place.data() + shift, n);
           for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(in_place[shift + i], ref(op, px[i], py[i * ys])));
         }
+      }
+    }
+  }
+}
+
+// MaxPoolPlaneNoPad<float, 2, 2>'s window loop (pool.cc) as it was, for one output row of a plane of
+// width `win` whose rows start at r0 and r1: first greatest value by `v > best`, the first NaN wins.
+void RefMaxPool2x2Row(const float* r0, const float* r1, float* y, int64_t* idx, int64_t n, int64_t h0, int64_t win) {
+  for (int64_t ow = 0; ow < n; ++ow) {
+    const int64_t w0 = ow * 2;
+    float best = -std::numeric_limits<float>::infinity();
+    int64_t at = h0 * win + w0;
+    int64_t nan_at = -1;
+    for (int64_t i = 0; i < 2; ++i) {
+      const float* row = i == 0 ? r0 : r1;
+      for (int64_t j = 0; j < 2; ++j) {
+        const float v = row[w0 + j];
+        const int64_t pos = (h0 + i) * win + w0 + j;
+        at = v > best ? pos : at;
+        best = v > best ? v : best;
+        nan_at = std::isnan(v) & (nan_at < 0) ? pos : nan_at;
+      }
+    }
+    if (nan_at >= 0) {
+      at = nan_at;
+      best = (nan_at / win == h0 ? r0 : r1)[nan_at % win];
+    }
+    y[ow] = best;
+    idx[ow] = at;
+  }
+}
+
+// Windows drawn from few values (ties of equal values and of +0 / -0 in every order, -inf, NaNs of
+// different payloads, one in a window or several) and from ordinary values; every row length 0..80
+// (vector blocks and every tail), unaligned starts.
+TEST(VecLanes, MaxPool2x2RowMatchesTheScalarWindowsBitForBit) {
+  const float nan1 = std::bit_cast<float>(0x7fc00001u), nan2 = std::bit_cast<float>(0xffc00002u);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float few[] = {1.0f, 1.0f, 0.0f, -0.0f, -1.0f, 2.0f, -inf, inf, nan1, nan2};
+  std::mt19937 gen(18);
+  for (int rare_nan = 0; rare_nan < 3; ++rare_nan) {
+    for (int64_t n = 0; n <= 80; ++n) {
+      const int64_t win = 2 * n + (n % 2), shift = n % 3, h0 = 5;
+      std::vector<float> r0(static_cast<size_t>(win + shift)), r1(r0.size());
+      std::uniform_int_distribution<int> pick(0, rare_nan == 2 ? 7 : 9);
+      std::normal_distribution<float> normal(0.0f, 3.0f);
+      for (std::vector<float>* r : {&r0, &r1}) {
+        for (float& x : *r) x = rare_nan == 1 ? normal(gen) : few[pick(gen)];
+      }
+      if (rare_nan == 1 && n > 20) r1[static_cast<size_t>(shift + 2 * n - 1)] = nan1;  // one NaN, last window
+      std::vector<float> y(static_cast<size_t>(n) + 1, 7.0f), y_ref(y);
+      std::vector<int64_t> idx(y.size(), -7), idx_ref(y.size(), -7);
+      MaxPool2x2Row(r0.data() + shift, r1.data() + shift, y.data(), idx.data(), n, h0 * win, win);
+      RefMaxPool2x2Row(r0.data() + shift, r1.data() + shift, y_ref.data(), idx_ref.data(), n, h0, win);
+      for (int64_t i = 0; i <= n; ++i) {  // element n: nothing written past the end
+        EXPECT_TRUE(SameBits(y[i], y_ref[i])) << "n " << n << " ow " << i;
+        EXPECT_EQ(idx[i], idx_ref[i]) << "n " << n << " ow " << i;
       }
     }
   }
