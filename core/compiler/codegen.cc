@@ -56,21 +56,29 @@ static inline float oar_from_bits(uint32_t u) {
   return v.f;
 }
 
+/* a * b + c: one fused multiply-add where the target has it (-march=native defines __FMA__), else two
+   roundings. Only the prelude's polynomials use it (kernels are compiled -ffp-contract=off). */
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+#define OAR_FMA(a, b, c) __builtin_fmaf((a), (b), (c))
+#else
+#define OAR_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+
 static inline float oar_expf(float x) {
   float xc = x > 89.0f ? 89.0f : x;
   xc = xc < -104.0f ? -104.0f : xc;
   xc = x != x ? 0.0f : xc;
-  const float fx = floorf(xc * 1.44269504088896341f + 0.5f);
-  float r = xc - fx * 0.693359375f;
-  r = r - fx * -2.12194440e-4f;
+  const float fx = floorf(OAR_FMA(xc, 1.44269504088896341f, 0.5f));
+  float r = OAR_FMA(fx, -0.693359375f, xc);
+  r = OAR_FMA(fx, 2.12194440e-4f, r);
   const float z = r * r;
   float y = 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * z + r + 1.0f;
+  y = OAR_FMA(y, r, 1.3981999507e-3f);
+  y = OAR_FMA(y, r, 8.3334519073e-3f);
+  y = OAR_FMA(y, r, 4.1665795894e-2f);
+  y = OAR_FMA(y, r, 1.6666665459e-1f);
+  y = OAR_FMA(y, r, 5.0000001201e-1f);
+  y = OAR_FMA(y, z, r) + 1.0f;
   const int32_t n = (int32_t)fx, n1 = n / 2;
   const float s1 = oar_from_bits((uint32_t)(n1 + 127) << 23), s2 = oar_from_bits((uint32_t)(n - n1 + 127) << 23);
   const float e = y * s1 * s2;

@@ -149,26 +149,65 @@ TEST_F(CinnTest, GeneratedKernelsMatchTheLoopInterpreter) {
                                          : zeros(got[k - lg.num_inputs].shape(), got[k - lg.num_inputs].dtype()));
         hb.push_back({host.back().data_ptr(), host.back().numel()});
       }
-      std::vector<int64_t> params;
-      const Dims domain{b, 3, h};
-      for (const IntParam& p : lg.params) {
-        if (p.kind == IntParam::kExtent) {
-          params.push_back(domain[p.dim]);
-          continue;
-        }
-        const Dims& s = host[static_cast<size_t>(p.buffer)].shape();
-        const auto& map = lg.buffer_maps[static_cast<size_t>(p.buffer)];
-        int64_t stride = 1, found = 0;
-        for (int j = static_cast<int>(map.size()) - 1; j >= 0; --j) {
-          if (map[static_cast<size_t>(j)] == p.dim) found = stride;
-          stride *= s[j];
-        }
-        params.push_back(found);
-      }
+      std::vector<Dims> shapes;
+      for (const Tensor& t : host) shapes.push_back(t.shape());
+      const std::vector<int64_t> params = EvaluateParams(lg, Dims{b, 3, h}, shapes);
       InterpretKernel(lg.kernel, hb, params);
       for (size_t k = 0; k < got.size(); ++k) {
         ExpectClose(got[k], host[lg.num_inputs + k], 1e-5, fmt::format("{} b={} h={} output {}", c.name, b, h, k));
       }
+    }
+  }
+}
+
+// Adjacent domain dimensions that every value indexes alike are one kernel dimension (lower.cc, Collapse):
+// the per-row index arithmetic is paid per collapsed row. x: [B, 3, H], w: [H].
+TEST_F(CinnTest, DimensionsIndexedAlikeAreOneKernelDimension) {
+  struct Want {
+    const char* name;
+    std::vector<std::pair<int, int>> extents;  // each kernel dimension's domain dimensions [first, end)
+  };
+  const Want wants[] = {
+      {"silu_plain", {{0, 3}}},                  // x only: one dimension of B * 3 * H
+      {"silu", {{0, 2}, {2, 3}}},                // w runs along H alone: [B * 3, H]
+      {"rms_norm", {{0, 2}, {2, 3}}},            // a row reduction: rows [B * 3], the reduced H
+      {"column_sum", {{0, 1}, {1, 2}, {2, 3}}},  // column reductions keep their dimensions
+  };
+  for (const Want& want : wants) {
+    const Case* c = nullptr;
+    for (const Case& k : kCases) {
+      if (std::string(k.name) == want.name) c = &k;
+    }
+    ASSERT_NE(c, nullptr) << want.name;
+    ir::IrContext ctx;
+    Generator g(3);
+    Tensor w = randn({16}, g);
+    auto program = CaptureBody(ctx, c->body, 16, &w);
+    Fuse(*program);
+    ir::Operation* group = nullptr;
+    for (ir::Operation* op : program->block()) {
+      if (op->name() == "cinn.group") group = op;
+    }
+    ASSERT_NE(group, nullptr) << want.name;
+    const LoweredGroup lg = PlanGroup(*group, kCpu).lowered;
+    std::vector<std::pair<int, int>> got;
+    for (const IntParam& p : lg.params) {
+      if (p.kind == IntParam::kExtent) got.emplace_back(p.dim, p.end);
+    }
+    EXPECT_EQ(got, want.extents) << want.name << "\n" << PrintKernel(lg.kernel);
+    // The parameters of a run: the collapsed extents are the products.
+    std::vector<Dims> shapes;
+    for (size_t b = 0; b < lg.buffer_values.size(); ++b) {
+      Dims d = lg.buffer_values[b].type().dims();
+      for (int64_t& e : d) e = e < 0 ? 5 : e;  // the symbolic batch, at 5
+      shapes.push_back(d);
+    }
+    const std::vector<int64_t> params = EvaluateParams(lg, Dims{5, 3, 16}, shapes);
+    for (size_t i = 0; i < got.size(); ++i) {
+      int64_t product = 1;
+      for (int d = got[i].first; d < got[i].second; ++d)
+        product *= std::vector<int64_t>{5, 3, 16}[static_cast<size_t>(d)];
+      EXPECT_EQ(params[i], product) << want.name << " kernel dimension " << i;
     }
   }
 }

@@ -223,20 +223,7 @@ class GroupKernel : public scheduler::CompiledOp {
       buffer_shapes.push_back(m.shape);
       if (b >= lg.num_inputs) shapes->outputs.push_back(m);
     }
-    for (const IntParam& p : lg.params) {
-      if (p.kind == IntParam::kExtent) {
-        shapes->params.push_back(domain[p.dim]);
-        continue;
-      }
-      const Dims& shape = buffer_shapes[static_cast<size_t>(p.buffer)];
-      const std::vector<int>& map = lg.buffer_maps[static_cast<size_t>(p.buffer)];
-      int64_t stride = 1, found = 0;
-      for (int j = static_cast<int>(map.size()) - 1; j >= 0; --j) {
-        if (map[static_cast<size_t>(j)] == p.dim) found = stride;
-        stride *= shape[j];
-      }
-      shapes->params.push_back(found);
-    }
+    shapes->params = EvaluateParams(lg, domain, buffer_shapes);
     shapes->elements = domain.Product();
     shapes->tasks = shapes->elements == 0 ? 0 : EvaluateIndex(lg.kernel, lg.kernel.num_tasks, shapes->params);
     std::lock_guard lock(shapes_mutex_);

@@ -20,6 +20,7 @@
 
 #include "core/compiler/group.h"
 #include "core/compiler/loop_ir.h"
+#include "core/tensor/dims.h"
 
 namespace oar::compiler {
 
@@ -35,7 +36,11 @@ struct Target {
 /// How a run-time int64 parameter is computed from the run's shapes.
 struct IntParam {
   enum Kind { kExtent, kStride } kind = kExtent;
-  int dim = 0;      ///< domain dimension
+  /// kExtent: the kernel dimension's extent is the product of the domain's extents [dim, end) (adjacent
+  /// dimensions every value indexes alike are one kernel dimension: Lower's collapse). kStride: the kernel
+  /// dimension `dim` (an entry of buffer_maps).
+  int dim = 0;
+  int end = 0;
   int buffer = -1;  ///< kStride: the kernel buffer whose element stride along `dim` this is
 };
 
@@ -48,6 +53,10 @@ struct LoweredGroup {
   std::vector<IntParam> params;  ///< Kernel::int_params, in order
   size_t num_inputs = 0;
 };
+
+/// The kernel's int64 parameters (Kernel::int_params, in order) for a run whose domain has the extents
+/// `domain` (the analysis's rank) and whose buffers (kernel order) have the shapes `buffer_shapes`.
+std::vector<int64_t> EvaluateParams(const LoweredGroup& lg, const Dims& domain, const std::vector<Dims>& buffer_shapes);
 
 /// Lower `g` (analysed as `a`) for `target`. Throws oar::Error (kUnimplemented) for an op the code
 /// generator cannot express.

@@ -107,20 +107,7 @@ KernelRun MakeRun(const ir::Operation& group, const LoweredGroup& lg, const Tens
       r.buffers.emplace_back(static_cast<size_t>(shapes.back().Product()), 0.0f);
     }
   }
-  for (const IntParam& p : lg.params) {
-    if (p.kind == IntParam::kExtent) {
-      r.params.push_back(domain[p.dim]);
-      continue;
-    }
-    const Dims& s = shapes[static_cast<size_t>(p.buffer)];
-    const std::vector<int>& map = lg.buffer_maps[static_cast<size_t>(p.buffer)];
-    int64_t stride = 1, found = 0;
-    for (int j = static_cast<int>(map.size()) - 1; j >= 0; --j) {
-      if (map[static_cast<size_t>(j)] == p.dim) found = stride;
-      stride *= s[j];
-    }
-    r.params.push_back(found);
-  }
+  r.params = EvaluateParams(lg, domain, shapes);
   r.tasks = EvaluateIndex(lg.kernel, lg.kernel.num_tasks, r.params);
   return r;
 }
@@ -213,8 +200,14 @@ TEST_F(CinnOpenClTest, GeneratedKernelsOnPoclMatchTheLoopInterpreter) {
         const int64_t b = 1 + static_cast<int64_t>(g.NextU64() % 5);
         const Tensor x = randn({b, 3, p.h}, g) * 3.0;
         const KernelRun r = MakeRun(*p.group, lg, x, p.w);
-        // One task per row ([b, 3] rows of h < 8192 elements); a column reduction's tasks are its tiles.
-        ASSERT_EQ(r.tasks, lg.analysis.kind == GroupTemplate::kColumnReduce ? (lg.analysis.reduced.size() == 1 ? 3 : 1) * ((p.h + threads - 1) / threads) : b * 3) << p.c->name;
+        // One task per row ([b, 3] rows of h < 8192 elements); a column reduction's tasks are its tiles; an
+        // elementwise group with no broadcast is one dimension of b * 3 * h elements, in tiles of 8192.
+        const int64_t rows =
+            lg.num_inputs == 1 && lg.analysis.kind == GroupTemplate::kElementwise ? (b * 3 * p.h + 8191) / 8192 : b * 3;
+        ASSERT_EQ(r.tasks, lg.analysis.kind == GroupTemplate::kColumnReduce
+                               ? (lg.analysis.reduced.size() == 1 ? 3 : 1) * ((p.h + threads - 1) / threads)
+                               : rows)
+            << p.c->name;
         const auto want = Interpret(lg, r);
         const auto got = RunOnPocl(cl_prog, lg, r);
         for (size_t k = lg.num_inputs; k < got.size(); ++k) {
