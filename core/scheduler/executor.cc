@@ -178,10 +178,26 @@ struct Executor::Impl {
   mutable std::map<std::string, std::shared_ptr<const Plan>> plans;
   // The plan of the last run and its inputs' dtypes, shapes and placement: a run with the same inputs (the
   // common case: a server's repeated shapes) takes it without building its signature string.
+  // What of an input a plan depends on: its dtype, its shape, and whether it is already on the program's device
+  // (else it is copied in, and its bytes are planned). The one definition behind the plans' signature string and
+  // the last-plan check.
   struct InputKey {
     bool defined = false, here = false;
     DType dtype = DType::kInvalid;
     Dims shape;
+    static InputKey Of(const Tensor& t, const Device& device) {
+      if (!t.defined()) return {};
+      return {true, t.device() == device, t.dtype(), t.shape()};
+    }
+    bool Matches(const Tensor& t, const Device& device) const {  // == Of(t, device), without copying the shape
+      if (t.defined() != defined) return false;
+      return !defined || (t.dtype() == dtype && (t.device() == device) == here && t.shape() == shape);
+    }
+    void AppendTo(std::string* sig) const {
+      *sig += defined ? std::string(DTypeName(dtype)) + shape.ToString() : "undefined";
+      if (defined && !here) *sig += '@';
+      *sig += ';';
+    }
   };
   mutable std::vector<InputKey> last_inputs;
   mutable std::shared_ptr<const Plan> last_plan;
@@ -807,31 +823,19 @@ struct Executor::Impl {
   bool SameAsLast(std::span<const Tensor> inputs) const {
     if (inputs.size() != last_inputs.size()) return false;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      const Tensor& t = inputs[i];
-      const InputKey& k = last_inputs[i];
-      if (t.defined() != k.defined) return false;
-      if (t.defined() && (t.dtype() != k.dtype || (t.device() == device) != k.here || t.shape() != k.shape)) {
-        return false;
-      }
+      if (!last_inputs[i].Matches(inputs[i], device)) return false;
     }
     return true;
   }
   void RememberLast(std::span<const Tensor> inputs, std::shared_ptr<const Plan> plan) const {
-    last_inputs.assign(inputs.size(), InputKey());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (!inputs[i].defined()) continue;
-      last_inputs[i] = {true, inputs[i].device() == device, inputs[i].dtype(), inputs[i].shape()};
-    }
+    last_inputs.clear();
+    for (const Tensor& t : inputs) last_inputs.push_back(InputKey::Of(t, device));
     last_plan = std::move(plan);
   }
 
   std::string Signature(std::span<const Tensor> inputs) const {
     std::string sig;
-    for (const Tensor& t : inputs) {
-      sig += t.defined() ? std::string(DTypeName(t.dtype())) + t.shape().ToString() : "undefined";
-      if (t.defined() && t.device() != device) sig += '@';  // copied in: its bytes are planned
-      sig += ';';
-    }
+    for (const Tensor& t : inputs) InputKey::Of(t, device).AppendTo(&sig);
     return sig;
   }
 
