@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 
 #include <unistd.h>
@@ -112,6 +113,41 @@ TEST_F(CinnTest, FusedProgramsMatchEagerOnEveryDeviceAndShape) {
   }
 }
 
+// The last cinn.group of `program` (null when there is none).
+ir::Operation* LastGroup(ir::Program& program) {
+  ir::Operation* group = nullptr;
+  for (ir::Operation* op : program.block()) {
+    if (op->name() == "cinn.group") group = op;
+  }
+  return group;
+}
+
+// The group's operands (its operand order) for a pattern of kCases: x where a builtin.data defines it, else w.
+std::vector<Tensor> GroupOperands(const ir::Operation& group, const Tensor& x, const Tensor& w) {
+  std::vector<Tensor> operands;
+  for (uint32_t i = 0; i < group.num_operands(); ++i) {
+    operands.push_back(group.operand(i).defining_op()->name() == "builtin.data" ? x : w);
+  }
+  return operands;
+}
+
+// The oracle: the lowered kernel run by the loop interpreter on host copies of `operands`, over `domain`,
+// into outputs shaped like `like`.
+std::vector<Tensor> Interpreted(const LoweredGroup& lg, const std::vector<Tensor>& operands,
+                                const std::vector<Tensor>& like, const Dims& domain) {
+  std::vector<Tensor> host;
+  std::vector<HostBuffer> hb;
+  for (size_t k = 0; k < lg.buffer_values.size(); ++k) {
+    host.push_back(k < lg.num_inputs ? operands[lg.buffer_values[k].index()].contiguous()
+                                     : zeros(like[k - lg.num_inputs].shape(), like[k - lg.num_inputs].dtype()));
+    hb.push_back({host.back().data_ptr(), host.back().numel()});
+  }
+  std::vector<Dims> shapes;
+  for (const Tensor& t : host) shapes.push_back(t.shape());
+  InterpretKernel(lg.kernel, hb, EvaluateParams(lg, domain, shapes));
+  return std::vector<Tensor>(host.begin() + static_cast<std::ptrdiff_t>(lg.num_inputs), host.end());
+}
+
 // Generated C kernels against the loop-IR interpreter on the same inputs: randomised extents.
 TEST_F(CinnTest, GeneratedKernelsMatchTheLoopInterpreter) {
   if (runtime::CompilerLanguages(kCpu).empty()) GTEST_SKIP() << "cpu has no usable C compiler here";
@@ -122,10 +158,7 @@ TEST_F(CinnTest, GeneratedKernelsMatchTheLoopInterpreter) {
     Tensor w = randn({h}, g);
     auto program = CaptureBody(ctx, c.body, h, &w);
     Fuse(*program);
-    ir::Operation* group = nullptr;
-    for (ir::Operation* op : program->block()) {
-      if (op->name() == "cinn.group") group = op;
-    }
+    ir::Operation* group = LastGroup(*program);
     ASSERT_NE(group, nullptr);
     const GroupPlan plan = PlanGroup(*group, kCpu);
     ASSERT_EQ(plan.language, "c");
@@ -133,28 +166,12 @@ TEST_F(CinnTest, GeneratedKernelsMatchTheLoopInterpreter) {
     for (int trial = 0; trial < 3; ++trial) {
       const int64_t b = 1 + static_cast<int64_t>(g.NextU64() % 9);
       const Tensor x = randn({b, 3, h}, g);
-      // Operands in the group's operand order: x and/or w.
-      std::vector<Tensor> operands;
-      for (uint32_t i = 0; i < group->num_operands(); ++i) {
-        const ir::Operation* def = group->operand(i).defining_op();
-        operands.push_back(def->name() == "builtin.data" ? x : w);
-      }
+      const std::vector<Tensor> operands = GroupOperands(*group, x, w);
       const std::vector<Tensor> got = compiled->Run(operands);
       // The oracle: the same lowered kernel, interpreted on host buffers with the same parameters.
-      const LoweredGroup& lg = plan.lowered;
-      std::vector<Tensor> host;
-      std::vector<HostBuffer> hb;
-      for (size_t k = 0; k < lg.buffer_values.size(); ++k) {
-        host.push_back(k < lg.num_inputs ? operands[lg.buffer_values[k].index()].contiguous()
-                                         : zeros(got[k - lg.num_inputs].shape(), got[k - lg.num_inputs].dtype()));
-        hb.push_back({host.back().data_ptr(), host.back().numel()});
-      }
-      std::vector<Dims> shapes;
-      for (const Tensor& t : host) shapes.push_back(t.shape());
-      const std::vector<int64_t> params = EvaluateParams(lg, Dims{b, 3, h}, shapes);
-      InterpretKernel(lg.kernel, hb, params);
+      const std::vector<Tensor> want = Interpreted(plan.lowered, operands, got, Dims{b, 3, h});
       for (size_t k = 0; k < got.size(); ++k) {
-        ExpectClose(got[k], host[lg.num_inputs + k], 1e-5, fmt::format("{} b={} h={} output {}", c.name, b, h, k));
+        ExpectClose(got[k], want[k], 1e-5, fmt::format("{} b={} h={} output {}", c.name, b, h, k));
       }
     }
   }
@@ -460,6 +477,68 @@ TEST_F(CinnTest, CodegenSpellsTheCallingConventions) {
   EXPECT_NE(cu.find("extern \"C\" __global__ void oar_kernel("), std::string::npos) << cu;
   EXPECT_NE(cu.find("__syncthreads();"), std::string::npos) << cu;
   EXPECT_NE(cu.find("j += blockDim.x"), std::string::npos) << cu;
+}
+
+// The threads loops of a kernel: its passes over a row.
+int ThreadsLoops(const Stmt& s) {
+  int n = s->op == StmtOp::kFor && s->loop == LoopKind::kThreads ? 1 : 0;
+  for (const Stmt& c : s->body) n += ThreadsLoops(c);
+  return n;
+}
+
+// One-pass variance (Lowerer::PlanOnePassVariances): on C targets layer_norm's mean((x - mean)^2) runs in
+// the mean's pass from float64 sums of x and x^2, so a row is read in two passes instead of three; GPU
+// targets keep three. Against the loop interpreter and eager on rows the one-pass form has edges for: a
+// large offset (mean 1e3, std 1: the cancellation the float64 sums absorb), a constant row (variance 0,
+// rounding must not go negative), +inf, NaN, odd lengths and a single element.
+TEST_F(CinnTest, LayerNormVarianceRunsInTheMeanPass) {
+  if (runtime::CompilerLanguages(kCpu).empty()) GTEST_SKIP() << "cpu has no usable C compiler here";
+  for (const Case& c : kCases) {
+    if (std::string(c.name) != "layer_norm" && std::string(c.name) != "layer_norm_op") continue;
+    for (int64_t h : {1, 5, 17, 64, 301}) {
+      ir::IrContext ctx;
+      Generator g(static_cast<uint64_t>(h));
+      Tensor w = randn({h}, g);
+      auto program = CaptureBody(ctx, c.body, h, &w);
+      Fuse(*program);
+      ir::Operation* group = LastGroup(*program);
+      ASSERT_NE(group, nullptr);
+      const std::optional<GroupAnalysis> a = Analyze(BodyView(*group), nullptr);
+      ASSERT_TRUE(a);
+      if (h > 1) {  // (at h = 1 x runs along no domain dimension: its values are row values, no pass reads a row)
+        EXPECT_EQ(ThreadsLoops(Lower(BodyView(*group), *a, Target{1}).kernel.body), 2) << c.name << " h=" << h;
+        EXPECT_EQ(ThreadsLoops(Lower(BodyView(*group), *a, Target{256}).kernel.body), 3) << c.name << " h=" << h;
+        EXPECT_EQ(ThreadsLoops(Lower(BodyView(*group), *a, Target{1, 16, false}).kernel.body), 3)
+            << c.name << " h=" << h;
+      }
+      const int64_t b = 2;  // rows: [b, 3]
+      std::vector<float> v = randn({b, 3, h}, g).ToVector<float>();
+      const auto row = [&](int64_t r) { return v.begin() + r * h; };
+      for (int64_t j = 0; j < h; ++j) row(0)[j] += 1000.0f;  // mean 1e3, std 1
+      std::fill(row(1), row(1) + h, 0.5f);  // constant, summed exactly in any order: variance 0, out = w
+      row(2)[h / 2] = std::numeric_limits<float>::infinity();  // NaN, as eager
+      row(3)[0] = std::numeric_limits<float>::quiet_NaN();
+      const Tensor x = FromVector<float>(v, {b, 3, h}, kCpu);
+      const std::vector<Tensor> in = {x};
+      const Tensor out = jit::Interpret(*program, in, kCpu)[0];
+      const std::vector<float> got = out.ToVector<float>(), want = c.body(x, w).ToVector<float>();
+      const std::vector<float> oracle =
+          Interpreted(PlanGroup(*group, kCpu).lowered, GroupOperands(*group, x, w), {out}, Dims{b, 3, h})[0]
+              .ToVector<float>();
+      for (size_t i = 0; i < got.size(); ++i) {
+        const std::string at = fmt::format("{} h={} element {} (row {})", c.name, h, i, i / static_cast<size_t>(h));
+        ASSERT_EQ(std::isnan(got[i]), std::isnan(want[i])) << at << ": " << got[i] << " vs eager " << want[i];
+        ASSERT_EQ(std::isnan(got[i]), std::isnan(oracle[i])) << at << ": " << got[i] << " vs the interpreter";
+        if (std::isnan(want[i])) continue;
+        // Row 0's float32 mean (the same sum as before this rewrite) rounds its partial sums of ~1e3 * h
+        // differently in each summation order (simd lanes, the interpreter's serial loop, eager's kernel):
+        // a bound 1e3 times the others for its values, which the variance's float64 sums do not change.
+        const double scale = i < static_cast<size_t>(h) ? 1e3 : 1.0;
+        ASSERT_NEAR(got[i], want[i], scale * 2e-5 * (1 + std::fabs(want[i]))) << at;
+        ASSERT_NEAR(got[i], oracle[i], scale * 1e-5 * (1 + std::fabs(oracle[i]))) << at;
+      }
+    }
+  }
 }
 
 // The generated C of the only cinn.group of `program`, lowered for the C target.

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <optional>
+#include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/base/error.h"
 #include "core/ir/dialect.h"
@@ -204,8 +207,11 @@ class Lowerer {
       row.push_back(Local(BaseName(static_cast<int>(b)), DType::kInt64, base));
     }
 
+    if (t_.one_pass_variance && t_.threads == 1) PlanOnePassVariances();
     Stmt last_loop;
-    for (int pass = 1; pass <= a_.passes; ++pass) last_loop = LowerPass(pass, extent);
+    for (int pass = 1; pass <= a_.passes; ++pass) {
+      if (!merged_passes_.count(pass)) last_loop = LowerPass(pass, extent);
+    }
     if (last_loop) Stash(*last_loop);
     // The final pass: every output that runs along the last extent.
     std::vector<Stmt> body = FinalStores();
@@ -433,6 +439,94 @@ class Lowerer {
     }
   }
 
+  // One-pass variance (Target::one_pass_variance): a float32 reduction mean(d * d) or sum(d * d) with d = a -
+  // mean(a), the mean one pass before it, is computed in the mean's pass from float64 sums of a and a^2:
+  // var = sum(a^2) / n - (sum(a) / n)^2, negative rounding clamped to 0 (NaN kept). A layer_norm row is then
+  // read twice (the sums, then the normalised stores) instead of three times. The mean itself and every
+  // other value are computed as before; the variance differs from the float32 two-pass one by rounding:
+  // float64 sums of float32 values lose to cancellation only where mean^2 / var exceeds ~1e9, where the
+  // float32 two-pass sum of squares is already off by its own n * 2^-24. A pass merges only when every
+  // reduction in it is such a variance.
+  void PlanOnePassVariances() {
+    if (Columns()) return;
+    std::map<int, std::vector<std::pair<const ir::Operation*, const ir::Operation*>>> by_level;
+    std::map<int, int> reduces_at;
+    for (const ir::Operation* op : g_.ops) {
+      if (Classify(*op) != OpClass::kReduce) continue;
+      const int level = a_.values.at(op->result(0)).level;
+      reduces_at[level]++;
+      if (const ir::Operation* mean = VarianceMeanOf(*op)) by_level[level].push_back({mean, op});
+    }
+    for (const auto& [level, pairs] : by_level) {
+      if (static_cast<int>(pairs.size()) != reduces_at[level]) continue;
+      merged_passes_.insert(level);
+      for (const auto& [mean, var] : pairs) {
+        variances_[mean].push_back(var);
+        one_pass_.insert(var);
+      }
+    }
+  }
+
+  // The mean reduction of a float32 `var` = mean|sum(d * d) over the last dimension with d = a - mean(a),
+  // the mean one pass before `var`; null otherwise.
+  const ir::Operation* VarianceMeanOf(const ir::Operation& var) const {
+    const ops::Op kind = var.info().schema->op;
+    if ((kind != ops::Op::kMean && kind != ops::Op::kSum) || var.result(0).type().dtype() != DType::kFloat32) {
+      return nullptr;
+    }
+    const ir::Operation* q = Def(var.operand(0));
+    if (q == nullptr || Classify(*q) != OpClass::kElementwise || q->info().schema->op != ops::Op::kMul ||
+        q->operand(0) != q->operand(1)) {
+      return nullptr;
+    }
+    const ir::Operation* d = Def(q->operand(0));
+    if (d == nullptr || Classify(*d) != OpClass::kElementwise || d->info().schema->op != ops::Op::kSub) return nullptr;
+    const ir::Operation* mean = Def(d->operand(1));
+    if (mean == nullptr || Classify(*mean) != OpClass::kReduce || mean->info().schema->op != ops::Op::kMean) {
+      return nullptr;
+    }
+    const ir::Value a = mean->operand(0);
+    if (d->operand(0) != a || !a_.values.at(a).inner || a.type().dtype() != DType::kFloat32) return nullptr;
+    if (a_.values.at(mean->result(0)).level + 1 != a_.values.at(var.result(0)).level) return nullptr;
+    return mean;
+  }
+
+  const ir::Operation* Def(ir::Value v) const {
+    auto it = def_.find(v);
+    return it == def_.end() ? nullptr : it->second;
+  }
+
+  // The float64 sums of a and a^2 in the mean's pass (x: a at the loop's element); after the loop, each
+  // variance of that mean from them.
+  void LowerVariances(const ir::Operation* mean, const Expr& x, StmtNode* loop, std::vector<Stmt>* body,
+                      std::vector<Stmt>* after) {
+    const DType f64 = DType::kFloat64;
+    const std::string p = "acc" + std::to_string(counter_++), q = "acc" + std::to_string(counter_++),
+                      xd = "v" + std::to_string(counter_++);
+    row_->push_back(Local(p, f64, FloatImm(0.0, f64)));
+    row_->push_back(Local(q, f64, FloatImm(0.0, f64)));
+    body->push_back(Local(xd, f64, Cast(x, f64)));
+    body->push_back(Assign(p, Binary(ExprOp::kAdd, Var(p, f64), Var(xd, f64))));
+    body->push_back(Assign(q, Binary(ExprOp::kAdd, Var(q, f64), Binary(ExprOp::kMul, Var(xd, f64), Var(xd, f64)))));
+    loop->reductions.push_back({p, ReduceOp::kSum});
+    loop->reductions.push_back({q, ReduceOp::kSum});
+    after->push_back(BlockReduce(p, f64, ReduceOp::kSum));
+    after->push_back(BlockReduce(q, f64, ReduceOp::kSum));
+    const Expr n = Cast(Var("d" + std::to_string(a_.rank() - 1)), f64);
+    const std::string mu = "v" + std::to_string(counter_++), var = "v" + std::to_string(counter_++);
+    after->push_back(Local(mu, f64, Binary(ExprOp::kDiv, Var(p, f64), n)));
+    const Expr v =
+        Binary(ExprOp::kSub, Binary(ExprOp::kDiv, Var(q, f64), n), Binary(ExprOp::kMul, Var(mu, f64), Var(mu, f64)));
+    after->push_back(Local(var, f64, Select(Binary(ExprOp::kLt, v, FloatImm(0.0, f64)), FloatImm(0.0, f64), v)));
+    for (const ir::Operation* op : variances_.at(mean)) {
+      const bool sum = op->info().schema->op == ops::Op::kSum;
+      const std::string name = "red" + std::to_string(counter_++);
+      after->push_back(Local(name, DType::kFloat32,
+                             Cast(sum ? Binary(ExprOp::kMul, Var(var, f64), n) : Var(var, f64), DType::kFloat32)));
+      reduce_result_[op] = name;
+    }
+  }
+
   Stmt LowerPass(int pass, const Expr& extent) {
     std::vector<Stmt> body;
     loop_ = &body;
@@ -444,6 +538,7 @@ class Lowerer {
     std::vector<Stmt> after;
     Stmt loop = ReductionLoop(extent, {});
     for (const ir::Operation* op : reduces) {
+      if (one_pass_.count(op)) continue;  // lowered with its mean (LowerVariances)
       const ops::Op kind = op->info().schema->op;
       const ReduceOp r = ReduceOf(kind);
       const DType dt = op->result(0).type().dtype();
@@ -487,6 +582,7 @@ class Lowerer {
       const std::string name = "red" + std::to_string(counter_++);
       after.push_back(Local(name, dt, result));
       reduce_result_[op] = name;
+      if (variances_.count(op)) LowerVariances(op, x, loop.get(), &body, &after);
     }
     StmtNode& innermost = Innermost(loop, Columns(), a_.reduced.size());
     for (Stmt& st : body) innermost.body.push_back(std::move(st));
@@ -586,6 +682,11 @@ class Lowerer {
   std::unordered_map<const ir::Operation*, std::string> reduce_result_;
   std::unordered_map<ir::Value, std::string, ir::ValueHash> reciprocal_;
   Expr reduced_extent_;  ///< column reduce: the product of the reduced extents
+  /// One-pass variances (PlanOnePassVariances): mean -> the variances lowered in its pass, those variances,
+  /// and the passes they had (now empty).
+  std::unordered_map<const ir::Operation*, std::vector<const ir::Operation*>> variances_;
+  std::unordered_set<const ir::Operation*> one_pass_;
+  std::set<int> merged_passes_;
   std::vector<Stmt>* row_ = nullptr;
   std::vector<Stmt>* loop_ = nullptr;
   int counter_ = 0;

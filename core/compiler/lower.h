@@ -31,6 +31,11 @@ struct Target {
   /// AVX2 vectors, one cache line of float32 per row, so that the few columns of a norm weight's or a
   /// bias's gradient (64 in the example llama) still make several tasks for the threads to share.
   int column_tile = 16;
+  /// Row reductions: a variance, mean((a - mean(a))^2), accumulated in the mean's pass as float64 sums of
+  /// a and a^2 (Lowerer::PlanOnePassVariances), so that a float32 layer_norm reads its row in two passes
+  /// instead of three. Where threads == 1 only (C targets; GPUs keep the two-pass form, without float64
+  /// arithmetic).
+  bool one_pass_variance = true;
 };
 
 /// How a run-time int64 parameter is computed from the run's shapes.
