@@ -28,7 +28,10 @@ nlohmann::json ShapeJson(const ir::IrContext& ctx, ir::Type t) {
 }  // namespace
 
 std::string DefaultPasses(std::string_view device, bool cinn) {
-  if (cinn) return fmt::format("canonicalize,cse,constant-fold,fuse-linear{{device={}}},dce", device);
+  if (cinn) {
+    return fmt::format("canonicalize,cse,constant-fold,fuse-rotary{{device={0}}},fuse-linear{{device={0}}},dce",
+                       device);
+  }
   return fmt::format(
       "canonicalize,cse,constant-fold,fuse-rotary{{device={0}}},fuse-rms-scale{{device={0}}},fuse-linear{{device={0}}},"
       "dce",
@@ -41,15 +44,38 @@ Predictor::Predictor(const Config& config)
       ctx_(std::make_unique<ir::IrContext>()) {
   OAR_CHECK_ARG(threads_ >= 0, "predictor: threads must be >= 0 (0: the default), got {}", threads_);
   program_ = jit::Load(*ctx_, config.model_dir, device_);
-  passes::PassManager pm;
   cinn_ = config.cinn.value_or(compiler::CinnFromEnvironment());
-  if (config.optimize) pm.AddPipeline(config.passes.empty() ? DefaultPasses(device_.str(), cinn_) : config.passes);
+  const auto optimise = [&](ir::Program& program, bool cinn) {
+    passes::PassManager pm;
+    // With CINN the composites become primitives first, so that the library fusions the optimisation passes
+    // make (fused_linear, fused_rotary) stay whole: their decompositions would only put a group of the
+    // epilogue beside the matmul, one more launch (kPredictorCinnPasses).
+    if (cinn) pm.AddPipeline("decompose");
+    if (config.optimize) pm.AddPipeline(config.passes.empty() ? DefaultPasses(device_.str(), cinn) : config.passes);
+    if (cinn) pm.AddPipeline(kPredictorCinnPasses);
+    pm.AddPipeline(fmt::format("kernel-select{{device={}}}", device_.str()));
+    pm.Run(program);
+  };
   if (cinn_) {
     compiler::RegisterCinn();
-    pm.AddPipeline(kCinnPasses);
+    // CINN never leaves the program more kernels than the library pipeline does: where its groups do not
+    // form (a view with an unknown extent, `?`, stops the analysis), the decomposed composites and the
+    // chains fuse-rms-scale would have fused stay one kernel per op. Both pipelines run, the library's on a
+    // copy of the text sharing the parameters, and the program with fewer kernels (after kernel selection,
+    // with its transfers and format casts) is kept.
+    std::unique_ptr<ir::Program> library = ir::ParseProgram(*ctx_, ir::Print(*program_), config.model_dir.string());
+    library->parameters = program_->parameters;
+    optimise(*library, false);
+    optimise(*program_, true);
+    const auto kernels = [](const ir::Program& p) {
+      size_t n = 0;
+      for (ir::Operation* op : p.block()) n += op->name().starts_with("builtin.") ? 0 : 1;
+      return n;
+    };
+    if (kernels(*library) < kernels(*program_)) program_ = std::move(library);  // Describe(): no groups
+  } else {
+    optimise(*program_, false);
   }
-  pm.AddPipeline(fmt::format("kernel-select{{device={}}}", device_.str()));
-  pm.Run(*program_);
   executor_ = std::make_unique<scheduler::Executor>(*program_, device_);
   inputs_ = jit::ProgramInputs(*program_);
   outputs_ = jit::ProgramOutputNames(*program_);

@@ -1,11 +1,12 @@
 // The Predictor: serve a saved program (core/jit/model.h) on any device by name, in the manner of Paddle
 // Inference and ONNX Runtime. Built once from a Config — load, verify, optimise (canonicalize, cse,
-// constant-fold, fuse-linear, dce: DefaultPasses), bind every op to the device (kernel-select, with explicit host fallback) and
-// compile the result into the scheduler's instruction list (core/scheduler: streams, planned memory) —
-// then Run(inputs) any number of times, from any number of threads at once: each run has its own streams
-// and arenas, the plan and the parameters (placed on the device at load) are only read. Input shapes may
-// change from run to run within the program's symbolic extents. Inputs bound from user buffers with
-// FromDLPack (core/tensor/dlpack.h) are read in place, without a copy, when they are on the device.
+// constant-fold, fuse-rotary, fuse-rms-scale, fuse-linear, dce: DefaultPasses), bind every op to the device
+// (kernel-select, with explicit host fallback) and compile the result into the scheduler's instruction list
+// (core/scheduler: streams, planned memory) — then Run(inputs) any number of times, from any number of
+// threads at once: each run has its own streams and arenas, the plan and the parameters (placed on the device
+// at load) are only read. Input shapes may change from run to run within the program's symbolic extents.
+// Inputs bound from user buffers with FromDLPack (core/tensor/dlpack.h) are read in place, without a copy,
+// when they are on the device.
 #ifndef OAR_CORE_INFERENCE_PREDICTOR_H_
 #define OAR_CORE_INFERENCE_PREDICTOR_H_
 
@@ -96,12 +97,22 @@ class Predictor {
 /// fuse-linear{device=...} (matmul -> bias add [-> relu | tanh] into one fused_linear, as Paddle Inference's
 /// fc_fuse_pass), each where the device has the fused kernel, which gives the unfused kernels' results bitwise
 /// on the host devices, and dce for what the rewrites left dead. With `cinn` (Config::cinn), without
-/// fuse-rotary and fuse-rms-scale: CINN fuses those elementwise chains itself (kCinnPasses decomposes
-/// fused_linear back into primitives; the other two have no decomposition).
+/// fuse-rms-scale: CINN fuses rms_norm's whole chain, the mean of squares included, into one kernel, where
+/// fused_rms_scale leaves the mean as a kernel of its own. fused_linear and fused_rotary stay with CINN: a
+/// matmul is opaque to CINN, so fused_linear's decomposition would give the matmul plus a group of its bias
+/// and activation (two launches for one: the mlp at batch 1 ran at 0.45-0.79x with CINN that way), and
+/// fused_rotary's would give a group of the rotation plus two concat kernels (three launches for two). The
+/// Predictor with CINN runs `decompose` before these passes (so the composites are primitives and the fused
+/// ops are made from them) and kPredictorCinnPasses after them.
 std::string DefaultPasses(std::string_view device, bool cinn = false);
-/// What Config::cinn adds after them (before kernel selection): composites (softmax, layer_norm) become
-/// primitives, which CINN fuses into kernels.
+/// What `oar train --static --cinn` runs on a captured step: composites (softmax, layer_norm, fused_linear)
+/// become primitives, which CINN fuses into kernels.
 inline constexpr const char* kCinnPasses = "decompose,cinn,dce";
+/// What the Predictor with CINN runs after its optimisation passes (before kernel selection): the groups,
+/// leaving the library-fused ops the passes made (fused_linear, fused_rotary) whole. The Predictor also runs
+/// the pipeline without CINN on a copy and keeps whichever program has fewer kernels (CINN's groups do not
+/// form over a view with an unknown extent, and the decomposed composites would then run one kernel per op).
+inline constexpr const char* kPredictorCinnPasses = "cinn,dce";
 
 }  // namespace oar::inference
 
