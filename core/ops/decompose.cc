@@ -101,7 +101,7 @@ Values DecomposeFusedLinear(Emitter& e, std::span<const Value> in, const AttrVal
 }
 
 // grad * cast(gt(x, 0), dtype): the composed rule relu's VJP ran before relu_grad had a kernel (the same ops,
-// so CINN fuses what it fused then, and a device without the kernel gets the same bits).
+// so CINN fuses what it fused then).
 Values DecomposeReluGrad(Emitter& e, std::span<const Value> in, const AttrValues&) {
   const V g{&e, in[0]}, x{&e, in[1]};
   const V positive = Emit1(Op::kGt, {x, V{&e, e.Constant(0.0, x.dtype())}}, {});

@@ -393,8 +393,8 @@ void AppendNnSchemas(std::vector<OpSchema>& t) {
          "the end of rms_norm: x * rsqrt(mean_square + eps) * weight, mean_square, eps and weight broadcasting "
          "against x, each operation rounded to the dtype (rsqrt as 1 / sqrt)",
          nullptr);
-  // relu's VJP as one kernel; the decomposition (what CINN fuses, and what a device without the kernel runs) is
-  // the composed rule it replaces.
+  // relu's VJP as one kernel; its decomposition (what CINN fuses) is the composed rule it replaces, which relu's
+  // VJP still runs on a device without the kernel.
   direct(Op::kReluGrad, "relu_grad", {"grad", "x"}, {"grad_x"}, {}, kFloating, InferReluGrad,
          "relu's gradient: grad * (x > 0 ? 1 : 0) per element (grad * cast(gt(x, 0))), grad and x of one shape",
          vjp::ReluGrad);

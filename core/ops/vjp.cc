@@ -311,9 +311,6 @@ Grads Pad(const VjpArgs& a) {
 }
 
 // ---- fused ops -----------------------------------------------------------------------------------------------
-// fused_linear: z = x @ w + bias is recomputed (with fused_linear itself, activation none, so the rule stays
-// differentiable), dz = g * act'(z), then the linear's gradients: dx = dz wᵀ, dw = xᵀ dz over the rows of every
-// leading dim, dbias = dz summed over them.
 // relu_grad(G, x) is G * Mask(gt(x, 0), x) in one kernel, bit for bit. Where x's device has no relu_grad
 // kernel for the dtype (it would fall back to the cpu), and for a gradient of another shape or dtype than x
 // (none reaches a unary op's rule from the engine), the composed form runs: the same values.
@@ -334,6 +331,9 @@ Grads Relu(const VjpArgs& a) { return {ReluGradOf(G(a), In(a, 0))}; }
 // Linear in grad with the same mask; x gets no gradient (the mask is piecewise constant), as through gt.
 Grads ReluGrad(const VjpArgs& a) { return {ReluGradOf(G(a), In(a, 1)), Tensor()}; }
 
+// fused_linear: z = x @ w + bias is recomputed (with fused_linear itself, activation none, so the rule stays
+// differentiable), dz = g * act'(z), then the linear's gradients: dx = dz wᵀ, dw = xᵀ dz over the rows of every
+// leading dim, dbias = dz summed over them.
 Grads FusedLinear(const VjpArgs& a) {
   const Tensor &x = In(a, 0), &w = In(a, 1), &b = In(a, 2);
   const int64_t act = IntAttr(a, 0);
