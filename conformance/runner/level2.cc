@@ -77,6 +77,24 @@ void BackwardKernelCases(std::vector<Case>& cases) {
                      },
                      [&] { return std::vector<Expected>{{ref::avg_pool2d_grad(rx, rg, {2, 2}), "", 1}}; });
     });
+    // relu_grad on a dense pair, then with x a transposed view (the kernel takes strided operands).
+    for (const bool transposed : {false, true}) {
+      AddOp(cases, "relu_grad", dt, transposed ? "x_transposed" : "contiguous", [=](CaseContext& c, InputMaker& in) {
+        Array rx, rg;
+        Tensor g = in.Random({5, 7}, dt, c.device, &rg);
+        Tensor x = in.Random(transposed ? Shape{7, 5} : Shape{5, 7}, dt, c.device, &rx);
+        if (transposed) {
+          x = x.transpose(0, 1);
+          rx = ref::transpose(rx, 0, 1);
+        }
+        return CheckOp(
+            c, "relu_grad", {dt, dt, dt}, transposed ? "grad [5, 7] x [7, 5]^T" : "grad [5, 7] x [5, 7]",
+            [&] {
+              return ops::Run(ops::Op::kReluGrad, std::vector<Tensor>{g, x}, {}, c.device);
+            },
+            [&] { return std::vector<Expected>{{ref::relu_grad(rx, rg)}}; });
+      });
+    }
     AddOp(cases, "adaptive_avg_pool2d_grad", dt, "from_3x2", [=](CaseContext& c, InputMaker& in) {
       Array rx, rg;
       in.Random({2, 3, 7, 5}, dt, kCpu, &rx);

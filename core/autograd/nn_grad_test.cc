@@ -1,10 +1,15 @@
 // Finite-difference gradient checks (float64) for the math, reduction, softmax, normalisation,
 // convolution, pooling and indexing ops and for the composite ops built from them.
+#include <cmath>
+#include <cstring>
+#include <map>
+
 #include <gtest/gtest.h>
 
 #include "core/autograd/autograd.h"
 #include "core/autograd/grad_check.h"
 #include "core/ops/nn.h"
+#include "core/runtime/profiler.h"
 
 namespace oar {
 namespace {
@@ -25,6 +30,82 @@ TEST(NnGradCheck, UnaryMath) {
   GradCheck([](auto& v) { return gelu(v[0], true); }, {y}, "gelu tanh");
   GradCheck([](auto& v) { return leaky_relu(v[0], 0.1); }, {y}, "leaky_relu");
   GradCheck([](auto& v) { return relu(v[0]); }, {y}, "relu");
+}
+
+// ---- relu_grad: relu's VJP as one kernel, bit for bit the composed rule it replaced ------------------------
+
+// n values of `dt` with NaN, +-inf, +-0 and subnormals mixed into normal ones (seeded).
+Tensor MixedValues(int64_t n, uint32_t seed, DType dt) {
+  const double specials[] = {std::nan(""), INFINITY, -INFINITY, 0.0, -0.0, 1e-40, -1e-41, 3.0};
+  std::vector<double> v(static_cast<size_t>(n));
+  uint32_t s = seed;
+  for (double& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = (s >> 28) < 5 ? specials[(s >> 8) % 8] : (static_cast<double>(s >> 8) / (1 << 24) - 0.5) * 8;
+  }
+  return cast(FromVector<double>(v, {n}, Device("cpu")), dt);
+}
+
+bool SameBits(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return x.dtype() == y.dtype() && x.shape() == y.shape() &&
+         (x.nbytes() == 0 || std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0);
+}
+
+Tensor ComposedReluGrad(const Tensor& g, const Tensor& x) { return g * cast(gt(x, 0.0), x.dtype()); }
+
+TEST(ReluGrad, IsTheComposedRuleBitForBitOnSpecialsEveryLengthAndLayout) {
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    // Around the vector widths (16 lanes, two vectors a step), below and above the threading threshold.
+    for (int64_t n : {0, 1, 15, 31, 32, 33, 63, 64, 65, 1000, 70001}) {
+      SCOPED_TRACE(std::string(DTypeName(dt)) + " n " + std::to_string(n));
+      const Tensor g = MixedValues(n, 7 + static_cast<uint32_t>(n), dt), x = MixedValues(n, 91, dt);
+      const Tensor got = relu_grad(g, x);
+      EXPECT_EQ(got.shape(), g.shape());
+      EXPECT_TRUE(SameBits(got, ComposedReluGrad(g, x)));
+    }
+    // Strided operands: x transposed, g every other column.
+    const Tensor x = MixedValues(6 * 50, 3, dt).reshape({50, 6}).transpose(0, 1);
+    const Tensor g = MixedValues(6 * 100, 4, dt).reshape({6, 100}).slice(1, 0, 100, 2);
+    EXPECT_TRUE(SameBits(relu_grad(g, x), ComposedReluGrad(g, x))) << DTypeName(dt);
+  }
+}
+
+TEST(ReluGrad, RelusBackwardRunsItAndItsOwnGradientIsLinearInGrad) {
+  const Tensor x0 = MixedValues(300, 5, DType::kFloat32), r = MixedValues(300, 6, DType::kFloat32);
+  Tensor x = x0.detach().clone().set_requires_grad(true);
+  const Tensor loss = sum(relu(x) * r);
+  runtime::Profiler::Get().Start();  // the backward pass: one relu_grad launch, no gt or cast
+  loss.backward();
+  std::map<std::string, uint64_t> calls;
+  for (const runtime::Profiler::Row& row : runtime::Profiler::Get().Stop()) calls[row.name] += row.calls;
+  EXPECT_EQ(calls["relu_grad"], 1u);
+  EXPECT_EQ(calls["gt"], 0u);
+  EXPECT_EQ(calls["cast"], 0u);
+  EXPECT_TRUE(SameBits(x.grad(), ComposedReluGrad(r, x0)));
+  // Second order: relu_grad's VJP with respect to grad is relu_grad again; x gets none.
+  Tensor g = r.detach().clone().set_requires_grad(true);
+  Tensor xs = x0.detach().clone().set_requires_grad(true);
+  const Tensor w = MixedValues(300, 8, DType::kFloat32);
+  sum(relu_grad(g, xs) * w).backward();
+  EXPECT_TRUE(SameBits(g.grad(), ComposedReluGrad(w, x0)));
+  EXPECT_FALSE(xs.grad().defined());
+  const Tensor y = RandomF64({2, 3}, 12, -2, 2);
+  GradCheck([&](auto& v) { return relu_grad(v[0], y); }, {RandomF64({2, 3}, 13)}, "relu_grad");
+}
+
+TEST(ReluGrad, RejectsMismatchedShapesAndDTypesNamingTheOp) {
+  const Tensor a = zeros({2, 3}), b = zeros({3, 2});
+  try {
+    relu_grad(a, b);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("relu_grad"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[3, 2]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(relu_grad(a, zeros({2, 3}, DType::kFloat64)), Error);
+  EXPECT_THROW(relu_grad(zeros({2, 3}, DType::kInt32), zeros({2, 3}, DType::kInt32)), Error);
 }
 
 TEST(NnGradCheck, BinaryAndWhere) {

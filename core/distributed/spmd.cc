@@ -244,6 +244,7 @@ SpmdRule SpmdRuleFor(ops::Op op, std::span<const ops::TensorMeta> in, const ops:
       PassPartial(r, {false, true}, kLinear);
       return r;
     case Op::kDiv:
+    case Op::kReluGrad:  // linear in its first operand (grad), as a mask multiplies it
       Broadcast(r, shapes);
       PassPartial(r, {true, false}, kLinear);
       return r;

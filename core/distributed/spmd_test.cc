@@ -91,6 +91,7 @@ Sample SampleFor(const ops::OpSchema& s) {
       {"fused_linear", {{{4, 6}, {6, 8}, {8}}, {{"activation", int64_t{1}}}}},
       {"fused_rotary", {{{4, 6}, {4, 3}, {4, 3}}, {}}},
       {"fused_rms_scale", {{{4, 6}, {4, 1}, {}, {6}}, {}}},
+      {"relu_grad", {{{4, 6}, {4, 6}}, {}}},
       {"fused_adam", {{{4, 6}, {4, 6}, {4, 6}, {4, 6}, {}, {}, {}, {}, {}, {}, {}, {}, {}}, {{"with_decay", int64_t{1}}}}},
       {"where", {{{4, 6}, {4, 6}, {6}}, {}}},
   };

@@ -98,8 +98,9 @@ uint32_t TraitsOf(const ops::OpSchema& s) {
   switch (s.op) {
     case Op::kAdd: case Op::kMul: case Op::kMaximum: case Op::kMinimum: case Op::kEq: case Op::kNe:
     case Op::kLogicalAnd: case Op::kLogicalOr: t |= kCommutative; break;
-    // Its param, grad, m and v are read at each result element's index (the scalars are 0-d).
-    case Op::kFusedAdam: t |= kElementwise; break;
+    // fused_adam's param, grad, m and v, and relu_grad's grad and x, are read at each result element's index
+    // (fused_adam's scalars are 0-d).
+    case Op::kFusedAdam: case Op::kReluGrad: t |= kElementwise; break;
     default: break;
   }
   if (s.kind == ops::OpKind::kUnary || s.kind == ops::OpKind::kPredicate || s.kind == ops::OpKind::kCast ||

@@ -100,6 +100,14 @@ Values DecomposeFusedLinear(Emitter& e, std::span<const Value> in, const AttrVal
   }
 }
 
+// grad * cast(gt(x, 0), dtype): the composed rule relu's VJP ran before relu_grad had a kernel (the same ops,
+// so CINN fuses what it fused then).
+Values DecomposeReluGrad(Emitter& e, std::span<const Value> in, const AttrValues&) {
+  const V g{&e, in[0]}, x{&e, in[1]};
+  const V positive = Emit1(Op::kGt, {x, V{&e, e.Constant(0.0, x.dtype())}}, {});
+  return {(g * Cast(positive, x.dtype())).id};
+}
+
 namespace {
 
 // Eager: values are tensors, ops run through ops::Run.

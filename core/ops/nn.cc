@@ -161,6 +161,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   return bias.defined() ? y + bias : y;
 }
 
+Tensor relu_grad(const Tensor& grad, const Tensor& x) { return Run1(Op::kReluGrad, std::vector<Tensor>{grad, x}, {}); }
+
 Tensor fused_linear(const Tensor& x, const Tensor& w, const Tensor& bias, FusedActivation activation) {
   return Run1(Op::kFusedLinear, std::vector<Tensor>{x, w, bias}, {static_cast<int64_t>(activation)});
 }

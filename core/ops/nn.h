@@ -35,6 +35,10 @@ Tensor gelu(const Tensor& x, bool approximate_tanh = false);
 Tensor silu(const Tensor& x);
 Tensor leaky_relu(const Tensor& x, double slope = 0.01);
 Tensor clip(const Tensor& x, double lo, double hi);
+/// relu's gradient in one pass: grad * (x > 0 ? 1 : 0) per element, grad and x of one floating dtype and one
+/// shape — bit for bit `grad * cast(gt(x, 0), dtype)` (a NaN x gives grad * 0; a negative grad where x <= 0
+/// gives -0). What relu's VJP runs where the device has its kernel (elsewhere the VJP runs the composed form).
+Tensor relu_grad(const Tensor& grad, const Tensor& x);
 
 // ---- reductions ---------------------------------------------------------------------------------------
 Tensor var(const Tensor& x, std::vector<int64_t> axes = {}, int64_t correction = 1, bool keepdim = false);

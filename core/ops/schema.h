@@ -55,8 +55,9 @@ enum class Op : int {
   // neural-network and indexing primitives (schema_nn.cc)
   kConv2d, kConv2dGradInput, kConv2dGradWeight, kMaxPool2d, kAvgPool2d, kAvgPool2dGrad, kAdaptiveAvgPool2d,
   kAdaptiveAvgPool2dGrad, kLayerNorm, kConcat, kGather, kIndexSelect, kScatterAdd, kTopk, kPad,
-  // fused ops with a kernel where one exists and a decomposition elsewhere (schema_nn.cc)
-  kFusedLinear, kFusedRotary, kFusedRmsScale,
+  // fused ops with a kernel where one exists and a decomposition elsewhere (schema_nn.cc); relu_grad is
+  // relu's VJP in one pass
+  kFusedLinear, kFusedRotary, kFusedRmsScale, kReluGrad,
   // Adam's update of one parameter (passes/fuse_optimizer.cc makes it in static training programs)
   kFusedAdam,
   kCount_

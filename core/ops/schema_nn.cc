@@ -284,6 +284,19 @@ Metas InferFusedRmsScale(const OpSchema& s, std::span<const TensorMeta> in, cons
   return {in[0]};
 }
 
+// relu_grad: grad and x of one floating dtype and one shape (symbolic extents pass) -> that shape.
+Metas InferReluGrad(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
+  CheckFloating(s, 0, in[0].dtype);
+  CheckSameDType(s, in, 0, 1);
+  const Dims &g = in[0].shape, &x = in[1].shape;
+  bool same = g.size() == x.size();
+  for (int d = 0; same && d < g.size(); ++d) same = g[d] == x[d] || g[d] < 0 || x[d] < 0;
+  OAR_CHECK_ARG(same, "relu_grad: argument 'grad' has shape {}, expected x's {}", g.ToString(), x.ToString());
+  Dims out = g;
+  for (int d = 0; d < out.size(); ++d) out[d] = g[d] < 0 ? x[d] : g[d];  // a static extent of either side wins
+  return {{in[0].dtype, out}};
+}
+
 // fused_adam: param, grad, m, v of one shape (symbolic extents pass through) and nine 0-d scalars, all of one
 // floating dtype -> the new param, m and v, of the param's type.
 Metas InferFusedAdam(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
@@ -380,6 +393,12 @@ void AppendNnSchemas(std::vector<OpSchema>& t) {
          "the end of rms_norm: x * rsqrt(mean_square + eps) * weight, mean_square, eps and weight broadcasting "
          "against x, each operation rounded to the dtype (rsqrt as 1 / sqrt)",
          nullptr);
+  // relu's VJP as one kernel; its decomposition (what CINN fuses) is the composed rule it replaces, which relu's
+  // VJP still runs on a device without the kernel.
+  direct(Op::kReluGrad, "relu_grad", {"grad", "x"}, {"grad_x"}, {}, kFloating, InferReluGrad,
+         "relu's gradient: grad * (x > 0 ? 1 : 0) per element (grad * cast(gt(x, 0))), grad and x of one shape",
+         vjp::ReluGrad);
+  t.back().decompose = DecomposeReluGrad;
   // Not differentiable (vjp null): an optimiser update is not part of what a training step differentiates.
   direct(Op::kFusedAdam, "fused_adam",
          {"param", "grad", "m", "v", "decay", "beta1", "one_minus_beta1", "beta2", "one_minus_beta2",

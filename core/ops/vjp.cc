@@ -8,6 +8,8 @@
 #include "core/ops/nn.h"
 #include "core/ops/ops.h"
 #include "core/ops/vjp.h"
+#include "core/runtime/kernel_registry.h"
+#include "core/runtime/runtime.h"
 #include "core/tensor/autograd_meta.h"
 
 namespace oar::ops::vjp {
@@ -309,6 +311,26 @@ Grads Pad(const VjpArgs& a) {
 }
 
 // ---- fused ops -----------------------------------------------------------------------------------------------
+// relu_grad(G, x) is G * Mask(gt(x, 0), x) in one kernel, bit for bit. Where x's device has no relu_grad
+// kernel for the dtype (it would fall back to the cpu), and for a gradient of another shape or dtype than x
+// (none reaches a unary op's rule from the engine), the composed form runs: the same values.
+bool ReluGradKernelOn(Device device, DType dtype) {
+  const int32_t t = static_cast<int32_t>(dtype);
+  const int32_t key[] = {t, t, t};
+  return runtime::Runtime::Get().Context(device).plugin().kernels().Find(Schema(Op::kReluGrad).kernel_id, key,
+                                                                         OAR_FORMAT_PLAIN) != nullptr;
+}
+Tensor ReluGradOf(const Tensor& g, const Tensor& x) {
+  if (g.dtype() == x.dtype() && g.shape() == x.shape() && Schema(Op::kReluGrad).Accepts(x.dtype()) &&
+      ReluGradKernelOn(x.device(), x.dtype())) {
+    return relu_grad(g, x);
+  }
+  return g * Mask(gt(x, 0.0), x);
+}
+Grads Relu(const VjpArgs& a) { return {ReluGradOf(G(a), In(a, 0))}; }
+// Linear in grad with the same mask; x gets no gradient (the mask is piecewise constant), as through gt.
+Grads ReluGrad(const VjpArgs& a) { return {ReluGradOf(G(a), In(a, 1)), Tensor()}; }
+
 // fused_linear: z = x @ w + bias is recomputed (with fused_linear itself, activation none, so the rule stays
 // differentiable), dz = g * act'(z), then the linear's gradients: dx = dz wᵀ, dw = xᵀ dz over the rows of every
 // leading dim, dbias = dz summed over them.
@@ -319,7 +341,7 @@ Grads FusedLinear(const VjpArgs& a) {
   if (act != 0) {
     const Tensor z = fused_linear(x, w, b, FusedActivation::kNone);
     if (act == 1) {
-      dz = dz * Mask(gt(z, 0.0), z);
+      dz = ReluGradOf(dz, z);
     } else if (act == 2) {  // d/dz z Φ(z) = Φ(z) + z φ(z)
       const Tensor cdf = (erf(z * (1.0 / std::sqrt(2.0))) + 1.0) * 0.5;
       const Tensor pdf = exp(square(z) * -0.5) * (1.0 / std::sqrt(2.0 * M_PI));

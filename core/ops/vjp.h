@@ -54,6 +54,9 @@ Grads IndexSelect(const VjpArgs& a);
 Grads ScatterAdd(const VjpArgs& a);
 Grads Topk(const VjpArgs& a);
 Grads Pad(const VjpArgs& a);
+// relu (its rule is the relu_grad op) and relu_grad (linear in the gradient)
+Grads Relu(const VjpArgs& a);
+Grads ReluGrad(const VjpArgs& a);
 // fused ops
 Grads FusedLinear(const VjpArgs& a);
 

@@ -236,7 +236,7 @@ void RunNzMatmul(const sim::SimKernel&, const oar_kernel_call_t& call) {
 
 bool PrivateElementwiseOp(std::string_view op) {
   return op == "add" || op == "sub" || op == "mul" || op == "div" || op == "maximum" || op == "minimum" ||
-         op == "neg" || op == "exp" || op == "relu";
+         op == "neg" || op == "exp" || op == "relu" || op == "relu_grad";
 }
 
 // ---- the format table --------------------------------------------------------------------------------

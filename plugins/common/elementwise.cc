@@ -1,4 +1,4 @@
-// Elementwise host kernels: add, sub, mul, div, maximum, minimum, neg, exp, relu.
+// Elementwise host kernels: add, sub, mul, div, maximum, minimum, neg, exp, relu, relu_grad.
 //
 // Inputs arrive already broadcast to the output's shape (stride 0 on broadcast dimensions), so after
 // collapsing, the common cases are one contiguous run, or a run against a broadcast scalar; both get a
@@ -136,6 +136,18 @@ struct ReluOp {
   }
 };
 
+// relu's gradient: g * (x > 0 ? 1 : 0), the product that relu's composed VJP (mul of g and cast(gt(x, 0)))
+// rounded: a NaN x gives g * 0, a negative g where x <= 0 gives -0, an infinite or NaN g where x <= 0 gives NaN.
+// Inputs: a = grad, b = x (same shape; strided views as any binary kernel).
+struct ReluGradOp {
+  static constexpr const char* kName = OAR_OP_RELU_GRAD;
+  static constexpr VecBinary kVec = VecBinary::kReluGrad;  // float32 runs: BinaryRun (vec_lanes.h)
+  template <typename C>
+  static C Apply(C g, C x) {
+    return g * (x > C(0) ? C(1) : C(0));
+  }
+};
+
 }  // namespace
 
 void AppendElementwiseKernels(std::vector<HostKernel>* kernels) {
@@ -148,6 +160,7 @@ void AppendElementwiseKernels(std::vector<HostKernel>* kernels) {
   AddMapUnary<NegOp>(kernels, SignedTypes{});
   AddMapUnary<ExpOp>(kernels, FloatTypes{});
   AddMapUnary<ReluOp>(kernels, NumericTypes{});
+  AddMapBinary<ReluGradOp>(kernels, FloatTypes{});
 }
 
 }  // namespace oar::host

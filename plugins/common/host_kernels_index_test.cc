@@ -238,6 +238,16 @@ TEST(Gather, IndexSelectEveryDTypeAxisAndLayout) {
           return Get(table, {rows.At<int64_t>({i[0]}), i[1]});
         },
         0, 0, "rows");
+    // Whole runs after a middle axis (several blocks before it), through a strided index.
+    Tensor blocks = Contiguous(dt, {3, 6, 40}), picks = Strided(I64, {5}, {2}, 1), bout = Contiguous(dt, {3, 5, 40});
+    FillRandom(blocks, rng, -50, 50), FillIndex(picks, rng, 6);
+    EXPECT_OK(RunKernel("index_select", {&blocks, &picks}, {&bout}, {oar::sdk::IntAttr("axis", 1)}));
+    ExpectClose(
+        bout,
+        [&](const Shape& i) {
+          return Get(blocks, {i[0], picks.At<int64_t>({i[1]}), i[2]});
+        },
+        0, 0, "middle-axis rows");
   }
 }
 

@@ -100,6 +100,7 @@ TEST(Registry, RegistersExactlyTheDocumentedKernels) {
   for (int32_t t : {F32, F64}) expected.insert({"fused_rotary", {t, t, t, t}});
   for (int32_t t : {F32, F64}) expected.insert({"fused_rms_scale", {t, t, t, t, t}});
   for (int32_t t : {F32, F64}) expected.insert({"fused_adam", std::vector<int32_t>(16, t)});
+  for (int32_t t : kFloats) expected.insert({"relu_grad", {t, t, t}});
 
   std::set<std::pair<std::string, std::vector<int32_t>>> got;
   for (const auto& e : Registrar().entries) {
@@ -120,8 +121,8 @@ TEST(Registry, RegistersExactlyTheDocumentedKernels) {
     if (!expected.count(key) && unexpected++ < 5) ADD_FAILURE() << "unexpected " << describe(key);
   }
   EXPECT_TRUE(got == expected);
-  EXPECT_EQ(got.size(), 576u);
-  EXPECT_EQ(oar::host::HostKernels().size(), 576u);
+  EXPECT_EQ(got.size(), 580u);
+  EXPECT_EQ(oar::host::HostKernels().size(), 580u);
 }
 
 TEST(Registry, FilterSkipsKeysAndDuplicatesAreReported) {
@@ -171,6 +172,7 @@ long double RefBinary(const std::string& op, T a, T b) {
     if (op == "div") r = x / y;
     if (op == "maximum") r = std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y);
     if (op == "minimum") r = std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y);
+    if (op == "relu_grad") r = y > C(0) ? x * C(1) : x * C(0);  // x the gradient, y relu's input
     return ToLong(T(r));  // rounded to T once, as the kernel does
   }
 }
@@ -212,7 +214,7 @@ void CheckBinary(const std::string& op, Tensor& a, Tensor& b, const Shape& out_s
   });
 }
 
-std::vector<int32_t> BinaryTypes(const std::string& op) { return op == "div" ? kFloats : kArith; }
+std::vector<int32_t> BinaryTypes(const std::string& op) { return op == "div" || op == "relu_grad" ? kFloats : kArith; }
 
 class BinaryTest : public ::testing::TestWithParam<const char*> {};
 
@@ -260,7 +262,8 @@ TEST_P(BinaryTest, MatchesReferenceOnEveryLayout) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, BinaryTest, ::testing::Values("add", "sub", "mul", "div", "maximum", "minimum"));
+INSTANTIATE_TEST_SUITE_P(Ops, BinaryTest,
+                         ::testing::Values("add", "sub", "mul", "div", "maximum", "minimum", "relu_grad"));
 
 TEST(Binary, IntegerArithmeticWrapsAround) {
   Tensor a = Contiguous(I8, {2}), b = Contiguous(I8, {2}), out = Contiguous(I8, {2});

@@ -338,6 +338,7 @@ OAR_VEC_INLINE V Binary(V a, V b) {
   if constexpr (kOp == VecBinary::kSub) return a - b;
   if constexpr (kOp == VecBinary::kMul) return a * b;
   if constexpr (kOp == VecBinary::kDiv) return a / b;
+  if constexpr (kOp == VecBinary::kReluGrad) return a * (b > V{} ? V{} + 1.0f : V{});  // grad * (x > 0 ? 1 : 0)
 }
 
 // x (kXs: a scalar) op y (kYs: a scalar), two vectors per step.
@@ -384,6 +385,7 @@ OAR_VEC_INLINE void BinaryRunAny(VecBinary op, const float* x, int64_t xs, const
     case VecBinary::kSub: return BinaryRunSteps<kBytes, VecBinary::kSub>(x, xs, y, ys, o, n);
     case VecBinary::kMul: return BinaryRunSteps<kBytes, VecBinary::kMul>(x, xs, y, ys, o, n);
     case VecBinary::kDiv: return BinaryRunSteps<kBytes, VecBinary::kDiv>(x, xs, y, ys, o, n);
+    case VecBinary::kReluGrad: return BinaryRunSteps<kBytes, VecBinary::kReluGrad>(x, xs, y, ys, o, n);
   }
 }
 

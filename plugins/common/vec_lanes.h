@@ -54,7 +54,7 @@ void LayerNormRow(const double* v, const double* w, const double* b, float* o, i
 void WidenRow(const float* p, double* d, int64_t n);
 
 /// The float32 binary maps of elementwise.cc (MapBinary) with a vector loop of the CPU's widest vectors.
-enum class VecBinary { kAdd, kSub, kMul, kDiv };
+enum class VecBinary { kAdd, kSub, kMul, kDiv, kReluGrad };
 
 /// o[i] = x[i * x_step] op y[i * y_step] for i in [0, n), each step 1 or 0 (a broadcast scalar), not both
 /// 0. One IEEE operation per element, the same as MapBinary's scalar Apply, so every width gives the

@@ -262,10 +262,12 @@ TEST(VecLanes, BinaryRunMatchesTheScalarOpsBitForBit) {
       case VecBinary::kSub: return a - b;
       case VecBinary::kMul: return a * b;
       case VecBinary::kDiv: return a / b;
+      case VecBinary::kReluGrad:  // mul(g, cast(gt(x, 0)))
+        return a * static_cast<float>(b > 0.0f);
     }
     return 0.0f;
   };
-  for (VecBinary op : {VecBinary::kAdd, VecBinary::kSub, VecBinary::kMul, VecBinary::kDiv}) {
+  for (VecBinary op : {VecBinary::kAdd, VecBinary::kSub, VecBinary::kMul, VecBinary::kDiv, VecBinary::kReluGrad}) {
     for (int64_t n : {0, 1, 7, 16, 31, 32, 33, 63, 64, 65, 255, 1000}) {
       const std::vector<float> x = Data(n, 21, true), y = Data(n, 22, true);
       for (int64_t shift : {0, 1, 3}) {

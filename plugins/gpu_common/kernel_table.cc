@@ -81,6 +81,7 @@ const OpSpec kOps[] = {
     {"maximum", Family::kBinary, Code(BinaryOp::kMaximum)},
     {"minimum", Family::kBinary, Code(BinaryOp::kMinimum)},
     {"pow", Family::kBinary, Code(BinaryOp::kPow)},
+    {"relu_grad", Family::kBinary, Code(BinaryOp::kReluGrad)},
     {"eq", Family::kBinary, Code(BinaryOp::kEq)},
     {"ne", Family::kBinary, Code(BinaryOp::kNe)},
     {"lt", Family::kBinary, Code(BinaryOp::kLt)},
@@ -710,7 +711,7 @@ void RegisterAll(oar_kernel_registrar_t* r) {
   for (const char* op : {"add", "sub", "mul", "maximum", "minimum"}) {
     for (int32_t t : kNumeric) Register(r, op, {t, t, t});
   }
-  for (const char* op : {"div", "pow"}) {
+  for (const char* op : {"div", "pow", "relu_grad"}) {
     for (int32_t t : kFloating) Register(r, op, {t, t, t});
   }
   for (const char* op : {"eq", "ne"}) {

@@ -87,10 +87,10 @@ std::string KunlunSupports(const sim::SimKernel& kernel, const oar_kernel_call_t
 /// shape), plus copy, cast and fill: they run tiled through local memory.
 bool Tiled(std::string_view op) {
   static constexpr std::string_view kOps[] = {
-      "add", "sub",         "mul",        "div",   "maximum",     "minimum", "pow", "neg", "exp",  "relu",
-      "abs", "sign",        "log",        "log1p", "sqrt",        "rsqrt",   "sin", "cos", "tanh", "sigmoid",
-      "erf", "reciprocal",  "isnan",      "isinf", "logical_not", "eq",      "ne",  "lt",  "le",   "gt",
-      "ge",  "logical_and", "logical_or", "where", "copy",        "cast",    "fill"};
+      "add", "sub",         "mul",        "div",   "maximum",     "minimum", "pow",  "neg",      "exp",  "relu",
+      "abs", "sign",        "log",        "log1p", "sqrt",        "rsqrt",   "sin",  "cos",      "tanh", "sigmoid",
+      "erf", "reciprocal",  "isnan",      "isinf", "logical_not", "eq",      "ne",   "lt",       "le",   "gt",
+      "ge",  "logical_and", "logical_or", "where", "copy",        "cast",    "fill", "relu_grad"};
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 

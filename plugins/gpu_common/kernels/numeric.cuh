@@ -223,6 +223,7 @@ enum class BinaryOp : int32_t {
   kMaximum,
   kMinimum,
   kPow,
+  kReluGrad,  // a * (b > 0 ? 1 : 0): relu_grad(grad, x)
   kEq,
   kNe,
   kLt,
@@ -375,6 +376,8 @@ OAR_HD C ApplyBinary(BinaryOp op, C a, C b) {
       case BinaryOp::kPow:
         if constexpr (std::is_floating_point_v<C>) return std::pow(a, b);
         return a;
+      case BinaryOp::kReluGrad:
+        return WrapMul(a, b > C(0) ? C(1) : C(0));
       default:
         return a;  // comparisons are handled by ApplyComparison
     }

@@ -231,11 +231,13 @@
 #define OAR_OP_FUSED_ROTARY "fused_rotary"
 /* fused_rms_scale(x, mean_square, eps, weight) -> out: the end of rms_norm: x * rsqrt(mean_square + eps) * weight, mean_square, eps and weight broadcasting against x, each operation rounded to the dtype (rsqrt as 1 / sqrt) */
 #define OAR_OP_FUSED_RMS_SCALE "fused_rms_scale"
+/* relu_grad(grad, x) -> grad_x: relu's gradient: grad * (x > 0 ? 1 : 0) per element (grad * cast(gt(x, 0))), grad and x of one shape */
+#define OAR_OP_RELU_GRAD "relu_grad"
 /* fused_adam(param, grad, m, v, decay, beta1, one_minus_beta1, beta2, one_minus_beta2, bias_correction1, bias_correction2, eps, lr) -> param_out, m_out, v_out: Adam's update of one parameter, elementwise: m_out = m * beta1 + grad * one_minus_beta1, v_out = v * beta2 + (grad * grad) * one_minus_beta2, param_out = value - ((m_out / bias_correction1) / (sqrt(v_out / bias_correction2) + eps)) * lr with value = param * decay (with_decay 1, AdamW) or param (with_decay 0, Adam: decay is not read), each operation rounded to the dtype; the scalars are 0-d */
 #define OAR_OP_FUSED_ADAM "fused_adam"
 #define OAR_OP_FUSED_ADAM_ATTR_WITH_DECAY "with_decay"
 
 /* Number of ops above. */
-#define OAR_OP_COUNT 75
+#define OAR_OP_COUNT 76
 
 #endif /* OAR_PLUGIN_OPS_H_ */
