@@ -2,6 +2,7 @@
 #include "examples/models.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -689,15 +690,22 @@ std::vector<TensorParallelParam> TensorParallelParams(nn::Module& m) {
 
 // Layers [first, last) of the llama on DistTensors, h [b, t, dim]; `P` gives a parameter by the names of
 // TensorParallelParams. The same ops in the same order as Block::Forward, so the result is the one-device
-// model's up to the reductions' order.
+// model's up to the reductions' order. With `sequence_parallel` (Megatron's sequence parallel) h is
+// Shard(1) on tp, and so are the norms and residual adds: each block's normed input is all-gathered
+// before the column-parallel projections and the row-parallel product reduce-scattered back onto the
+// sequence (instead of all-reduced).
 distributed::DistTensor TensorParallelLayers(const LlamaConfig& c, distributed::DistTensor h, int64_t first,
                                              int64_t last,
-                                             const std::function<const distributed::DistTensor&(const std::string&)>& P) {
+                                             const std::function<const distributed::DistTensor&(const std::string&)>& P,
+                                             bool sequence_parallel = false) {
   namespace d = distributed;
   const int64_t b = h.shape()[0], t = h.shape()[1], hd = c.dim / c.heads;
+  const int tp = sequence_parallel ? h.mesh().DimIndex("tp") : -1;
+  auto enter = [&](const d::DistTensor& x) { return sequence_parallel ? d::GatherSequence(x, tp) : x; };
+  auto leave = [&](const d::DistTensor& x) { return sequence_parallel ? d::ScatterSequence(x, tp, 1) : x; };
   for (int64_t i = first; i < last; ++i) {
     const std::string l = "layers." + std::to_string(i) + ".";
-    const d::DistTensor a = d::rms_norm(h, 1, P(l + "attn_norm.weight"));
+    const d::DistTensor a = enter(d::rms_norm(h, 1, P(l + "attn_norm.weight")));
     // The fused projection's output [b, t, 3 · dim] is S(2,3) on tp and its heads view S(3): each rank
     // computes its heads' q, k and v, with no collective before the row-parallel output projection.
     const d::DistTensor qkv = d::reshape(d::linear(a, P(l + "attn.qkv.weight")), {b, t, 3, c.heads, hd});
@@ -706,10 +714,10 @@ distributed::DistTensor TensorParallelLayers(const LlamaConfig& c, distributed::
       return rotary ? d::rotary_embedding(x) : x;
     };
     const d::DistTensor y = d::scaled_dot_product_attention(heads(0, true), heads(1, true), heads(2, false), true);
-    h = d::add(h, d::linear(d::reshape(d::transpose(y, 1, 2), {b, t, c.dim}), P(l + "attn.out.weight")));
-    const d::DistTensor m = d::rms_norm(h, 1, P(l + "mlp_norm.weight"));
+    h = d::add(h, leave(d::linear(d::reshape(d::transpose(y, 1, 2), {b, t, c.dim}), P(l + "attn.out.weight"))));
+    const d::DistTensor m = enter(d::rms_norm(h, 1, P(l + "mlp_norm.weight")));
     const d::DistTensor g = d::mul(d::silu(d::linear(m, P(l + "mlp.gate.weight"))), d::linear(m, P(l + "mlp.up.weight")));
-    h = d::add(h, d::linear(g, P(l + "mlp.down.weight")));
+    h = d::add(h, leave(d::linear(g, P(l + "mlp.down.weight"))));
   }
   return h;
 }
@@ -731,12 +739,17 @@ int64_t StageRank(const distributed::ProcessMesh& mesh, int64_t stage, int64_t o
 
 class ParallelLlamaExample : public Example {
  public:
-  ParallelLlamaExample(const distributed::ProcessMesh& mesh, uint64_t seed)
-      : Example(mesh.devices()[0], seed), mesh_(mesh), base_(mesh.devices()[0], seed) {
+  ParallelLlamaExample(const distributed::ProcessMesh& mesh, uint64_t seed, bool sequence_parallel)
+      : Example(mesh.devices()[0], seed),
+        mesh_(mesh),
+        base_(mesh.devices()[0], seed),
+        sequence_parallel_(sequence_parallel) {
     for (int m = 0; m < mesh_.ndim(); ++m) {
       const std::string& n = mesh_.dim_names()[static_cast<size_t>(m)];
-      OAR_CHECK_ARG(n == "dp" || n == "tp", "--mesh: llama runs data parallel on 'dp', tensor parallel on 'tp' and "
-                    "pipeline parallel on 'pp' (with dp); got a dim named '{}'", n);
+      OAR_CHECK_ARG(n == "dp" || n == "tp",
+                    "--mesh: llama runs data parallel on 'dp', tensor parallel on 'tp' and "
+                    "pipeline parallel on 'pp' (with dp, tp or both); got a dim named '{}'",
+                    n);
     }
     const LlamaConfig& c = base_.config();
     tp_ = Size("tp");
@@ -810,8 +823,15 @@ class ParallelLlamaExample : public Example {
     const LlamaConfig& c = base_.config();
     const d::DistTensor& emb = P("tok_emb.weight");
     d::DistTensor h = d::embedding(emb, Tokens(xs, {b, t}));
-    h = TensorParallelLayers(c, h, 0, c.layers, [this](const std::string& n) -> const d::DistTensor& { return P(n); });
-    const d::DistTensor logits = d::matmul(d::rms_norm(h, 1, P("norm.weight")), d::transpose(emb, 0, 1));
+    // Sequence parallel: the embedding's (replicated) output sliced on the sequence, the final norm on the
+    // slices, its output gathered for the replicated head.
+    const int tp = sequence_parallel_ ? mesh_.DimIndex("tp") : -1;
+    if (sequence_parallel_) h = d::ScatterSequence(h, tp, 1);
+    h = TensorParallelLayers(
+        c, h, 0, c.layers, [this](const std::string& n) -> const d::DistTensor& { return P(n); }, sequence_parallel_);
+    d::DistTensor normed = d::rms_norm(h, 1, P("norm.weight"));
+    if (sequence_parallel_) normed = d::GatherSequence(normed, tp);
+    const d::DistTensor logits = d::matmul(normed, d::transpose(emb, 0, 1));
     return d::reshape(logits, {b * t, c.vocab});
   }
   void PlaceGradients() {
@@ -860,6 +880,7 @@ class ParallelLlamaExample : public Example {
 
   distributed::ProcessMesh mesh_;
   LlamaExample base_;
+  bool sequence_parallel_ = false;
   int64_t tp_ = 1;
   std::vector<std::pair<std::string, std::unique_ptr<distributed::DistTensor>>> params_;
   std::unique_ptr<optim::AdamW> opt_;
@@ -1112,81 +1133,110 @@ class PipelineLlamaExample : public Example {
   std::vector<int64_t> xs_, ys_;  // this step's batch
 };
 
-// ---- tiny Llama in pipeline stages with tensor parallel stages ("pp" and "tp") ------------------------------
-// Stage s runs on the tp ranks at pp coordinate s (a mesh of its own, "tp": mesh_.Slice(pp, s)), its layers
-// cut as PipelineLlamaExample cuts them and its weights placed as ParallelLlamaExample places them (q/k/v,
-// gate and up column-parallel, the attention output and down projections row-parallel, norms and the
-// embedding replicated). The tied head is a copy of the embedding on the last stage whose gradient is added
-// to stage 0's (and back) before clipping. The data, weights and schedule are LlamaExample's.
-// In one process distributed::Pipeline sees one lane per stage, on the stage's tp rank 0: the activation it
+// ---- tiny Llama in pipeline stages with tensor parallel stages ("pp" and "tp", optionally "dp") ----------------
+// Stage s runs on the ranks at pp coordinate s; with dp, each dp coordinate l of it is a lane (a data-parallel
+// replica of the stage, as PipelineLlamaExample's). A stage lane is the tp ranks at (pp = s, dp = l), a mesh
+// of its own ("tp": mesh_.Slice(pp, s), then .Slice(dp, l)); its layers are cut as PipelineLlamaExample cuts
+// them and its weights placed as ParallelLlamaExample places them (q/k/v, gate and up column-parallel, the
+// attention output and down projections row-parallel, norms and the embedding replicated). Each batch is cut
+// into dp x micro-batches row blocks as PipelineLlamaExample cuts it (lane l takes blocks l · micro ..). The
+// tied head is a copy of the embedding on the last stage whose gradient is added to stage 0's (and back)
+// before clipping; with dp the lanes' gradients are averaged first (per tp rank: the same shard in every
+// lane). The data, weights and schedule are LlamaExample's.
+// In one process distributed::Pipeline sees one lane per stage lane, on its tp rank 0: the activation it
 // sends is that rank's copy of the replicated hidden state, and the next stage replicates what it receives
 // over its tp ranks with the differentiable device copy (shard_tensor), so the gradient it sends back is
 // the sum of its ranks' shares. The last stage returns tp rank 0's copy of the replicated loss: seeding it
 // alone is distributed::Backward's rule (shares; the collectives' adjoints reach the other ranks).
-// With one rank per process (mpirun, torchrun-style) the pipeline's lanes are the tp ranks: tp rank r of
-// stage s sends its copy of the hidden state to tp rank r of stage s + 1 and gets back the gradient share of
-// that copy, which seeds its own backward (the shares sum to the gradient, as in one process); only tp rank
-// 0 of the last stage seeds the loss (PipelineProcesses::seed). The tied weight's gradient, the global norm,
-// the loss and SyncToBase's weights are all-reduced between the processes that hold them.
+// With one rank per process (mpirun, torchrun-style) the pipeline's lanes are the (dp, tp) ranks: tp rank r
+// of lane l of stage s sends its copy of the hidden state to the same rank of stage s + 1 and gets back the
+// gradient share of that copy, which seeds its own backward (the shares sum to the gradient, as in one
+// process); only tp rank 0 of each lane's last stage seeds the loss (PipelineProcesses::seed). The lanes'
+// gradient mean, the tied weight's gradient, the global norm, the loss and SyncToBase's weights are
+// all-reduced between the processes that hold them.
 class PipelineTensorParallelLlamaExample : public Example {
  public:
   PipelineTensorParallelLlamaExample(const distributed::ProcessMesh& mesh, uint64_t seed, const ParallelOptions& po)
-      : Example(mesh.devices()[0], seed), mesh_(mesh), base_(mesh.devices()[0], seed) {
+      : Example(mesh.devices()[0], seed),
+        mesh_(mesh),
+        base_(mesh.devices()[0], seed),
+        sequence_parallel_(po.sequence_parallel) {
     namespace d = distributed;
     for (const std::string& n : mesh_.dim_names()) {
-      OAR_CHECK_ARG(n == "pp" || n == "tp",
-                    "--mesh {}: pipeline with tensor parallel runs on the dims pp and tp (not with '{}' yet)",
+      OAR_CHECK_ARG(n == "pp" || n == "tp" || n == "dp",
+                    "--mesh {}: pipeline with tensor parallel runs on the dims pp, tp and dp (not '{}')",
                     mesh_.ToString(), n);
     }
     schedule_ = d::ParsePipelineSchedule(po.schedule);
     const LlamaConfig& c = base_.config();
     const int64_t pp = Size("pp"), tp = Size("tp");
+    dp_ = Size("dp");
     micro_ = po.micro_batches > 0 ? po.micro_batches : pp;
     OAR_CHECK_ARG(c.heads % tp == 0 && c.hidden % tp == 0, "--mesh {}: tp must divide the {} heads and the hidden size {}",
                   mesh_.ToString(), c.heads, c.hidden);
     OAR_CHECK_ARG(pp <= c.layers, "--mesh {}: {} pipeline stages for {} layers; each stage needs at least one layer",
                   mesh_.ToString(), pp, c.layers);
-    OAR_CHECK_ARG(c.batch % micro_ == 0, "--mesh {} --micro-batches {}: micro-batches ({}) must divide the batch of {}",
-                  mesh_.ToString(), micro_, micro_, c.batch);
+    OAR_CHECK_ARG(c.batch % (dp_ * micro_) == 0,
+                  "--mesh {} --micro-batches {}: dp ({}) x micro-batches ({}) must divide the batch of {}",
+                  mesh_.ToString(), micro_, dp_, micro_, c.batch);
     const std::vector<TensorParallelParam> all = TensorParallelParams(base_.module());
     std::vector<d::PipelineStage> stages;
     std::vector<Tensor*> locals;
-    d::PipelineProcesses where;  // one rank per process: the lanes are each stage's tp ranks
+    d::PipelineProcesses where;  // one rank per process: the lanes are each stage's (dp, tp) ranks
     if (mesh_.multi_process()) {
       const std::vector<int64_t> me = mesh_.Coord(mesh_.first_local());
       where.stage = me[static_cast<size_t>(mesh_.DimIndex("pp"))];
-      where.lane = me[static_cast<size_t>(mesh_.DimIndex("tp"))];
-      where.seed = where.lane == 0 ? 1 : 0;
+      my_lane_ = dp_ > 1 ? me[static_cast<size_t>(mesh_.DimIndex("dp"))] : 0;
+      const int64_t r = me[static_cast<size_t>(mesh_.DimIndex("tp"))];
+      where.lane = my_lane_ * tp + r;
+      where.seed = r == 0 ? 1 : 0;
     }
     for (int64_t s = 0; s < pp; ++s) {
-      meshes_.push_back(mesh_.Slice(mesh_.DimIndex("pp"), s));
       const int64_t first = d::ShardOffset(c.layers, pp, s), last = first + d::ShardSize(c.layers, pp, s);
       firsts_.push_back(first);
       lasts_.push_back(last);
-      params_.emplace_back();
-      for (const TensorParallelParam& p : all) {
-        bool mine = (p.name == "tok_emb.weight" && (s == 0 || s + 1 == pp)) || (p.name == "norm.weight" && s + 1 == pp);
-        for (int64_t l = first; l < last; ++l) mine |= p.name.starts_with("layers." + std::to_string(l) + ".");
-        if (!mine || (mesh_.multi_process() && s != where.stage)) continue;
-        const d::Placements pl{p.tp};
-        auto t = std::make_unique<d::DistTensor>(d::shard_tensor(p.whole.contiguous(), meshes_.back(), pl));
-        *t = t->detach();
-        t->set_requires_grad(true);
-        for (Tensor& l : t->mutable_locals()) {
-          if (l.defined()) locals.push_back(&l);
-        }
-        params_.back().emplace(p.name, std::move(t));
-      }
       d::PipelineStage stage;
-      const std::vector<Device>& devs = meshes_.back().devices();
-      if (mesh_.multi_process()) {
-        stage.lanes = devs;
-        for (int64_t r = 0; r < tp; ++r) where.ranks.push_back(meshes_.back().process_rank(r));
-      } else {
-        stage.lanes.push_back(devs[0]);
+      for (int64_t l = 0; l < dp_; ++l) {
+        d::ProcessMesh lane = mesh_.Slice(mesh_.DimIndex("pp"), s);
+        if (dp_ > 1) lane = lane.Slice(lane.DimIndex("dp"), l);
+        meshes_.push_back(lane);
+        params_.emplace_back();
+        const bool held = !mesh_.multi_process() || (s == where.stage && l == my_lane_);
+        for (const TensorParallelParam& p : all) {
+          bool mine =
+              (p.name == "tok_emb.weight" && (s == 0 || s + 1 == pp)) || (p.name == "norm.weight" && s + 1 == pp);
+          for (int64_t i = first; i < last; ++i) mine |= p.name.starts_with("layers." + std::to_string(i) + ".");
+          if (!mine || !held) continue;
+          const d::Placements pl{p.tp};
+          auto t = std::make_unique<d::DistTensor>(d::shard_tensor(p.whole.contiguous(), lane, pl));
+          *t = t->detach();
+          t->set_requires_grad(true);
+          for (Tensor& x : t->mutable_locals()) {
+            if (x.defined()) locals.push_back(&x);
+          }
+          params_.back().emplace(p.name, std::move(t));
+        }
+        const std::vector<Device>& devs = lane.devices();
+        if (mesh_.multi_process()) {
+          stage.lanes.insert(stage.lanes.end(), devs.begin(), devs.end());
+          for (int64_t r = 0; r < tp; ++r) where.ranks.push_back(lane.process_rank(r));
+        } else {
+          stage.lanes.push_back(devs[0]);
+        }
       }
-      stage.forward = [this, s, pp](int64_t micro, int64_t, const Tensor& in) { return Forward(s, pp, micro, in); };
+      const int64_t per_lane = mesh_.multi_process() ? tp : 1;  // Pipeline lanes per dp lane
+      stage.forward = [this, s, pp, per_lane](int64_t micro, int64_t lane, const Tensor& in) {
+        return Forward(s, lane / per_lane, pp, micro, in);
+      };
       stages.push_back(std::move(stage));
+      if (dp_ > 1 && !mesh_.multi_process()) {  // per tp rank: its shard in every lane
+        for (int64_t r = 0; r < tp; ++r) {
+          std::vector<Device> replicas;
+          for (int64_t l = 0; l < dp_; ++l)
+            replicas.push_back(meshes_[static_cast<size_t>(Slot(s, l))].devices()[static_cast<size_t>(r)]);
+          groups_.push_back(std::make_unique<d::Group>(std::move(replicas)));
+        }
+      }
     }
     pipe_ = mesh_.multi_process() ? std::make_unique<d::Pipeline>(std::move(stages), std::move(where))
                                   : std::make_unique<d::Pipeline>(std::move(stages));
@@ -1208,8 +1258,8 @@ class PipelineTensorParallelLlamaExample : public Example {
     opt_->ZeroGrad();
     const d::PipelineResult r = pipe_->Run(schedule_, micro_);
     NoGradGuard no_grad;
-    for (auto& stage : params_) {  // each rank's gradient with the parameter's placements
-      for (auto& [name, t] : stage) {
+    for (auto& lane : params_) {  // each rank's gradient with the parameter's placements
+      for (auto& [name, t] : lane) {
         const d::DistTensor g = t->grad();
         if (!g.defined()) continue;
         for (size_t k = 0; k < g.locals().size(); ++k) {
@@ -1219,9 +1269,20 @@ class PipelineTensorParallelLlamaExample : public Example {
     }
     const int64_t pp = pipe_->num_stages();
     if (mesh_.multi_process()) return StepProcess(r);
-    if (pp > 1) {  // the tied weight: one gradient for both copies
-      d::DistTensor& e0 = *params_.front().at("tok_emb.weight");
-      d::DistTensor& head = *params_.back().at("tok_emb.weight");
+    if (dp_ > 1) {  // the lanes' mean, per stage and tp rank
+      for (int64_t s = 0; s < pp; ++s) {
+        for (auto& [name, t] : params_[static_cast<size_t>(Slot(s, 0))]) {
+          for (size_t k = 0; k < t->locals().size(); ++k) {
+            std::vector<Tensor> grads;
+            for (int64_t l = 0; l < dp_; ++l) grads.push_back(P(s, l, name).local(static_cast<int64_t>(k)).grad());
+            groups_[static_cast<size_t>(s) * t->locals().size() + k]->AllReduce(grads, runtime::ReduceOp::kAvg);
+          }
+        }
+      }
+    }
+    for (int64_t l = 0; l < dp_ && pp > 1; ++l) {  // the tied weight: one gradient for both copies
+      d::DistTensor& e0 = *params_[static_cast<size_t>(Slot(0, l))].at("tok_emb.weight");
+      d::DistTensor& head = *params_[static_cast<size_t>(Slot(pp - 1, l))].at("tok_emb.weight");
       for (size_t k = 0; k < e0.locals().size(); ++k) {
         Tensor& a = e0.mutable_locals()[k];
         Tensor& b = head.mutable_locals()[k];
@@ -1242,66 +1303,97 @@ class PipelineTensorParallelLlamaExample : public Example {
 
  private:
   int64_t Size(std::string_view dim) const { return MeshDimSize(mesh_, dim); }
-  int64_t RankAt(int64_t s, int64_t r) const { return StageRank(mesh_, s, r); }
-  const distributed::DistTensor& P(int64_t s, const std::string& name) const {
-    auto it = params_[static_cast<size_t>(s)].find(name);
-    OAR_CHECK(it != params_[static_cast<size_t>(s)].end(), kInternal, "pipeline llama: stage {} has no {}", s, name);
+  // The mesh rank at pp = s, dp = l, tp = k.
+  int64_t RankAt(int64_t s, int64_t l, int64_t k) const {
+    std::vector<int64_t> coord;
+    for (const std::string& n : mesh_.dim_names()) coord.push_back(n == "pp" ? s : n == "dp" ? l : k);
+    return mesh_.Rank(coord);
+  }
+  int64_t Slot(int64_t s, int64_t l) const { return s * dp_ + l; }
+  const distributed::DistTensor& P(int64_t s, int64_t l, const std::string& name) const {
+    const auto& lane = params_[static_cast<size_t>(Slot(s, l))];
+    auto it = lane.find(name);
+    OAR_CHECK(it != lane.end(), kInternal, "pipeline llama: stage {} lane {} has no {}", s, l, name);
     return *it->second;
   }
-  // Stage s's forward of micro-batch `micro` (rows [micro · rows, (micro + 1) · rows) of the batch).
-  Tensor Forward(int64_t s, int64_t pp, int64_t micro, const Tensor& in) {
+  // Stage s's forward of micro-batch `micro` on lane l (rows [(l · micro-batches + micro) · rows, + rows) of
+  // the batch, as PipelineLlamaExample cuts it).
+  Tensor Forward(int64_t s, int64_t l, int64_t pp, int64_t micro, const Tensor& in) {
     namespace d = distributed;
     const LlamaConfig& c = base_.config();
-    const d::ProcessMesh& sub = meshes_[static_cast<size_t>(s)];
+    const d::ProcessMesh& sub = meshes_[static_cast<size_t>(Slot(s, l))];
     const d::Placements rep{d::Placement::Replicate()};
-    const int64_t t = c.context, rows = c.batch / micro_;
-    const auto at = static_cast<std::ptrdiff_t>(micro * rows * t), n = static_cast<std::ptrdiff_t>(rows * t);
+    const int64_t t = c.context, rows = c.batch / dp_ / micro_;
+    const auto at = static_cast<std::ptrdiff_t>((l * micro_ + micro) * rows * t),
+               n = static_cast<std::ptrdiff_t>(rows * t);
     auto tokens = [&](const std::vector<int64_t>& v, const Dims& shape) {
       return d::shard_tensor(FromVector<int64_t>(std::vector<int64_t>(v.begin() + at, v.begin() + at + n), shape,
                                                  Device("cpu")),
                              sub, rep);
     };
-    d::DistTensor h = s == 0 ? d::embedding(P(s, "tok_emb.weight"), tokens(xs_, {rows, t}))
+    d::DistTensor h = s == 0 ? d::embedding(P(s, l, "tok_emb.weight"), tokens(xs_, {rows, t}))
                              : d::shard_tensor(in, sub, rep).set_annotated(false);
-    h = TensorParallelLayers(c, h, firsts_[static_cast<size_t>(s)], lasts_[static_cast<size_t>(s)],
-                             [this, s](const std::string& name) -> const d::DistTensor& { return P(s, name); });
+    // Sequence parallel: the stage's replicated input sliced on the sequence (local), gathered again for
+    // the next stage or the replicated head.
+    if (sequence_parallel_) h = d::ScatterSequence(h, 0, 1);
+    h = TensorParallelLayers(
+        c, h, firsts_[static_cast<size_t>(s)], lasts_[static_cast<size_t>(s)],
+        [this, s, l](const std::string& name) -> const d::DistTensor& { return P(s, l, name); }, sequence_parallel_);
     if (s + 1 < pp) return d::Reshard(h, rep).local(sub.first_local());
-    const d::DistTensor logits = d::matmul(d::rms_norm(h, 1, P(s, "norm.weight")), d::transpose(P(s, "tok_emb.weight"), 0, 1));
+    d::DistTensor normed = d::rms_norm(h, 1, P(s, l, "norm.weight"));
+    if (sequence_parallel_) normed = d::GatherSequence(normed, 0);
+    const d::DistTensor logits = d::matmul(normed, d::transpose(P(s, l, "tok_emb.weight"), 0, 1));
     const d::DistTensor loss = d::cross_entropy(d::reshape(logits, {rows * t, c.vocab}), tokens(ys_, {rows * t}));
     return d::Reshard(loss, rep).local(sub.first_local());
   }
-  // One rank per process: the rest of TrainStep. This process holds stage s's tp rank l.
+  // This process's (stage, dp lane, tp rank) with one rank per process.
+  std::array<int64_t, 3> Me() const {
+    const std::vector<int64_t> me = mesh_.Coord(mesh_.first_local());
+    return {me[static_cast<size_t>(mesh_.DimIndex("pp"))], my_lane_, me[static_cast<size_t>(mesh_.DimIndex("tp"))]};
+  }
+  // One rank per process: the rest of TrainStep. This process holds stage s's lane l, tp rank k.
   double StepProcess(const distributed::PipelineResult& r) {
     namespace d = distributed;
     NoGradGuard no_grad;
     const int64_t pp = pipe_->num_stages();
-    const std::vector<int64_t> me = mesh_.Coord(mesh_.first_local());
-    const int64_t s = me[static_cast<size_t>(mesh_.DimIndex("pp"))], l = me[static_cast<size_t>(mesh_.DimIndex("tp"))];
-    auto& mine = params_[static_cast<size_t>(s)];
+    const auto [s, l, k] = Me();
+    auto& mine = params_[static_cast<size_t>(Slot(s, l))];
+    if (dp_ > 1) {  // the lanes' mean: this shard in every lane
+      std::vector<int> lanes;
+      for (int64_t j = 0; j < dp_; ++j) lanes.push_back(static_cast<int>(RankAt(s, j, k)));
+      d::ProcessGroup& g = d::ProcessGroup::Subgroup(lanes);
+      for (auto& [name, t] : mine) {
+        Tensor& w = t->mutable_locals()[static_cast<size_t>(k)];
+        Tensor grad = w.grad();
+        g.AllReduce(grad, runtime::ReduceOp::kAvg);
+        w.mutable_autograd_meta().grad = grad;
+      }
+    }
     if (pp > 1 && (s == 0 || s + 1 == pp)) {  // the tied weight: one gradient for both copies (stage 0 + head)
-      Tensor& w = mine.at("tok_emb.weight")->mutable_locals()[static_cast<size_t>(l)];
+      Tensor& w = mine.at("tok_emb.weight")->mutable_locals()[static_cast<size_t>(k)];
       Tensor grad = w.grad();
-      d::ProcessGroup::Subgroup({static_cast<int>(RankAt(0, l)), static_cast<int>(RankAt(pp - 1, l))})
+      d::ProcessGroup::Subgroup({static_cast<int>(RankAt(0, l, k)), static_cast<int>(RankAt(pp - 1, l, k))})
           .AllReduce(grad, runtime::ReduceOp::kSum);
       w.mutable_autograd_meta().grad = grad;
     }
     ClipGradients(1.0);
     opt_->Step();
     double loss = 0;
-    if (s + 1 == pp && l == 0) {
+    if (s + 1 == pp && k == 0) {
       for (const Tensor& x : r.losses) loss += x.to(Device("cpu")).item<float>();
     }
     Tensor t = full({}, loss, DType::kFloat64, Device("cpu"));
     d::ProcessGroup::World().AllReduce(t, runtime::ReduceOp::kSum);
-    return t.item<double>() / static_cast<double>(micro_);
+    return t.item<double>() / static_cast<double>(micro_ * dp_);
   }
-  // optim::ClipGradNorm over the whole parameters, each element once (shards on their rank, replicated
-  // parameters on tp rank 0, the tied weight on stage 0).
+  // optim::ClipGradNorm over the whole parameters, each element once (lane 0's — after the mean every lane
+  // holds the same —, shards on their rank, replicated parameters on tp rank 0, the tied weight on stage 0).
   void ClipGradients(double max_norm) {
     NoGradGuard no_grad;
     double total = 0;
-    for (size_t s = 0; s < params_.size(); ++s) {
-      for (auto& [name, t] : params_[s]) {
+    for (int64_t s = 0; s < pipe_->num_stages(); ++s) {
+      if (mesh_.multi_process() && my_lane_ != 0) break;
+      for (auto& [name, t] : params_[static_cast<size_t>(Slot(s, 0))]) {
         if (s > 0 && name == "tok_emb.weight") continue;
         for (size_t k = 0; k < t->locals().size(); ++k) {
           if (!t->locals()[k].defined()) continue;  // another process's rank
@@ -1318,32 +1410,34 @@ class PipelineTensorParallelLlamaExample : public Example {
     const double norm = std::sqrt(total);
     if (norm <= max_norm) return;
     const double scale = max_norm / (norm + 1e-6);
-    for (auto& stage : params_) {
-      for (auto& [name, t] : stage) {
-        for (Tensor& l : t->mutable_locals()) {
-          if (l.defined() && l.grad().defined()) l.mutable_autograd_meta().grad = l.grad() * scale;
+    for (auto& lane : params_) {
+      for (auto& [name, t] : lane) {
+        for (Tensor& x : t->mutable_locals()) {
+          if (x.defined() && x.grad().defined()) x.mutable_autograd_meta().grad = x.grad() * scale;
         }
       }
     }
   }
-  // The trained weights back into the wrapped one-device model (the tied weight from stage 0). With one
-  // rank per process, every process gets them: FullTensor gathers over the stage's tp ranks, then an
-  // all_reduce (sum) over the job per parameter to which only tp rank 0 of the stage holding it contributes.
+  // The trained weights back into the wrapped one-device model (lane 0's, the tied weight from stage 0). With
+  // one rank per process, every process gets them: FullTensor gathers over the stage lane's tp ranks, then
+  // an all_reduce (sum) over the job per parameter to which only tp rank 0 of lane 0 of the stage holding it
+  // contributes.
   void SyncToBase() {
     NoGradGuard no_grad;
     std::map<std::string, Tensor> trained;
-    for (size_t s = params_.size(); s-- > 0;) {
-      for (auto& [name, t] : params_[s]) trained[name] = distributed::FullTensor(*t);
+    for (int64_t s = pipe_->num_stages(); s-- > 0;) {
+      for (int64_t l = dp_; l-- > 0;) {  // lane 0's last, so its weights are the ones kept
+        for (auto& [name, t] : params_[static_cast<size_t>(Slot(s, l))]) trained[name] = distributed::FullTensor(*t);
+      }
     }
     if (!mesh_.multi_process()) {
       for (auto& [name, p] : base_.module().NamedParameters()) p->copy_(trained.at(name).to(p->device()));
       return;
     }
-    const std::vector<int64_t> me = mesh_.Coord(mesh_.first_local());
-    const int64_t s = me[static_cast<size_t>(mesh_.DimIndex("pp"))], l = me[static_cast<size_t>(mesh_.DimIndex("tp"))];
+    const auto [s, l, k] = Me();
     for (auto& [name, p] : base_.module().NamedParameters()) {
       auto it = trained.find(name);
-      const bool holder = l == 0 && it != trained.end() && (name != "tok_emb.weight" || s == 0);
+      const bool holder = l == 0 && k == 0 && it != trained.end() && (name != "tok_emb.weight" || s == 0);
       Tensor v = holder ? it->second.to(Device("cpu")).clone() : zeros(p->shape(), p->dtype(), Device("cpu"));
       distributed::ProcessGroup::World().AllReduce(v, runtime::ReduceOp::kSum);
       p->copy_(v.to(p->device()));
@@ -1352,11 +1446,13 @@ class PipelineTensorParallelLlamaExample : public Example {
 
   distributed::ProcessMesh mesh_;
   LlamaExample base_;
+  bool sequence_parallel_ = false;
   distributed::PipelineSchedule schedule_ = distributed::PipelineSchedule::k1F1B;
-  int64_t micro_ = 1;
-  std::vector<distributed::ProcessMesh> meshes_;  // per stage: its tp devices
-  std::vector<int64_t> firsts_, lasts_;
-  std::vector<std::map<std::string, std::unique_ptr<distributed::DistTensor>>> params_;  // per stage
+  int64_t micro_ = 1, dp_ = 1, my_lane_ = 0;
+  std::vector<distributed::ProcessMesh> meshes_;  // per stage lane [stage * dp + lane]: its tp devices
+  std::vector<int64_t> firsts_, lasts_;           // per stage: its layers
+  std::vector<std::map<std::string, std::unique_ptr<distributed::DistTensor>>> params_;  // per stage lane
+  std::vector<std::unique_ptr<distributed::Group>> groups_;  // one process, dp > 1: [stage * tp + tp rank]
   std::unique_ptr<optim::AdamW> opt_;
   std::unique_ptr<distributed::Pipeline> pipe_;
   std::vector<int64_t> xs_, ys_;
@@ -1381,12 +1477,17 @@ std::unique_ptr<Example> MakeParallelExample(const std::string& kind, const dist
   OAR_CHECK_ARG(pipelined || (options.schedule == "1f1b" && options.micro_batches == 0),
                 "--schedule and --micro-batches need a pipeline dim in --mesh (e.g. pp=2); got --mesh {}",
                 mesh.ToString());
+  const bool tensor_parallel = std::find(names.begin(), names.end(), "tp") != names.end();
+  OAR_CHECK_ARG(tensor_parallel || !options.sequence_parallel,
+                "--sequence-parallel shards the activations on the tensor-parallel mesh dim: --mesh needs a 'tp' "
+                "dim, got --mesh {}",
+                mesh.ToString());
   try {
-    if (pipelined && std::find(names.begin(), names.end(), "tp") != names.end()) {
+    if (pipelined && tensor_parallel) {
       return std::make_unique<PipelineTensorParallelLlamaExample>(mesh, seed, options);
     }
     if (pipelined) return std::make_unique<PipelineLlamaExample>(mesh, seed, options);
-    return std::make_unique<ParallelLlamaExample>(mesh, seed);
+    return std::make_unique<ParallelLlamaExample>(mesh, seed, options.sequence_parallel);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kNotFound) throw;
     Throw(ErrorCode::kInvalidArgument,

@@ -85,9 +85,12 @@ std::unique_ptr<Example> MakeExample(const std::string& kind, Device device, uin
 struct ParallelOptions {
   std::string schedule = "1f1b";  // or "fthenb"
   int64_t micro_batches = 0;      // 0: as many as pipeline stages
+  /// Megatron sequence parallel on the tp dim (norms and residual adds sharded on the sequence; each
+  /// block all-gathers before its column-parallel and reduce-scatters after its row-parallel Linear).
+  bool sequence_parallel = false;
 };
 /// The example `kind` (llama only) over `mesh`, every rank in this process: tensor parallel on the mesh
-/// dim named "tp", data parallel on "dp", pipeline parallel on "pp" (with dp, not tp); the same weights,
+/// dim named "tp", data parallel on "dp", pipeline parallel on "pp" (with dp, tp or both); the same weights,
 /// data order and step losses as MakeExample on one device (up to float rounding). Throws oar::Error
 /// naming a missing device or a mesh that does not divide the model.
 std::unique_ptr<Example> MakeParallelExample(const std::string& kind, const distributed::ProcessMesh& mesh,

@@ -20,11 +20,11 @@ uint32_t U32(std::string_view s, size_t at) {
   return v;
 }
 
-// Every reply is 'k', or 'v', a 4-byte length and that many bytes.
+// Every reply is 'k', 'c', or 'v', a 4-byte length and that many bytes.
 void CheckReplies(std::string_view r) {
   size_t at = 0;
   while (at < r.size()) {
-    if (r[at] == 'k') {
+    if (r[at] == 'k' || r[at] == 'c') {
       ++at;
     } else if (r[at] == 'v' && r.size() - at >= 5 && r.size() - at - 5 >= U32(r, at + 1)) {
       at += 5 + U32(r, at + 1);

@@ -273,6 +273,43 @@ DistTensor rotary_embedding(const DistTensor& x) {
   }));
 }
 
+namespace {
+Placements WithMeshDim(const DistTensor& x, int mesh_dim, Placement p, const char* what) {
+  OAR_CHECK_ARG(x.defined(), "{}: undefined input", what);
+  OAR_CHECK_ARG(mesh_dim >= 0 && mesh_dim < x.mesh().ndim(), "{}: mesh dim {} is not one of the {} dims of {}", what,
+                mesh_dim, x.mesh().ndim(), x.mesh().ToString());
+  Placements out = x.placements();
+  out[static_cast<size_t>(mesh_dim)] = p;
+  return out;
+}
+}  // namespace
+
+DistTensor GatherSequence(const DistTensor& x, int mesh_dim) {
+  const Placements to = WithMeshDim(x, mesh_dim, Placement::Replicate(), "GatherSequence");
+  const Placement& p = x.placements()[static_cast<size_t>(mesh_dim)];
+  OAR_CHECK_ARG(p.is_shard() && !p.is_strided(),
+                "GatherSequence: expected the sequence-parallel activation sharded on mesh dim {} ({}), got {}",
+                mesh_dim, x.mesh().dim_names()[static_cast<size_t>(mesh_dim)], x.ToString());
+  return Reshard(x, to);
+}
+
+DistTensor ScatterSequence(const DistTensor& x, int mesh_dim, int64_t seq_dim) {
+  const Placements to = WithMeshDim(x, mesh_dim, Placement::Shard(seq_dim), "ScatterSequence");
+  OAR_CHECK_ARG(seq_dim >= 0 && seq_dim < x.rank(), "ScatterSequence: sequence dim {} of a rank-{} tensor", seq_dim,
+                x.rank());
+  const Placement& p = x.placements()[static_cast<size_t>(mesh_dim)];
+  OAR_CHECK_ARG(p.is_replicate() || (p.is_partial() && p.reduce == runtime::ReduceOp::kSum),
+                "ScatterSequence: expected a row-parallel product (Partial(sum)) or a replicated tensor on mesh dim "
+                "{} ({}), got {}",
+                mesh_dim, x.mesh().dim_names()[static_cast<size_t>(mesh_dim)], x.ToString());
+  for (size_t m = 0; m < to.size(); ++m) {
+    OAR_CHECK_ARG(static_cast<int>(m) == mesh_dim || !to[m].is_shard(seq_dim),
+                  "ScatterSequence: the sequence dim {} is already sharded on mesh dim {} of {}", seq_dim, m,
+                  x.ToString());
+  }
+  return Reshard(x, to);
+}
+
 void Backward(const DistTensor& loss) {
   OAR_CHECK_ARG(loss.defined() && loss.shape().Product() == 1,
                 "Backward: the loss must be a scalar DistTensor, got {}", loss.defined() ? loss.ToString() : "undefined");

@@ -62,6 +62,17 @@ DistTensor scaled_dot_product_attention(const DistTensor& q, const DistTensor& k
 /// Rotary position embedding of [..., T, D] (the last two dims stay whole).
 DistTensor rotary_embedding(const DistTensor& x);
 
+/// Megatron sequence parallel (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+/// Models"): between the tensor-parallel regions (norms, dropout, residual adds) the activations are
+/// sharded on the sequence dim along the tp mesh dim instead of replicated. GatherSequence enters a region:
+/// Shard(seq) -> Replicate on `mesh_dim` (one all_gather; its backward one reduce_scatter) before the
+/// column-parallel Linear. ScatterSequence leaves one: Partial(sum) -> Shard(seq_dim) (one reduce_scatter in
+/// place of the row-parallel Linear's all_reduce; its backward one all_gather), or Replicate ->
+/// Shard(seq_dim), a local slice (the embedding's output). Other mesh dims keep their placements. Anything
+/// else on `mesh_dim` is refused (kInvalidArgument) naming the placements.
+DistTensor GatherSequence(const DistTensor& x, int mesh_dim);
+DistTensor ScatterSequence(const DistTensor& x, int mesh_dim, int64_t seq_dim);
+
 /// Backward from a scalar loss: a Replicate mesh dim seeds the rank at coordinate 0 only (the ranks'
 /// copies are one value), a Partial(sum) dim seeds every rank, Partial(avg) 1/p each. Gradients
 /// accumulate into the locals of the leaves (DistTensor::grad() gives them placed).

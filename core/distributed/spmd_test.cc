@@ -408,5 +408,88 @@ TEST(SpmdAutograd, DataAndTensorParallelGradientsMatchOneDevice) {
   ExpectClose(FullTensor(dg.grad()), rg.grad(), 1e-5, "norm weight grad");
 }
 
+// Megatron sequence parallel on a residual MLP block over tp=4 ([b, t, dim] with t sharded): the norm and
+// the residual add run on the sequence shards; the block gathers the normed input before the
+// column-parallel Linear and reduce-scatters the row-parallel product onto the sequence — one all_gather and
+// one reduce_scatter each way, no all_reduce (plain tensor parallel has one all_reduce each way instead);
+// the norm weight's gradient shares (each rank's sequence slice) are all-reduced by grad(). The block on
+// dp=2,tp=2 the same with the batch on dp. Output and gradients vs one device.
+TEST(SpmdAutograd, SequenceParallelBlockGathersAndReduceScattersInsteadOfAllReduce) {
+  for (const ProcessMesh& mesh : {Line(), Grid()}) {
+    SCOPED_TRACE(mesh.ToString());
+    const int tp = mesh.DimIndex("tp");
+    // Weights of Linear's scale (1/sqrt(fan_in)), so that the residual's gradient does not cancel large terms.
+    const Tensor x = Rand({2, 8, 8}, 40), g = Rand({8}, 41), w1 = Rand({16, 8}, 42) * 0.35,
+                 w2 = Rand({8, 16}, 43) * 0.25;
+    Tensor rx = x.detach().set_requires_grad(true), rg = g.detach().set_requires_grad(true),
+           rw1 = w1.detach().set_requires_grad(true), rw2 = w2.detach().set_requires_grad(true);
+    const Tensor ry = rx + oar::linear(oar::silu(oar::linear(oar::rms_norm(rx, 1, rg), rw1)), rw2);
+    oar::sum(ry * ry).backward();
+    auto on = [&](Placement t, Placement dp = R) {
+      Placements p(static_cast<size_t>(mesh.ndim()), dp);
+      p[static_cast<size_t>(tp)] = t;
+      return p;
+    };
+    DistTensor dx = shard_tensor(x, mesh, on(S(1), S(0))).detach().set_requires_grad(true);
+    DistTensor dg = shard_tensor(g, mesh, on(R)).detach().set_requires_grad(true);
+    DistTensor dw1 = shard_tensor(w1, mesh, on(S(0))).detach().set_requires_grad(true);
+    DistTensor dw2 = shard_tensor(w2, mesh, on(S(1))).detach().set_requires_grad(true);
+    ResetCollectiveCounts();
+    const DistTensor a = GatherSequence(rms_norm(dx, 1, dg), tp);
+    EXPECT_EQ(a.placements(), on(R, S(0)));
+    const DistTensor product = linear(silu(linear(a, dw1)), dw2);
+    EXPECT_EQ(product.placements(), on(Placement::Partial(), S(0)));
+    const DistTensor y = add(dx, ScatterSequence(product, tp, 1));
+    EXPECT_EQ(y.placements(), on(S(1), S(0)));
+    const CollectiveCounts fwd = GetCollectiveCounts();
+    EXPECT_EQ(fwd.all_gather, 1) << fwd.ToString();
+    EXPECT_EQ(fwd.reduce_scatter, 1) << fwd.ToString();
+    EXPECT_EQ(fwd.total(), 2) << fwd.ToString();
+    const DistTensor loss = sum(mul(y, y));  // Partial(sum) on every mesh dim: no collective
+    ResetCollectiveCounts();
+    Backward(loss);
+    const CollectiveCounts bwd = GetCollectiveCounts();
+    EXPECT_EQ(bwd.all_gather, 1) << bwd.ToString();
+    EXPECT_EQ(bwd.reduce_scatter, 1) << bwd.ToString();
+    EXPECT_EQ(bwd.total(), 2) << bwd.ToString();
+    ExpectClose(FullTensor(y), ry, 1e-5, "output");
+    ExpectClose(FullTensor(loss), oar::sum(ry * ry), 1e-5, "loss");
+    ExpectClose(FullTensor(dx.grad()), rx.grad(), 1e-5, "x grad");
+    ExpectClose(FullTensor(dw1.grad()), rw1.grad(), 1e-5, "w1 grad");
+    ExpectClose(FullTensor(dw2.grad()), rw2.grad(), 2e-5, "w2 grad");
+    ResetCollectiveCounts();
+    ExpectClose(FullTensor(dg.grad()), rg.grad(), 1e-5, "norm weight grad");
+    EXPECT_GE(GetCollectiveCounts().all_reduce, 1) << "the norm weight's shares are summed over the sequence";
+  }
+}
+
+TEST(SpmdAutograd, SequenceParallelRefusesWhatIsNotItsRegionBoundary) {
+  const ProcessMesh mesh = Line();
+  const Tensor x = Rand({2, 8, 4}, 44);
+  try {
+    (void)GatherSequence(shard_tensor(x, mesh, {R}), 0);
+    FAIL() << "gathering a replicated tensor";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected the sequence-parallel activation sharded on mesh dim 0 (tp)"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    (void)ScatterSequence(shard_tensor(x, mesh, {S(2)}), 0, 1);
+    FAIL() << "scattering a sharded tensor";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected a row-parallel product (Partial(sum)) or a replicated tensor"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW((void)ScatterSequence(shard_tensor(x, mesh, {R}), 1, 1), Error) << "no mesh dim 1";
+  EXPECT_THROW((void)ScatterSequence(shard_tensor(x, mesh, {R}), 0, 3), Error) << "no tensor dim 3";
+  // Replicate -> Shard(seq) is a local slice: no collective.
+  ResetCollectiveCounts();
+  const DistTensor sliced = ScatterSequence(shard_tensor(x, mesh, {R}), 0, 1);
+  EXPECT_EQ(GetCollectiveCounts().total(), 0);
+  ExpectClose(FullTensor(sliced), x, 0, "sliced");
+}
+
 }  // namespace
 }  // namespace oar::distributed

@@ -111,8 +111,8 @@ bool StoreTable::Consume(int client, std::string& in, const Send& send) {
   while (in.size() - at >= kHeaderBytes) {
     const char* h = in.data() + at;
     const uint32_t klen = GetU32(h + 1), vlen = GetU32(h + 5);
-    if ((h[0] != 'S' && h[0] != 'G') || klen == 0 || klen > Store::kMaxKeyBytes || vlen > Store::kMaxValueBytes ||
-        (h[0] == 'G' && vlen != 0)) {
+    if ((h[0] != 'S' && h[0] != 'G' && h[0] != 'C') || klen == 0 || klen > Store::kMaxKeyBytes ||
+        vlen > Store::kMaxValueBytes || (h[0] != 'S' && vlen != 0)) {
       ok = false;  // not one of ours
       break;
     }
@@ -125,6 +125,10 @@ bool StoreTable::Consume(int client, std::string& in, const Send& send) {
       for (auto it = lo; it != hi; ++it) send(it->second, ValueReply(value));
       waiters_.erase(lo, hi);
       kv_[std::move(key)] = std::move(value);
+    } else if (h[0] == 'C') {  // cancel: forget this client's wait for the key; 'c' follows any answer sent
+      auto [lo, hi] = waiters_.equal_range(key);
+      for (auto it = lo; it != hi;) it = it->second == client ? waiters_.erase(it) : ++it;
+      ok = send(client, "c");
     } else if (auto it = kv_.find(key); it != kv_.end()) {
       ok = send(client, ValueReply(it->second));
     } else {
@@ -299,10 +303,33 @@ std::unique_ptr<TcpStore> TcpStore::FromLaunch(const LaunchInfo& l, std::chrono:
 
 std::string TcpStore::Where() const { return addr_ + ":" + std::to_string(port_); }
 
+namespace {
+
+enum class Read { kOk, kTimedOut, kClosed };
+
+// Read from `fd` until `in` holds `bytes` bytes (never more), or the deadline passes, or the peer closes.
+Read ReadUntil(int fd, std::string& in, size_t bytes, Clock::time_point deadline) {
+  while (in.size() < bytes) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return Read::kTimedOut;
+    char buf[65536];
+    const ssize_t n = ::recv(fd, buf, std::min(sizeof(buf), bytes - in.size()), 0);
+    if (n <= 0) return Read::kClosed;
+    in.append(buf, static_cast<size_t>(n));
+  }
+  return Read::kOk;
+}
+
+}  // namespace
+
 void TcpStore::Exchange(std::string_view request, std::string* reply, std::chrono::milliseconds timeout,
                         std::string_view what, std::string_view key) {
   std::lock_guard<std::mutex> lock(*mu_);
-  OAR_CHECK(!broken_, kFailedPrecondition, "TCP store at {} (rank {}): {} '{}': an earlier request timed out", Where(),
+  OAR_CHECK(!broken_, kFailedPrecondition,
+            "TCP store at {} (rank {}): {} '{}': an earlier request timed out and could not be cancelled", Where(),
             rank_, what, key);
   broken_ = true;  // until the whole answer is in
   OAR_CHECK(SendAll(fd_, request), kUnavailable, "TCP store at {} (rank {}): {} '{}': rank 0 closed the connection",
@@ -310,21 +337,17 @@ void TcpStore::Exchange(std::string_view request, std::string* reply, std::chron
   const auto deadline = Clock::now() + timeout;
   std::string in;
   auto need = [&](size_t bytes) {
-    while (in.size() < bytes) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      pollfd p{fd_, POLLIN, 0};
-      const int r = ::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30)));
-      if (r < 0 && errno == EINTR) continue;
-      OAR_CHECK(r > 0, kDeadlineExceeded,
-                "TCP store at {} (rank {}): {} '{}' got no answer within {} ms (no rank set the key: is a peer "
-                "missing or late?)",
-                Where(), rank_, what, key, timeout.count());
-      char buf[65536];
-      const ssize_t n = ::recv(fd_, buf, std::min(sizeof(buf), bytes - in.size()), 0);
-      OAR_CHECK(n > 0, kUnavailable, "TCP store at {} (rank {}): {} '{}': rank 0 closed the connection", Where(), rank_,
-                what, key);
-      in.append(buf, static_cast<size_t>(n));
+    const Read r = ReadUntil(fd_, in, bytes, deadline);
+    if (r == Read::kTimedOut) {
+      // The connection stays usable when the server confirms the cancel (the late answer, if any, before it).
+      broken_ = !Cancel(key, std::move(in));
+      Throw(ErrorCode::kDeadlineExceeded,
+            "TCP store at {} (rank {}): {} '{}' got no answer within {} ms (no rank set the key: is a peer "
+            "missing or late?)",
+            Where(), rank_, what, key, timeout.count());
     }
+    OAR_CHECK(r == Read::kOk, kUnavailable, "TCP store at {} (rank {}): {} '{}': rank 0 closed the connection", Where(),
+              rank_, what, key);
   };
   need(1);
   if (in[0] == 'v') {
@@ -336,6 +359,23 @@ void TcpStore::Exchange(std::string_view request, std::string* reply, std::chron
               key);
   }
   broken_ = false;
+}
+
+bool TcpStore::Cancel(std::string_view key, std::string in) {
+  if (!SendAll(fd_, StoreRequest('C', key, {}))) return false;
+  const auto deadline = Clock::now() + timeout_;
+  while (true) {  // `in`: what had come of the timed-out answer
+    if (ReadUntil(fd_, in, 1, deadline) != Read::kOk) return false;
+    if (in[0] == 'c') return true;  // read exactly up to it: nothing follows
+    if (in[0] == 'k') {             // a set's late answer
+      in.erase(0, 1);
+      continue;
+    }
+    if (in[0] != 'v' || ReadUntil(fd_, in, 5, deadline) != Read::kOk) return false;
+    const size_t whole = 5 + GetU32(in.data() + 1);
+    if (ReadUntil(fd_, in, whole, deadline) != Read::kOk) return false;
+    in.erase(0, whole);  // the late value, dropped
+  }
 }
 
 void TcpStore::Set(std::string_view key, std::string_view value) {

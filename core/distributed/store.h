@@ -42,8 +42,9 @@ class Store {
   /// Make `key` hold `value` for every rank. Thread-safe.
   virtual void Set(std::string_view key, std::string_view value) = 0;
   /// The value of `key`, waiting until some rank sets it; kDeadlineExceeded after `timeout`, naming the key,
-  /// this rank and where the store is. Thread-safe. After a timeout the store is broken (every later call
-  /// fails at once): the late answer could not be told apart from the next one.
+  /// this rank and where the store is. Thread-safe. After a timeout the store stays usable where it can
+  /// cancel the wait (TcpStore: the server forgets it and the late answer, if any, is dropped); where it
+  /// cannot (rank 0 gone or not answering the cancel), every later call fails at once.
   virtual std::string Get(std::string_view key, std::chrono::milliseconds timeout) = 0;
 
   /// This store as the ABI's callback table, valid while the store lives; errors become status objects
@@ -75,6 +76,9 @@ class TcpStore final : public Store {
   std::string Where() const;
   void Exchange(std::string_view request, std::string* reply, std::chrono::milliseconds timeout, std::string_view what,
                 std::string_view key);
+  // After a request for `key` timed out (`in`: what had arrived of its answer): ask the server to forget it
+  // ('C') and read up to its confirmation ('c'), dropping a late answer; false when that fails too.
+  bool Cancel(std::string_view key, std::string in);
 
   std::string addr_;
   int port_ = 0, rank_ = 0;
@@ -87,9 +91,11 @@ class TcpStore final : public Store {
 
 /// The TCP store's server side without its sockets: the table of keys and the clients waiting for them,
 /// fed the bytes each client sent (also the fuzz target's entry, fuzz/tcp_store_fuzzer.cc). Wire format: a
-/// request is op (1 byte: 'S' set, 'G' get), the key's and the value's byte counts (4 bytes each, little
-/// endian), the key, the value (empty for a get); a set is answered 'k', a get 'v', the value's byte count
-/// (4 bytes) and the value, once the key exists.
+/// request is op (1 byte: 'S' set, 'G' get, 'C' cancel), the key's and the value's byte counts (4 bytes each,
+/// little endian), the key, the value (empty for a get and a cancel); a set is answered 'k', a get 'v', the
+/// value's byte count (4 bytes) and the value, once the key exists; a cancel 'c', after forgetting the
+/// client's wait for the key (a client's answers come in the order the server sends them, so after 'c'
+/// nothing of the cancelled get can follow).
 class StoreTable {
  public:
   /// Sends `bytes` to `client`; false when the client is gone.

@@ -6,6 +6,8 @@
 # the devices of one process (four kunlun_sim devices); with one (mpirun ... -np 4) one process per rank.
 # OAR_MESH_ARGS: more arguments for the mesh run (e.g. --schedule fthenb --micro-batches 4);
 # OAR_MESH_EXACT=1: the step lines must be identical (where the math is the one device's, bitwise).
+# OAR_MESH_EXPECT: an extended regular expression a line of the mesh run's output must match (e.g. its
+# `collectives over N steps: ...` line). OAR_KUNLUN_SIM_DEVICES: the simulated devices (default 4).
 # Prints PASS/FAIL.
 set -uo pipefail
 oar=$1
@@ -14,7 +16,7 @@ mesh=$3
 steps=$4
 shift 4
 launcher=("$@")
-export OAR_KUNLUN_SIM_DEVICES=4
+export OAR_KUNLUN_SIM_DEVICES=${OAR_KUNLUN_SIM_DEVICES:-4}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oar-mesh-train.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "$oar" train llama --device "$device" --steps "$steps" --log-every 1 > "$work/one.txt" 2>&1 || {
@@ -36,6 +38,9 @@ paste -d' ' "$work/one.steps" "$work/mesh.steps" | awk '
   END { exit bad }' || exit 1
 if [[ ${OAR_MESH_EXACT:-0} == 1 ]] && ! cmp -s "$work/one.steps" "$work/mesh.steps"; then
   echo "FAIL: the step lines differ (expected identical)"; exit 1
+fi
+if [[ -n ${OAR_MESH_EXPECT:-} ]] && ! grep -Eq "$OAR_MESH_EXPECT" "$work/mesh.txt"; then
+  grep '^collectives' "$work/mesh.txt"; echo "FAIL: no line of the --mesh $mesh run matches '$OAR_MESH_EXPECT'"; exit 1
 fi
 if [[ ${#launcher[@]} -eq 0 ]]; then
   grep -q "training llama on $mesh over $device:0\.\." "$work/mesh.txt" || { echo "FAIL: header"; exit 1; }

@@ -9,13 +9,14 @@
 
 #include "core/base/error.h"
 #include "core/compiler/compiler.h"
+#include "core/distributed/collectives.h"
 #include "core/distributed/mesh.h"
 #include "core/distributed/pipeline.h"
 #include "core/distributed/process_group.h"
 #include "core/inference/generate.h"
 #include "core/inference/predictor.h"
-#include "core/ops/ops.h"
 #include "core/jit/static_function.h"
+#include "core/ops/ops.h"
 #include "core/runtime/allocator.h"
 #include "core/runtime/profiler.h"
 #include "core/runtime/runtime.h"
@@ -77,6 +78,10 @@ void AddTrainCommands(CLI::App& app) {
     cmd->add_option("--micro-batches", a->parallel.micro_batches,
                     "Micro-batches per step with a pp mesh dim (dp x micro-batches must divide the batch; default: "
                     "pp); gradients accumulate over them");
+    cmd->add_flag("--sequence-parallel", a->parallel.sequence_parallel,
+                  "With a tp mesh dim: Megatron's sequence parallel (norms and residual adds sharded on the sequence "
+                  "over tp; each block all-gathers before its column-parallel and reduce-scatters after its "
+                  "row-parallel Linear instead of all-reducing)");
     cmd->add_flag("--profile", a->profile,
                   "After training, print a per-op table: calls, host dispatch time, device time (simulated on "
                   "the simulators), cpu fallbacks, private-format kernel runs; with --static, the scheduler's "
@@ -95,6 +100,8 @@ void AddTrainCommands(CLI::App& app) {
                     "--cinn needs --static: CINN compiles captured programs, and an eager run has none");
       OAR_CHECK_ARG(a->log_every >= 0, "--log-every must be a positive integer (or 0: steps / 10), got {}",
                     a->log_every);
+      OAR_CHECK_ARG(!a->parallel.sequence_parallel || !a->mesh.empty(),
+                    "--sequence-parallel needs a --mesh with a 'tp' dim (e.g. --mesh tp=2)");
       std::unique_ptr<examples::Example> e;
       std::string where;
       const distributed::LaunchInfo launch = distributed::LaunchInfo::FromEnv();
@@ -115,6 +122,10 @@ void AddTrainCommands(CLI::App& app) {
         const std::string under =
             (launch.launcher == "env" ? std::string("RANK/WORLD_SIZE") : launch.launcher) + ", " + world.engine();
         if (plain_dp) {
+          OAR_CHECK_ARG(!a->parallel.sequence_parallel,
+                        "--sequence-parallel shards the activations on the tensor-parallel mesh dim: --mesh needs a "
+                        "'tp' dim, got --mesh {}",
+                        a->mesh);
           e = examples::MakeExample(a->model, ChosenDevice(a->device), a->seed);
           examples::SetDataParallel(*e, world.rank(), world.size(),
                                     [&world](Tensor& t) { world.AllReduce(t, runtime::ReduceOp::kAvg); });
@@ -147,6 +158,7 @@ void AddTrainCommands(CLI::App& app) {
                    std::to_string(a->parallel.micro_batches > 0 ? a->parallel.micro_batches : pp) + " micro-batches)";
         }
       }
+      if (a->parallel.sequence_parallel) where += " (sequence parallel)";
       const int64_t steps = steps_opt->count() == 0 ? e->default_steps() : a->steps;
       std::printf("training %s on %s for %lld steps (seed %llu, %lld parameters)\n", e->kind().c_str(),
                   where.c_str(), static_cast<long long>(steps), static_cast<unsigned long long>(a->seed),
@@ -169,6 +181,7 @@ void AddTrainCommands(CLI::App& app) {
         }
         return examples::Train(*e, steps, a->log_every, log, progress);
       };
+      distributed::ResetCollectiveCounts();
       train(
           [tty](int64_t i, double loss) {
             if (tty) std::fprintf(stderr, "\r\033[K");
@@ -193,6 +206,12 @@ void AddTrainCommands(CLI::App& app) {
             std::fflush(stderr);
           });
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      // Over a mesh: the DistTensor collectives the steps issued (this process's, logical: one per call over
+      // the mesh dim's group), e.g. Megatron's all_reduces or sequence parallel's all_gathers/reduce_scatters.
+      const distributed::CollectiveCounts collectives = distributed::GetCollectiveCounts();
+      if (!a->mesh.empty() && collectives.total() > 0) {
+        std::printf("collectives over %lld steps: %s\n", static_cast<long long>(steps), collectives.ToString().c_str());
+      }
       std::printf("trained in %.1f s\n", secs);
       if (a->static_graph) {
         std::printf("static: %lld steps ran captured programs, %lld captured (", static_cast<long long>(stats.hits),
