@@ -100,6 +100,8 @@ uint32_t TraitsOf(const ops::OpSchema& s) {
     case Op::kLogicalAnd: case Op::kLogicalOr: t |= kCommutative; break;
     // Its param, grad, m and v are read at each result element's index (the scalars are 0-d).
     case Op::kFusedAdam: t |= kElementwise; break;
+    // grad and the forward's result are read at each result element's index (one is 0-d).
+    case Op::kFusedTanhGrad: case Op::kFusedSigmoidGrad: t |= kElementwise; break;
     default: break;
   }
   if (s.kind == ops::OpKind::kUnary || s.kind == ops::OpKind::kPredicate || s.kind == ops::OpKind::kCast ||

@@ -100,6 +100,8 @@ TEST(Registry, RegistersExactlyTheDocumentedKernels) {
   for (int32_t t : {F32, F64}) expected.insert({"fused_rotary", {t, t, t, t}});
   for (int32_t t : {F32, F64}) expected.insert({"fused_rms_scale", {t, t, t, t, t}});
   for (int32_t t : {F32, F64}) expected.insert({"fused_adam", std::vector<int32_t>(16, t)});
+  for (int32_t t : {F32, F64}) expected.insert({"fused_tanh_grad", {t, t, t, t}});
+  for (int32_t t : {F32, F64}) expected.insert({"fused_sigmoid_grad", {t, t, t, t}});
 
   std::set<std::pair<std::string, std::vector<int32_t>>> got;
   for (const auto& e : Registrar().entries) {

@@ -541,7 +541,11 @@ void Epilogue(T* o, const T* b, int64_t bs, int64_t i0, int64_t i1, int64_t n) {
   for (int64_t i = i0; i < i1; ++i) {
     T* row = o + i * n;
     if constexpr (Act == kActTanh) {  // the bias, then the tanh kernel's vectorised tanh over the row
-      for (int64_t j = 0; j < n; ++j) row[j] += b[j * bs];
+      if (bs == 1) {
+        for (int64_t j = 0; j < n; ++j) row[j] += b[j];  // a loop GCC vectorises
+      } else {
+        for (int64_t j = 0; j < n; ++j) row[j] += b[j * bs];
+      }
       TanhN(row, row, n);
     } else if (bs == 1) {
       for (int64_t j = 0; j < n; ++j) row[j] = Activate<T>(row[j] + b[j], Act);
