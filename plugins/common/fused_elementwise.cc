@@ -291,6 +291,14 @@ inline T FlipSign(T x) {
   return std::bit_cast<T>(static_cast<Bits>(std::bit_cast<Bits>(x) ^ (Bits{1} << (8 * sizeof(T) - 1))));
 }
 
+// a * b as the mul kernel returns it when both are NaN: x86 gives the first operand's NaN (quieted), but GCC may
+// swap the operands of a commutative multiply, so the first operand's NaN is chosen explicitly.
+template <typename T>
+inline T MulFirstNaN(T a, T b) {
+  const T r = a * b;
+  return std::isnan(a) ? a + a : r;  // a + a: a's NaN, quieted
+}
+
 // One element of each, in the VJP's order of operations (every step one IEEE operation rounded to T).
 struct TanhGradOp {
   template <typename T>
@@ -298,30 +306,34 @@ struct TanhGradOp {
     const T sq = y * y;
     const T neg = FlipSign(sq);
     const T d = neg + one;
-    return g * d;
+    return MulFirstNaN(g, d);
   }
 };
 struct SigmoidGradOp {
   template <typename T>
   static T Apply(T g, T s, T one) {
-    const T gs = g * s;
+    const T gs = MulFirstNaN(g, s);
     const T neg = FlipSign(s);
     const T d = neg + one;
-    return gs * d;
+    return MulFirstNaN(gs, d);
   }
 };
 
 #if defined(__x86_64__)
 // The contiguous float32 runs eight lanes at a time where the CPU has AVX2 (GCC leaves the plain loop scalar): the
-// same four IEEE operations per lane, the negation a flip of the sign bit, mul and add with their operands in the
-// VJP's order (x86 returns a NaN operand as is, so NaN signs follow the unfused kernels'); the tail as Apply.
+// same four IEEE operations per lane, the negation a flip of the sign bit, a product of two NaNs the first one's (as
+// the mul kernel gives it: OAR_MUL_FIRST_NAN: MulFirstNaN per lane, written out since a helper taking __m256 by value
+// would draw -Wpsabi); the tail as Apply.
+#define OAR_MUL_FIRST_NAN(a, b) \
+  _mm256_blendv_ps(_mm256_mul_ps(a, b), _mm256_add_ps(a, a), _mm256_cmp_ps(a, a, _CMP_UNORD_Q))
 [[gnu::target("avx2")]] void TanhGradAvx2(const float* g, const float* y, float one, float* o, int64_t n) {
   const __m256 ones = _mm256_set1_ps(one), sign = _mm256_set1_ps(-0.0f);
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     const __m256 yv = _mm256_loadu_ps(y + j);
     const __m256 d = _mm256_add_ps(_mm256_xor_ps(_mm256_mul_ps(yv, yv), sign), ones);
-    _mm256_storeu_ps(o + j, _mm256_mul_ps(_mm256_loadu_ps(g + j), d));
+    const __m256 gv = _mm256_loadu_ps(g + j);
+    _mm256_storeu_ps(o + j, OAR_MUL_FIRST_NAN(gv, d));
   }
   for (; j < n; ++j) o[j] = TanhGradOp::Apply(g[j], y[j], one);
 }
@@ -330,11 +342,14 @@ struct SigmoidGradOp {
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     const __m256 sv = _mm256_loadu_ps(s + j);
-    const __m256 gs = _mm256_mul_ps(_mm256_loadu_ps(g + j), sv);
-    _mm256_storeu_ps(o + j, _mm256_mul_ps(gs, _mm256_add_ps(_mm256_xor_ps(sv, sign), ones)));
+    const __m256 gv = _mm256_loadu_ps(g + j);
+    const __m256 gs = OAR_MUL_FIRST_NAN(gv, sv);
+    const __m256 d = _mm256_add_ps(_mm256_xor_ps(sv, sign), ones);
+    _mm256_storeu_ps(o + j, OAR_MUL_FIRST_NAN(gs, d));
   }
   for (; j < n; ++j) o[j] = SigmoidGradOp::Apply(g[j], s[j], one);
 }
+#undef OAR_MUL_FIRST_NAN
 #endif
 
 // A contiguous run: AVX2 for float32 where the CPU has it, else the plain loop.
