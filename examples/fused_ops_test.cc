@@ -1,11 +1,13 @@
 // fused_rotary's numbers against the ops examples/models.cc's RotateWith runs, fused_rms_scale's against
-// rms_norm's, and fused_adam's against the
-// elementwise ops Adam::ApplyStep runs (core/optim), on cpu and both simulators; static training steps (StaticFunction,
-// whose pipeline runs fuse-adam) against the same steps run eagerly — bitwise, as `oar train --static` promises; where
+// rms_norm's, fused_adam's against the
+// elementwise ops Adam::ApplyStep runs (core/optim), and fused_tanh_grad's and fused_sigmoid_grad's against the ops
+// their VJPs record, on cpu and both simulators; static training steps (StaticFunction, whose pipeline runs fuse-adam,
+// fuse-linear and fuse-act-grad) against the same steps run eagerly — bitwise, as `oar train --static` promises; where
 // the rewrite must fire and where it must not. (Here rather than in core/jit or core/passes, whose tests may not use
 // core/optim.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -227,6 +229,95 @@ TEST(FuseAdamRun, StaticAdamStepsAreEagerBitwiseWithOneFusedKernelPerParameter) 
         ASSERT_NE(f.executor(), nullptr);
         EXPECT_EQ(f.executor()->donations().size(), 9u);
       }
+    }
+  }
+}
+
+// tanh's and sigmoid's backward as their VJPs record it (core/ops/schema.cc), y = tanh(x) and s = sigmoid(x):
+// the fused kernels against those ops on cpu and both simulators, over a tail that is not a whole vector (37 x 5),
+// a transposed (strided) gradient, and special values (signed zeros, +-1, a subnormal, huge values, infinities,
+// NaN) in y and grad.
+TEST(FuseActGradRun, KernelsAreTheVjpOpsBitwiseOnCpuAndBothSimulators) {
+  Generator gen(13);
+  const Tensor g = randn({5, 37}, gen, 0, 1, DType::kFloat32, kCpu).transpose(0, 1);
+  std::vector<float> ys = tanh(randn({37, 5}, gen, 0, 1, DType::kFloat32, kCpu)).ToVector<float>();
+  const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, std::numeric_limits<float>::denorm_min(), 3e38f,
+                           -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  std::copy(std::begin(special), std::end(special), ys.begin());
+  const Tensor y = FromVector<float>(ys, {37, 5}, kCpu);
+  std::vector<float> gs = g.contiguous().ToVector<float>();
+  gs[10] = std::numeric_limits<float>::infinity();
+  gs[11] = -0.0f;
+  gs[12] = std::numeric_limits<float>::quiet_NaN();
+  const Tensor g2 = FromVector<float>(gs, {37, 5}, kCpu);
+  for (const char* name : kDevices) {
+    SCOPED_TRACE(name);
+    const Device d(name);
+    for (const Tensor& gg : {g, g2}) {
+      const Tensor G = gg.to(d), Y = y.to(d);
+      const Tensor one = full({}, 1.0, DType::kFloat32, d);
+      const std::vector<Tensor> in = {G, Y, one};
+      // mul(grad, add(neg(mul(y, y)), one)), as G(a) * (1.0 - square(tanh(X(a)))) records it.
+      const std::vector<Tensor> tanh_grad = ops::Run(ops::Op::kFusedTanhGrad, in);
+      ASSERT_EQ(tanh_grad.size(), 1u);
+      EXPECT_EQ(Bits(tanh_grad[0]), Bits(G * (1.0 - square(Y))));
+      // mul(mul(grad, s), add(neg(s), one)), as G(a) * sigmoid(X(a)) * (1.0 - sigmoid(X(a))) records it.
+      const std::vector<Tensor> sigmoid_grad = ops::Run(ops::Op::kFusedSigmoidGrad, in);
+      ASSERT_EQ(sigmoid_grad.size(), 1u);
+      EXPECT_EQ(Bits(sigmoid_grad[0]), Bits(G * Y * (1.0 - Y)));
+    }
+  }
+  const Tensor t = zeros({4, 3});
+  const std::vector<Tensor> bad_y = {t, zeros({3, 4}), zeros({})};
+  EXPECT_THROW(ops::Run(ops::Op::kFusedTanhGrad, bad_y), Error);
+  const std::vector<Tensor> bad_one = {t, t, zeros({1})};
+  try {
+    ops::Run(ops::Op::kFusedSigmoidGrad, bad_one);
+    FAIL() << "a `one` of shape [1] was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("argument 'one' must be a 0-d scalar, got shape [1]"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The gradients of a small network with tanh, sigmoid and silu (x * sigmoid(x), as llama's SwiGlu has it), from a
+// step captured by StaticFunction (fuse-linear, fuse-act-grad, the scheduler) against the same step run eagerly:
+// bitwise, with one fused kernel per activation; `square_out` also returns y * y, which CSE merges with tanh's
+// backward square, so that chain keeps an intermediate alive and must stay unfused.
+TEST(FuseActGradRun, StaticStepsAreEagerBitwiseWithTheActivationGradientsFused) {
+  for (const char* name : kDevices) {
+    for (const bool square_out : {false, true}) {
+      SCOPED_TRACE(std::string(name) + (square_out ? ", y * y returned" : ""));
+      const Device d(name);
+      Generator gen(5);
+      Tensor w = randn({4, 6}, gen, 0, 0.5, DType::kFloat32, kCpu).to(d);
+      Tensor b = randn({4}, gen, 0, 0.5, DType::kFloat32, kCpu).to(d);
+      Tensor v = randn({4, 4}, gen, 0, 0.5, DType::kFloat32, kCpu).to(d);
+      const Tensor x = randn({5, 6}, gen, 0, 1, DType::kFloat32, kCpu).to(d);
+      for (Tensor* p : {&w, &b, &v}) p->set_requires_grad(true);
+      auto step = [&](std::span<const Tensor>) {
+        const Tensor y = tanh(linear(x, w, b));  // matmul(x, w^T) + b, then tanh
+        const Tensor z = silu(matmul(y, v));
+        const Tensor loss = sum(sigmoid(z) * z);
+        for (Tensor* p : {&w, &b, &v}) p->zero_grad();
+        loss.backward();
+        std::vector<Tensor> out = {loss, w.grad(), b.grad(), v.grad()};
+        if (square_out) out.push_back(y * y);
+        return out;
+      };
+      const std::vector<StateSlot> state = {{"w", &w}, {"b", &b}, {"v", &v}};
+      StaticFunction f(step, state, d);
+      const std::vector<Tensor> want = step({});
+      for (int run = 0; run < 3; ++run) {
+        const std::vector<Tensor> got = f(std::vector<Tensor>{});
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(Bits(got[i]), Bits(want[i])) << "output " << i;
+      }
+      const std::string text = ir::Print(*f.program());
+      EXPECT_EQ(Count(text, "kernel.fused_tanh_grad("), square_out ? 0u : 1u) << text;
+      EXPECT_EQ(Count(text, "kernel.fused_sigmoid_grad("), 2u) << text;  // sigmoid's and silu's
+      EXPECT_EQ(Count(text, "kernel.fused_linear("), 1u) << text;
+      EXPECT_EQ(Count(text, "kernel.tanh("), 0u) << text;  // fused_linear's epilogue, read by the backward
     }
   }
 }

@@ -569,6 +569,16 @@ SpmdRule SpmdRuleFor(ops::Op op, std::span<const ops::TensorMeta> in, const ops:
       r.outputs = {f, f, f};
       return r;
     }
+    case Op::kFusedTanhGrad:
+    case Op::kFusedSigmoidGrad: {
+      // Elementwise over grad and the forward's result (one factor per dim); `one` is 0-d (replicated). Not
+      // passed through as Partial: the result is not linear in the forward's result.
+      r.family = "elementwise";
+      const std::vector<int> f = Identity(r, shape(0));
+      r.inputs = {f, f, {}};
+      r.outputs = {f};
+      return r;
+    }
     case Op::kCount_:
       break;
   }

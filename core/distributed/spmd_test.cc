@@ -93,6 +93,8 @@ Sample SampleFor(const ops::OpSchema& s) {
       {"fused_rms_scale", {{{4, 6}, {4, 1}, {}, {6}}, {}}},
       {"relu_grad", {{{4, 6}, {4, 6}}, {}}},
       {"fused_adam", {{{4, 6}, {4, 6}, {4, 6}, {4, 6}, {}, {}, {}, {}, {}, {}, {}, {}, {}}, {{"with_decay", int64_t{1}}}}},
+      {"fused_tanh_grad", {{{4, 6}, {4, 6}, {}}, {}}},
+      {"fused_sigmoid_grad", {{{4, 6}, {4, 6}, {}}, {}}},
       {"where", {{{4, 6}, {4, 6}, {6}}, {}}},
   };
   auto it = special.find(std::string(s.name));

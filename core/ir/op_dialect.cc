@@ -101,6 +101,8 @@ uint32_t TraitsOf(const ops::OpSchema& s) {
     // fused_adam's param, grad, m and v, and relu_grad's grad and x, are read at each result element's index
     // (fused_adam's scalars are 0-d).
     case Op::kFusedAdam: case Op::kReluGrad: t |= kElementwise; break;
+    // grad and the forward's result are read at each result element's index (one is 0-d).
+    case Op::kFusedTanhGrad: case Op::kFusedSigmoidGrad: t |= kElementwise; break;
     default: break;
   }
   if (s.kind == ops::OpKind::kUnary || s.kind == ops::OpKind::kPredicate || s.kind == ops::OpKind::kCast ||

@@ -222,9 +222,14 @@ std::vector<Tensor> StaticFunction::operator()(std::span<const Tensor> inputs) {
     passes::PassManager pm;
     pm.AddPipeline("canonicalize,cse,dce");
     pm.AddPipeline(fusion_passes_);
-    // Adam's update chain per parameter becomes one fused_adam kernel (the same operations, bit for bit),
-    // unless CINN fuses (its groups take these chains, and hold their ops in regions a rewrite must not touch).
-    if (fusion_passes_.empty()) pm.AddPipeline(fmt::format("fuse-adam{{device={}}},dce", device_.str()));
+    // Unless CINN fuses (its groups take these chains, and hold their ops in regions a rewrite must not touch),
+    // kernels that compute the same operations bit for bit replace chains of them: Adam's update per parameter
+    // (fused_adam), the forward's matmul + bias + tanh / relu (fused_linear, where the backward does not read the
+    // matmul's or the sum's own result), and tanh's and sigmoid's backward (fused_tanh_grad, fused_sigmoid_grad).
+    if (fusion_passes_.empty()) {
+      pm.AddPipeline(fmt::format("fuse-adam{{device={0}}},fuse-linear{{device={0}}},fuse-act-grad{{device={0}}},dce",
+                                 device_.str()));
+    }
     pm.AddPipeline(fmt::format("kernel-select{{device={}}}", device_.str()));
     // Forward results the backward reads late are recomputed there where that lowers the step's peak bytes.
     pm.AddPipeline("remat");

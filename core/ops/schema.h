@@ -60,6 +60,9 @@ enum class Op : int {
   kFusedLinear, kFusedRotary, kFusedRmsScale, kReluGrad,
   // Adam's update of one parameter (passes/fuse_optimizer.cc makes it in static training programs)
   kFusedAdam,
+  // the backward of tanh and sigmoid as their VJPs record it (passes/fuse_elementwise.cc's fuse-act-grad makes
+  // them in static training programs)
+  kFusedTanhGrad, kFusedSigmoidGrad,
   kCount_
 };
 

@@ -318,6 +318,23 @@ Metas InferFusedAdam(const OpSchema& s, std::span<const TensorMeta> in, const At
   return {in[0], in[0], in[0]};
 }
 
+// fused_tanh_grad, fused_sigmoid_grad: grad and the forward's result of one shape (symbolic extents pass
+// through) and a 0-d scalar, one floating dtype -> grad's type.
+Metas InferFusedActGrad(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
+  CheckFloating(s, 0, in[0].dtype);
+  CheckSameDType(s, in, 0, 1);
+  CheckSameDType(s, in, 0, 2);
+  const Dims& g = in[0].shape;
+  const Dims& y = in[1].shape;
+  bool same = y.size() == g.size();
+  for (int d = 0; same && d < g.size(); ++d) same = y[d] == g[d] || y[d] < 0 || g[d] < 0;
+  OAR_CHECK_ARG(same, "{}: argument '{}' has shape {}, expected the gradient's {}", s.name, s.inputs[1], y.ToString(),
+                g.ToString());
+  OAR_CHECK_ARG(in[2].shape.size() == 0, "{}: argument 'one' must be a 0-d scalar, got shape {}", s.name,
+                in[2].shape.ToString());
+  return {in[0]};
+}
+
 AttrSpec Ints2(std::string_view name, int64_t v) { return {name, OAR_ATTR_INTS, std::vector<int64_t>{v, v}, ""}; }
 AttrSpec IntsEmpty(std::string_view name) { return {name, OAR_ATTR_INTS, std::vector<int64_t>{}, ""}; }
 AttrSpec IntA(std::string_view name, int64_t v) { return {name, OAR_ATTR_INT, v, ""}; }
@@ -409,6 +426,18 @@ void AppendNnSchemas(std::vector<OpSchema>& t) {
          "(grad * grad) * one_minus_beta2, param_out = value - ((m_out / bias_correction1) / (sqrt(v_out / "
          "bias_correction2) + eps)) * lr with value = param * decay (with_decay 1, AdamW) or param (with_decay 0, "
          "Adam: decay is not read), each operation rounded to the dtype; the scalars are 0-d",
+         nullptr);
+  // The backward of tanh and sigmoid in one pass each (fuse-act-grad in static training programs): not
+  // differentiated again (vjp null), as a training step's backward is not.
+  direct(Op::kFusedTanhGrad, "fused_tanh_grad", {"grad", "y", "one"}, {"grad_x"}, {},
+         Bit(DType::kFloat32) | Bit(DType::kFloat64), InferFusedActGrad,
+         "tanh's backward with y = tanh(x): grad * (-(y * y) + one), one a 0-d 1, each operation rounded to the dtype "
+         "(the ops tanh's VJP records: mul, neg, add, mul)",
+         nullptr);
+  direct(Op::kFusedSigmoidGrad, "fused_sigmoid_grad", {"grad", "s", "one"}, {"grad_x"}, {},
+         Bit(DType::kFloat32) | Bit(DType::kFloat64), InferFusedActGrad,
+         "sigmoid's backward with s = sigmoid(x): (grad * s) * (-s + one), one a 0-d 1, each operation rounded to "
+         "the dtype (the ops sigmoid's VJP records: mul, neg, add, mul)",
          nullptr);
 }
 

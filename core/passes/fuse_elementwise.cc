@@ -28,6 +28,16 @@
 // fuse-rms-scale{device=NAME}: the end of rms_norm (core/ops/nn.cc), mul(mul(x, rsqrt(add(ms, eps))), w), four
 // kernels, becomes one op.fused_rms_scale(x, ms, eps, w), the inner ops used once and of x's type where they
 // have x's shape (ms, eps and w broadcast against x; eps is 0-d).
+//
+// fuse-act-grad{device=NAME}: the backward of tanh and of sigmoid as their VJPs (core/ops/schema.cc) record it,
+// y = tanh(x) and s = sigmoid(x) being the forward's results (CSE merges the VJP's recomputation with them):
+//
+//   mul(grad, add(neg(mul(y, y)), one))      -> op.fused_tanh_grad(grad, y, one)      (four kernels)
+//   mul(mul(grad, s), add(neg(s), one))      -> op.fused_sigmoid_grad(grad, s, one)   (three kernels; silu's
+//                                                                                      backward holds one)
+//
+// `one` a 0-d scalar of the dtype, grad, y and s of the result's type, every inner op used once; mul and add may
+// have their operands either way round.
 #include <functional>
 #include <memory>
 #include <string>
@@ -304,6 +314,62 @@ class FuseRmsScalePattern : public RewritePattern {
   Device device_;
 };
 
+// `op` (binary, commutative) has an operand made by `name` with one use: that op, the other operand in *other.
+ir::Operation* OneUseOperand(ir::Operation* op, std::string_view name, ir::Value* other) {
+  for (uint32_t side = 0; side < 2; ++side) {
+    if (ir::Operation* d = OneUseDef(op->operand(side), name)) {
+      *other = op->operand(1 - side);
+      return d;
+    }
+  }
+  return nullptr;
+}
+
+class FuseActGradPattern : public RewritePattern {
+ public:
+  explicit FuseActGradPattern(Device device) : RewritePattern("op.mul", 1, "fuse_act_grad"), device_(device) {}
+
+  bool MatchAndRewrite(ir::Operation* root, PatternRewriter& rewriter) const override {
+    const ir::Type t = root->result(0).type();
+    if (!t.IsTensor() || root->num_operands() != 2) return false;
+    for (uint32_t side = 0; side < 2; ++side) {
+      // d = add(neg(z), one), the root's other operand `rest`.
+      ir::Operation* d = OneUseDef(root->operand(side), "op.add");
+      const ir::Value rest = root->operand(1 - side);
+      if (d == nullptr || d->result(0).type() != t || rest.type() != t) continue;
+      ir::Value one;
+      ir::Operation* neg = OneUseOperand(d, "op.neg", &one);
+      if (neg == nullptr || !IsScalarOf(one, t.dtype())) continue;
+      const ir::Value z = neg->operand(0);
+      if (z.type() != t) continue;
+      // tanh: z = mul(y, y) used once, rest = grad.
+      if (ir::Operation* sq = OneUseDef(z, "op.mul"); sq != nullptr && sq->operand(0) == sq->operand(1)) {
+        return Rewrite(root, "op.fused_tanh_grad", ops::Op::kFusedTanhGrad, {rest, sq->operand(0), one}, rewriter);
+      }
+      // sigmoid: rest = mul(grad, s) used once, with s = z.
+      ir::Operation* gs = OneUseDef(rest, "op.mul");
+      if (gs == nullptr) continue;
+      for (uint32_t k = 0; k < 2; ++k) {
+        if (gs->operand(k) == z && gs->operand(1 - k).type() == t) {
+          return Rewrite(root, "op.fused_sigmoid_grad", ops::Op::kFusedSigmoidGrad, {gs->operand(1 - k), z, one},
+                         rewriter);
+        }
+      }
+    }
+    return false;
+  }
+
+ private:
+  bool Rewrite(ir::Operation* root, std::string_view name, ops::Op op, const std::vector<ir::Value>& operands,
+               PatternRewriter& rewriter) const {
+    if (!FusedKernelOn(op, device_, root->result(0).type().dtype())) return false;
+    rewriter.SetInsertionPoint(root);
+    rewriter.ReplaceOp(root, rewriter.Create1(name, operands));
+    return true;
+  }
+  Device device_;
+};
+
 // One pass per pattern, all alike: the device is checked first, then the rewrite runs to a fixed point.
 template <typename PatternT>
 class FusePass : public Pass {
@@ -344,6 +410,10 @@ void RegisterFuseElementwisePasses() {
       "fuse-rotary",
       "the rotary rotation concat(x1 c - x2 s, x2 c + x1 s) of x's halves into "
       "op.fused_rotary where {device=NAME} has its kernel (bitwise the same operations)");
+  RegisterFusePass<FuseActGradPattern>("fuse-act-grad",
+                                       "tanh's and sigmoid's backward (grad * (1 - y * y), grad * s * (1 - s)) into "
+                                       "op.fused_tanh_grad / op.fused_sigmoid_grad where {device=NAME} has their "
+                                       "kernels (bitwise the same operations)");
   RegisterFusePass<FuseRmsScalePattern>("fuse-rms-scale",
                                         "rms_norm's x * rsqrt(ms + eps) * w into op.fused_rms_scale where "
                                         "{device=NAME} has its kernel (bitwise the same operations)");

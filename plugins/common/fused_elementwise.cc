@@ -1,6 +1,6 @@
 // Fused elementwise kernels that compute the very operations of the ops they replace, each rounded to the dtype
-// (docs/ops.md), so a program rewritten to use them gives the same bits: fused_adam, fused_rotary and
-// fused_rms_scale.
+// (docs/ops.md), so a program rewritten to use them gives the same bits: fused_adam, fused_rotary,
+// fused_rms_scale, fused_tanh_grad and fused_sigmoid_grad.
 //
 // fused_adam: Adam's (and AdamW's) update of one parameter in one pass over its elements.
 //
@@ -20,12 +20,28 @@
 // fused_rotary: the rotation of rotary position embeddings with the rows given, x [..., 2h] with cos, sin
 // broadcasting against [..., h]: out[..., :h] = x1 * cos - x2 * sin, out[..., h:] = x2 * cos + x1 * sin (x1, x2
 // the halves of x), as examples/models.cc's RotateWith computes it with mul, sub, add and concat.
+//
+// fused_tanh_grad and fused_sigmoid_grad: the backward of tanh and sigmoid as core/ops/schema.cc's VJPs record it
+// (y = tanh(x), s = sigmoid(x), the forward's results; `one` the 0-d scalar 1.0 - t becomes add(neg(t), 1)):
+//
+//   fused_tanh_grad(grad, y, one)    = grad * (-(y * y) + one)          mul(grad, add(neg(mul(y, y)), one))
+//   fused_sigmoid_grad(grad, s, one) = (grad * s) * (-s + one)          mul(mul(grad, s), add(neg(s), one))
+//
+// four and three kernels, each a pass over the tensor, become one; every operation is rounded to T in this order.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "oar/plugin/ops.h"
 #include "plugins/common/kernel_util.h"
@@ -265,9 +281,135 @@ void FusedRmsScale(const KernelCall& call) {
   });
 }
 
+// ---- fused_tanh_grad, fused_sigmoid_grad ------------------------------------------------------------------
+// -x as the neg kernel computes it, by flipping the sign bit: written as `-x`, GCC folds `-x + one` into
+// `one - x`, equal for every number but not for NaN (the neg kernel's -NaN keeps its flipped sign through the
+// add; one - NaN returns the NaN unflipped).
+template <typename T>
+inline T FlipSign(T x) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  return std::bit_cast<T>(static_cast<Bits>(std::bit_cast<Bits>(x) ^ (Bits{1} << (8 * sizeof(T) - 1))));
+}
+
+// a * b as the mul kernel returns it when both are NaN: x86 gives the first operand's NaN (quieted), but GCC may
+// swap the operands of a commutative multiply, so the first operand's NaN is chosen explicitly.
+template <typename T>
+inline T MulFirstNaN(T a, T b) {
+  const T r = a * b;
+  return std::isnan(a) ? a + a : r;  // a + a: a's NaN, quieted
+}
+
+// One element of each, in the VJP's order of operations (every step one IEEE operation rounded to T).
+struct TanhGradOp {
+  template <typename T>
+  static T Apply(T g, T y, T one) {
+    const T sq = y * y;
+    const T neg = FlipSign(sq);
+    const T d = neg + one;
+    return MulFirstNaN(g, d);
+  }
+};
+struct SigmoidGradOp {
+  template <typename T>
+  static T Apply(T g, T s, T one) {
+    const T gs = MulFirstNaN(g, s);
+    const T neg = FlipSign(s);
+    const T d = neg + one;
+    return MulFirstNaN(gs, d);
+  }
+};
+
+#if defined(__x86_64__)
+// The contiguous float32 runs eight lanes at a time where the CPU has AVX2 (GCC leaves the plain loop scalar): the
+// same four IEEE operations per lane, the negation a flip of the sign bit, a product of two NaNs the first one's (as
+// the mul kernel gives it: OAR_MUL_FIRST_NAN: MulFirstNaN per lane, written out since a helper taking __m256 by value
+// would draw -Wpsabi); the tail as Apply.
+#define OAR_MUL_FIRST_NAN(a, b) \
+  _mm256_blendv_ps(_mm256_mul_ps(a, b), _mm256_add_ps(a, a), _mm256_cmp_ps(a, a, _CMP_UNORD_Q))
+[[gnu::target("avx2")]] void TanhGradAvx2(const float* g, const float* y, float one, float* o, int64_t n) {
+  const __m256 ones = _mm256_set1_ps(one), sign = _mm256_set1_ps(-0.0f);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 yv = _mm256_loadu_ps(y + j);
+    const __m256 d = _mm256_add_ps(_mm256_xor_ps(_mm256_mul_ps(yv, yv), sign), ones);
+    const __m256 gv = _mm256_loadu_ps(g + j);
+    _mm256_storeu_ps(o + j, OAR_MUL_FIRST_NAN(gv, d));
+  }
+  for (; j < n; ++j) o[j] = TanhGradOp::Apply(g[j], y[j], one);
+}
+[[gnu::target("avx2")]] void SigmoidGradAvx2(const float* g, const float* s, float one, float* o, int64_t n) {
+  const __m256 ones = _mm256_set1_ps(one), sign = _mm256_set1_ps(-0.0f);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 sv = _mm256_loadu_ps(s + j);
+    const __m256 gv = _mm256_loadu_ps(g + j);
+    const __m256 gs = OAR_MUL_FIRST_NAN(gv, sv);
+    const __m256 d = _mm256_add_ps(_mm256_xor_ps(sv, sign), ones);
+    _mm256_storeu_ps(o + j, OAR_MUL_FIRST_NAN(gs, d));
+  }
+  for (; j < n; ++j) o[j] = SigmoidGradOp::Apply(g[j], s[j], one);
+}
+#undef OAR_MUL_FIRST_NAN
+#endif
+
+// A contiguous run: AVX2 for float32 where the CPU has it, else the plain loop.
+template <typename Op, typename T>
+void ActGradDense(const T* g, const T* y, T one, T* o, int64_t n) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, float>) {
+    static const bool avx2 = __builtin_cpu_supports("avx2");
+    if (avx2) {
+      if constexpr (std::is_same_v<Op, TanhGradOp>) return TanhGradAvx2(g, y, one, o, n);
+      if constexpr (std::is_same_v<Op, SigmoidGradOp>) return SigmoidGradAvx2(g, y, one, o, n);
+    }
+  }
+#endif
+  for (int64_t j = 0; j < n; ++j) o[j] = Op::Apply(g[j], y[j], one);
+}
+
+// out = Op(grad, y, one) over grad's shape: grad, y and out of one shape (any strides), one 0-d.
+template <typename Op, typename T>
+void FusedActGrad(const KernelCall& call) {
+  CheckArity(call, 3, 1);
+  constexpr int32_t t = kDTypeOf<T>;
+  CheckDTypes(call, {t, t, t, t});
+  const TensorRef g = call.input(0), y = call.input(1), out = call.output(0);
+  CheckSameShape(call, y, g, "the forward's result must have the gradient's shape");
+  CheckSameShape(call, out, g, "the output must have the gradient's shape");
+  if (call.input(2).rank() != 0) Invalid(call, "input 2 (one) must be 0-d, got " + call.input(2).ShapeString());
+  if (g.numel() == 0) return;
+  const T one = *call.input(2).data<const T>();
+  const std::array<std::span<const int64_t>, 3> strides = {g.strides(), y.strides(), out.strides()};
+  std::array<int64_t, 3> sizes;
+  sizes.fill(static_cast<int64_t>(sizeof(T)));
+  const StridedLayout<3> l = Collapse<3>(g.shape(), strides, sizes);
+  const std::array<char*, 3> base = {g.data<char>(), y.data<char>(), out.data<char>()};
+  ForEach<3>(l, base, [one](const std::array<char*, 3>& p, int64_t n, const std::array<int64_t, 3>& st) {
+    constexpr int64_t e = static_cast<int64_t>(sizeof(T));
+    if (st[0] == e && st[1] == e && st[2] == e) {
+      return ActGradDense<Op, T>(reinterpret_cast<const T*>(p[0]), reinterpret_cast<const T*>(p[1]), one,
+                                 reinterpret_cast<T*>(p[2]), n);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const T gv = *reinterpret_cast<const T*>(p[0] + j * st[0]);
+      const T yv = *reinterpret_cast<const T*>(p[1] + j * st[1]);
+      *reinterpret_cast<T*>(p[2] + j * st[2]) = Op::Apply(gv, yv, one);
+    }
+  });
+}
+
 }  // namespace
 
 void AppendFusedElementwiseKernels(std::vector<HostKernel>* kernels) {
+  for (const char* op : {OAR_OP_FUSED_TANH_GRAD, OAR_OP_FUSED_SIGMOID_GRAD}) {
+    const bool tanh = std::string_view(op) == OAR_OP_FUSED_TANH_GRAD;
+    AddKernel(kernels, op, {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32},
+              tanh ? &GuardedKernel<&FusedActGrad<TanhGradOp, float>>
+                   : &GuardedKernel<&FusedActGrad<SigmoidGradOp, float>>);
+    AddKernel(kernels, op, {OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64},
+              tanh ? &GuardedKernel<&FusedActGrad<TanhGradOp, double>>
+                   : &GuardedKernel<&FusedActGrad<SigmoidGradOp, double>>);
+  }
   AddKernel(kernels, OAR_OP_FUSED_RMS_SCALE,
             {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32},
             &GuardedKernel<&FusedRmsScale<float>>);

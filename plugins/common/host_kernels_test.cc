@@ -101,13 +101,15 @@ TEST(Registry, RegistersExactlyTheDocumentedKernels) {
   for (int32_t t : {F32, F64}) expected.insert({"fused_rms_scale", {t, t, t, t, t}});
   for (int32_t t : {F32, F64}) expected.insert({"fused_adam", std::vector<int32_t>(16, t)});
   for (int32_t t : kFloats) expected.insert({"relu_grad", {t, t, t}});
+  for (int32_t t : {F32, F64}) expected.insert({"fused_tanh_grad", {t, t, t, t}});
+  for (int32_t t : {F32, F64}) expected.insert({"fused_sigmoid_grad", {t, t, t, t}});
 
   std::set<std::pair<std::string, std::vector<int32_t>>> got;
   for (const auto& e : Registrar().entries) {
     got.insert({e.op, e.dtypes});
     EXPECT_EQ(e.format, OAR_FORMAT_PLAIN) << e.op << ": host kernels are for plain tensors only";
   }
-  // Name the first differences (the set comparison below would print all 568 keys).
+  // Name the first differences (the set comparison below would print all 580 keys).
   auto describe = [](const std::pair<std::string, std::vector<int32_t>>& key) {
     std::string s = key.first + " {";
     for (int32_t t : key.second) s += " " + std::string(DTypeName(t));

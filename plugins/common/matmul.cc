@@ -538,12 +538,23 @@ T Activate(T v, int64_t act) {
 /// Rows [i0, i1) of the [M, N] output o: o = act(o + bias), bias of stride bs.
 template <typename T, int64_t Act>
 void Epilogue(T* o, const T* b, int64_t bs, int64_t i0, int64_t i1, int64_t n) {
+  if constexpr (Act == kActTanh) {
+    // The bias row by row, then the tanh kernel's vectorised tanh over the rows at once (TanhN computes each
+    // element alone, as the tanh kernel does over any run of a tensor; one call rather than one per row).
+    for (int64_t i = i0; i < i1; ++i) {
+      T* row = o + i * n;
+      if (bs == 1) {
+        for (int64_t j = 0; j < n; ++j) row[j] += b[j];  // a loop GCC vectorises
+      } else {
+        for (int64_t j = 0; j < n; ++j) row[j] += b[j * bs];
+      }
+    }
+    TanhN(o + i0 * n, o + i0 * n, (i1 - i0) * n);
+    return;
+  }
   for (int64_t i = i0; i < i1; ++i) {
     T* row = o + i * n;
-    if constexpr (Act == kActTanh) {  // the bias, then the tanh kernel's vectorised tanh over the row
-      for (int64_t j = 0; j < n; ++j) row[j] += b[j * bs];
-      TanhN(row, row, n);
-    } else if (bs == 1) {
+    if (bs == 1) {
       for (int64_t j = 0; j < n; ++j) row[j] = Activate<T>(row[j] + b[j], Act);
     } else {
       for (int64_t j = 0; j < n; ++j) row[j] = Activate<T>(row[j] + b[j * bs], Act);

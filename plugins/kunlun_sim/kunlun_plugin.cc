@@ -103,6 +103,14 @@ sim::Cost FusedAdamCost(const sim::SimKernel& kernel, const sim::DeviceModel& mo
   return TiledElementwiseCost(kernel, model, tensors);
 }
 
+/// fused_tanh_grad and fused_sigmoid_grad are elementwise over grad and the forward's result: timed as the tiled
+/// elementwise kernels are, over those and the result (the 0-d `one`, read once, is left out).
+sim::Cost FusedActGradCost(const sim::SimKernel& kernel, const sim::DeviceModel& model, const oar_kernel_call_t& call) {
+  oar_kernel_call_t tensors = call;
+  tensors.num_inputs = std::min(call.num_inputs, 2);
+  return TiledElementwiseCost(kernel, model, tensors);
+}
+
 // Never destroyed: the stream workers run these kernels until the process ends, so kernels still queued
 // (or just run, unsynchronised) at exit must not see the set torn down by static destructors.
 sim::KernelSet& Kernels() {
@@ -120,6 +128,8 @@ sim::KernelSet& Kernels() {
         k.cost = TiledReductionCost;
       } else if (k.op == "fused_adam") {
         k.cost = FusedAdamCost;
+      } else if (k.op == "fused_tanh_grad" || k.op == "fused_sigmoid_grad") {
+        k.cost = FusedActGradCost;
       }
     }
     return new sim::KernelSet(std::move(s));

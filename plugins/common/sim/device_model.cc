@@ -49,6 +49,7 @@ double FlopsPerElement(std::string_view op) {
   }
   if (op == "layer_norm") return 8;
   if (op == "fused_adam") return 16;  // 10 arithmetic operations and a square root per element
+  if (op == "fused_tanh_grad" || op == "fused_sigmoid_grad") return 4;  // the four ops each replaces
   return 1;
 }
 

@@ -236,8 +236,12 @@
 /* fused_adam(param, grad, m, v, decay, beta1, one_minus_beta1, beta2, one_minus_beta2, bias_correction1, bias_correction2, eps, lr) -> param_out, m_out, v_out: Adam's update of one parameter, elementwise: m_out = m * beta1 + grad * one_minus_beta1, v_out = v * beta2 + (grad * grad) * one_minus_beta2, param_out = value - ((m_out / bias_correction1) / (sqrt(v_out / bias_correction2) + eps)) * lr with value = param * decay (with_decay 1, AdamW) or param (with_decay 0, Adam: decay is not read), each operation rounded to the dtype; the scalars are 0-d */
 #define OAR_OP_FUSED_ADAM "fused_adam"
 #define OAR_OP_FUSED_ADAM_ATTR_WITH_DECAY "with_decay"
+/* fused_tanh_grad(grad, y, one) -> grad_x: tanh's backward with y = tanh(x): grad * (-(y * y) + one), one a 0-d 1, each operation rounded to the dtype (the ops tanh's VJP records: mul, neg, add, mul) */
+#define OAR_OP_FUSED_TANH_GRAD "fused_tanh_grad"
+/* fused_sigmoid_grad(grad, s, one) -> grad_x: sigmoid's backward with s = sigmoid(x): (grad * s) * (-s + one), one a 0-d 1, each operation rounded to the dtype (the ops sigmoid's VJP records: mul, neg, add, mul) */
+#define OAR_OP_FUSED_SIGMOID_GRAD "fused_sigmoid_grad"
 
 /* Number of ops above. */
-#define OAR_OP_COUNT 76
+#define OAR_OP_COUNT 78
 
 #endif /* OAR_PLUGIN_OPS_H_ */
