@@ -52,6 +52,9 @@ double SquaredDeviationLeaf(const double* p, int64_t n, double mean);
 void LayerNormRow(const double* v, const double* w, const double* b, float* o, int64_t n, double mean, double rstd);
 /// d[i] = double(p[i]) for i in [0, n).
 void WidenRow(const float* p, double* d, int64_t n);
+/// WidenRow(p, d, n) followed by SumLeafAsDouble(d, n) (n <= 256), in one pass: each widened vector is
+/// stored and added to its lanes while in registers; bitwise the same d and sum.
+double WidenSumLeaf(const float* p, double* d, int64_t n);
 
 /// The float32 binary maps of elementwise.cc (MapBinary) with a vector loop of the CPU's widest vectors.
 enum class VecBinary { kAdd, kSub, kMul, kDiv, kReluGrad };
@@ -60,6 +63,10 @@ enum class VecBinary { kAdd, kSub, kMul, kDiv, kReluGrad };
 /// 0. One IEEE operation per element, the same as MapBinary's scalar Apply, so every width gives the
 /// same bits. `o` may be `x` or `y` (no other overlap).
 void BinaryRun(VecBinary op, const float* x, int64_t x_step, const float* y, int64_t y_step, float* o, int64_t n);
+
+/// log_softmax's output row: o[i] = (x[i] - a) - b, the two float subtractions in that order (what two
+/// BinaryRun kSub passes with a broadcast scalar give), in one pass. `o` may be `x`.
+void SubTwiceRun(const float* x, float a, float b, float* o, int64_t n);
 
 /// ReluOp of elementwise.cc on a dense float32 run: y[i] = x[i] < 0 ? 0 : x[i] (NaN and -0 pass through;
 /// y may be x).

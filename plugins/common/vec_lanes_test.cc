@@ -111,6 +111,11 @@ TEST(VecLanes, LeavesMatchTheScalarLoopsBitForBit) {
           EXPECT_TRUE(Same(SumLeafAsDouble(p, n), RefLeaf<double>(n, [&](int64_t i) { return double(p[i]); })));
           EXPECT_TRUE(
               Same(SumLeafAsDouble(wide.data(), n), RefLeaf<double>(n, [&](int64_t i) { return double(p[i]); })));
+          std::vector<double> fused(static_cast<size_t>(n) + 1, 7.0);  // layer_norm's widen-and-sum pass
+          EXPECT_TRUE(
+              Same(WidenSumLeaf(p, fused.data(), n), RefLeaf<double>(n, [&](int64_t i) { return double(p[i]); })));
+          for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(fused[i], double(p[i])));
+          EXPECT_EQ(fused[n], 7.0);
           for (double mean : {0.0, 1.25, -3e3}) {
             const double want = RefLeaf<double>(n, [&](int64_t i) {
               const double d = static_cast<double>(p[i]) - mean;
@@ -251,6 +256,28 @@ TEST(VecLanes, ReluRunMatchesTheScalarSelectBitForBit) {
       std::vector<float> in_place(x);  // y == x
       ReluRun(in_place.data() + shift, in_place.data() + shift, n);
       for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(in_place[shift + i], px[i] < 0.0f ? 0.0f : px[i]));
+    }
+  }
+}
+
+// log_softmax's (x - max) - lse: the two rounded subtractions, on every tail length, unaligned and in place.
+TEST(VecLanes, SubTwiceRunIsTheTwoRoundedSubtractionsBitForBit) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t n : {0, 1, 7, 15, 16, 17, 31, 32, 33, 64, 65, 255, 1000}) {
+    const std::vector<float> x = Data(n, 41, true);
+    for (const auto& [a, b] : {std::pair{0.0f, 0.0f}, std::pair{1.5f, 0.1f}, std::pair{1e4f, 3.3f},
+                               std::pair{-7.25f, -1e-3f}, std::pair{inf, 0.5f}, std::pair{2.0f, -inf}}) {
+      for (int64_t shift : {0, 1, 3}) {
+        SCOPED_TRACE(::testing::Message() << "n " << n << " a " << a << " b " << b << " shift " << shift);
+        const float* px = x.data() + shift;
+        std::vector<float> o(n + 3, 7.0f);
+        SubTwiceRun(px, a, b, o.data(), n);
+        for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(o[i], (px[i] - a) - b));
+        for (int64_t i = n; i < n + 3; ++i) EXPECT_EQ(o[i], 7.0f);  // nothing written past the end
+        std::vector<float> in_place(x);
+        SubTwiceRun(in_place.data() + shift, a, b, in_place.data() + shift, n);
+        for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(in_place[shift + i], (px[i] - a) - b));
+      }
     }
   }
 }
