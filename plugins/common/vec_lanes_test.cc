@@ -95,13 +95,27 @@ std::vector<float> Data(int64_t n, uint32_t seed, bool specials) {
   return v;
 }
 
+/// Finite values whose magnitudes span 2^-40 .. 2^40: their double sums round, so a value added to another
+/// lane, or lanes combined in another order, changes the bits (with Data's values the double sums of a
+/// leaf are mostly exact, or NaN / inf).
+std::vector<float> SpreadData(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-40, 40);
+  std::vector<float> v(n + kLanes);
+  for (float& x : v) x = std::ldexp(normal(gen), exponent(gen));
+  return v;
+}
+
 TEST(VecLanes, LeavesMatchTheScalarLoopsBitForBit) {
-  for (bool specials : {false, true}) {
+  for (int mode : {0, 1, 2}) {  // ordinary values, with specials, magnitudes spread
+    const bool specials = mode == 1;
     for (int64_t n = 0; n <= 300; ++n) {
-      const std::vector<float> data = Data(n, static_cast<uint32_t>(n * 2 + specials), specials);
+      const std::vector<float> data =
+          mode == 2 ? SpreadData(n, static_cast<uint32_t>(n + 7)) : Data(n, static_cast<uint32_t>(n * 2 + specials), specials);
       for (int64_t shift : {0, 1, 3}) {
         const float* p = data.data() + shift;
-        SCOPED_TRACE(::testing::Message() << "n " << n << " shift " << shift << " specials " << specials);
+        SCOPED_TRACE(::testing::Message() << "n " << n << " shift " << shift << " mode " << mode);
         if (n <= 256) {
           std::vector<double> wide(static_cast<size_t>(n) + 1, 7.0);
           WidenRow(p, wide.data(), n);
