@@ -228,7 +228,6 @@ void TanhBaseline(const float* x, float* y, int64_t n) { MapLanes<4, Tanh<4>>(x,
 void ExpOfDifferenceBaseline(const float* x, float m, float* y, int64_t n) {
   MapLanes<4, Exp<4>, Pre::kMinus>(x, y, n, m);
 }
-void ExpOfNegAbsBaseline(const float* x, float* y, int64_t n) { MapLanes<4, Exp<4>, Pre::kNegAbs>(x, y, n); }
 void SigmoidBaseline(const float* x, float* y, int64_t n) { MapLanes<4, Sigmoid<4>>(x, y, n); }
 double ExpOfDifferenceSumLeafBaseline(const float* x, float m, float* y, int64_t n) {
   return ExpOfDifferenceSumLeafAny<4>(x, m, y, n);
@@ -252,13 +251,6 @@ using ShiftedSumFn = double (*)(const float*, float, float*, int64_t);
 [[gnu::target("avx512f")]] void ExpOfDifferenceAvx512(const float* x, float m, float* y, int64_t n) {
   MapLanes<16, Exp<16>, Pre::kMinus>(x, y, n, m);
 }
-[[gnu::target("avx2")]] void ExpOfNegAbsAvx2(const float* x, float* y, int64_t n) {
-  MapLanes<8, Exp<8>, Pre::kNegAbs>(x, y, n);
-}
-[[gnu::target("avx512f")]] void ExpOfNegAbsAvx512(const float* x, float* y, int64_t n) {
-  MapLanes<16, Exp<16>, Pre::kNegAbs>(x, y, n);
-}
-
 [[gnu::target("avx2")]] void SigmoidAvx2(const float* x, float* y, int64_t n) { MapLanes<8, Sigmoid<8>>(x, y, n); }
 [[gnu::target("avx512f")]] void SigmoidAvx512(const float* x, float* y, int64_t n) {
   MapLanes<16, Sigmoid<16>>(x, y, n);
@@ -295,15 +287,6 @@ void ExpOfDifferenceN(const float* x, float m, float* y, int64_t n) {
   exp(x, m, y, n);
 #else
   ExpOfDifferenceBaseline(x, m, y, n);
-#endif
-}
-
-void ExpOfNegAbsN(const float* x, float* y, int64_t n) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const MapFn exp = Select(ExpOfNegAbsAvx512, ExpOfNegAbsAvx2, ExpOfNegAbsBaseline);
-  exp(x, y, n);
-#else
-  ExpOfNegAbsBaseline(x, y, n);
 #endif
 }
 

@@ -301,25 +301,6 @@ OAR_VEC_INLINE void FoldColumnBody(float* a, const float* s, int64_t w) {
   for (; j < w; ++j) a[j] = Better<kMax>(s[j], a[j]);
 }
 
-template <int kBytes>
-OAR_VEC_INLINE void SigmoidFinishBody(const float* x, const float* e, float* y, int64_t n) {
-  using F = typename Vec<kBytes>::F;
-  constexpr int kW = kBytes / 4;
-  int64_t i = 0;
-  F vx, ve;
-  for (; i + kW <= n; i += kW) {
-    std::memcpy(&vx, x + i, sizeof vx);
-    std::memcpy(&ve, e + i, sizeof ve);
-    const F r = 1.0f / (1.0f + ve);
-    const F out = vx >= 0.0f ? r : ve * r;
-    std::memcpy(y + i, &out, sizeof out);
-  }
-  for (; i < n; ++i) {
-    const float r = 1.0f / (1.0f + e[i]);
-    y[i] = x[i] >= 0.0f ? r : e[i] * r;
-  }
-}
-
 template <int kBytes, typename In>
 OAR_VEC_INLINE void LayerNormRowBody(const In* v, const In* w, const In* b, float* o, int64_t n, double mean,
                                      double rstd) {
@@ -547,7 +528,6 @@ struct Table {
   float (*min_fold_run)(const float*, int64_t, float);
   void (*max_fold_column)(float*, const float*, int64_t);
   void (*min_fold_column)(float*, const float*, int64_t);
-  void (*sigmoid_finish)(const float*, const float*, float*, int64_t);
   void (*layer_norm_row)(const float*, const float*, const float*, float*, int64_t, double, double);
   void (*binary_run)(VecBinary, const float*, int64_t, const float*, int64_t, float*, int64_t);
   void (*relu_run)(const float*, float*, int64_t);
@@ -573,7 +553,6 @@ struct Table {
   TARGET float MinFoldRun(const float* p, int64_t n, float acc) { return FoldRunBody<W, false>(p, n, acc); }           \
   TARGET void MaxFoldColumn(float* a, const float* s, int64_t w) { FoldColumnBody<W, true>(a, s, w); }                 \
   TARGET void MinFoldColumn(float* a, const float* s, int64_t w) { FoldColumnBody<W, false>(a, s, w); }                \
-  TARGET void SigmoidFinish(const float* x, const float* e, float* y, int64_t n) { SigmoidFinishBody<W>(x, e, y, n); } \
   TARGET void LayerNormRow(const float* v, const float* w, const float* b, float* o, int64_t n, double mean,           \
                            double rstd) {                                                                              \
     LayerNormRowBody<W>(v, w, b, o, n, mean, rstd);                                                                    \
@@ -582,7 +561,9 @@ struct Table {
     BinaryRunAny<W>(op, x, xs, y, ys, o, n);                                                                           \
   }                                                                                                                    \
   TARGET void ReluRun(const float* x, float* y, int64_t n) { ReluRunBody<W>(x, y, n); }                                \
-  TARGET void SubTwiceRun(const float* x, float a, float b, float* o, int64_t n) { SubTwiceRunBody<W>(x, a, b, o, n); } \
+  TARGET void SubTwiceRun(const float* x, float a, float b, float* o, int64_t n) {                                     \
+    SubTwiceRunBody<W>(x, a, b, o, n);                                                                                 \
+  }                                                                                                                    \
   TARGET void MaxPool2x2Row(const float* r0, const float* r1, float* y, int64_t* idx, int64_t n, int64_t base,         \
                             int64_t row_step) {                                                                        \
     MaxPool2x2RowBody<W>(r0, r1, y, idx, n, base, row_step);                                                           \
@@ -605,7 +586,6 @@ struct Table {
                             MinFoldRun,                                                                                \
                             MaxFoldColumn,                                                                             \
                             MinFoldColumn,                                                                             \
-                            SigmoidFinish,                                                                             \
                             LayerNormRow,                                                                              \
                             BinaryRun,                                                                                 \
                             ReluRun,                                                                                   \
@@ -647,7 +627,6 @@ float MaxFoldRun(const float* p, int64_t n, float acc) { return Isa().max_fold_r
 float MinFoldRun(const float* p, int64_t n, float acc) { return Isa().min_fold_run(p, n, acc); }
 void MaxFoldColumn(float* a, const float* s, int64_t w) { Isa().max_fold_column(a, s, w); }
 void MinFoldColumn(float* a, const float* s, int64_t w) { Isa().min_fold_column(a, s, w); }
-void SigmoidFinish(const float* x, const float* e, float* y, int64_t n) { Isa().sigmoid_finish(x, e, y, n); }
 void ReluRun(const float* x, float* y, int64_t n) { Isa().relu_run(x, y, n); }
 void SubTwiceRun(const float* x, float a, float b, float* o, int64_t n) { Isa().sub_twice_run(x, a, b, o, n); }
 void BinaryRun(VecBinary op, const float* x, int64_t x_step, const float* y, int64_t y_step, float* o, int64_t n) {

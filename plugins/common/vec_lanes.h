@@ -1,4 +1,4 @@
-// Float32 inner loops of the reductions, softmax, layer_norm and sigmoid, written with vector types and
+// Float32 inner loops of the reductions, softmax and layer_norm, written with vector types and
 // compiled for the CPU's widest vectors (x86-64: AVX-512, AVX2 or SSE2, chosen once at run time, as ExpN).
 //
 // Each function computes exactly the operations, in exactly the order, of the scalar loop it replaces
@@ -37,9 +37,6 @@ float MinFoldRun(const float* p, int64_t n, float acc);
 /// The column fold of reduce_extrema.cc: a[j] = (s[j] > a[j] || s[j] != s[j]) ? s[j] : a[j] (or <).
 void MaxFoldColumn(float* a, const float* s, int64_t w);
 void MinFoldColumn(float* a, const float* s, int64_t w);
-
-/// The end of SigmoidOp::ApplyN: r = 1 / (1 + e[i]); y[i] = x[i] >= 0 ? r : e[i] * r (y may be x).
-void SigmoidFinish(const float* x, const float* e, float* y, int64_t n);
 
 /// LayerNorm's output row: o[i] = float((double(v[i]) - mean) * rstd * double(w[i]) + double(b[i])).
 void LayerNormRow(const float* v, const float* w, const float* b, float* o, int64_t n, double mean, double rstd);
