@@ -64,7 +64,7 @@ double PairwiseSumOf(const In* p, int64_t n) {
   return PairwiseSumOf(p, half) + PairwiseSumOf(p + half, n - half);
 }
 
-/// WidenRow(p, d, n) and PairwiseSumOf(d, n) in one pass over p (WidenSumLeaf): the same d, the same sum.
+/// d[i] = double(p[i]) and PairwiseSumOf(d, n), in one pass over p (WidenSumLeaf's leaves).
 inline double PairwiseWidenSum(const float* p, double* d, int64_t n) {
   if (n <= 256) return WidenSumLeaf(p, d, n);
   const int64_t half = n / 2 / 32 * 32;

@@ -486,17 +486,6 @@ OAR_VEC_INLINE void MaxPool2x2RowBody(const float* r0, const float* r1, float* y
 }
 
 template <int kBytes>
-OAR_VEC_INLINE void WidenRowBody(const float* p, double* d, int64_t n) {
-  using L = DoubleLanes<kBytes>;
-  int64_t i = 0;
-  for (; i + L::kWidth <= n; i += L::kWidth) {
-    const typename L::D v = L::Widen(p + i);
-    std::memcpy(d + i, &v, sizeof v);
-  }
-  for (; i < n; ++i) d[i] = static_cast<double>(p[i]);
-}
-
-template <int kBytes>
 OAR_VEC_INLINE double WidenSumLeafBody(const float* p, double* d, int64_t n) {
   using L = DoubleLanes<kBytes>;
   L acc;
@@ -536,7 +525,6 @@ struct Table {
   double (*sum_leaf_of_doubles)(const double*, int64_t);
   double (*squared_deviation_leaf_of_doubles)(const double*, int64_t, double);
   void (*layer_norm_row_of_doubles)(const double*, const double*, const double*, float*, int64_t, double, double);
-  void (*widen_row)(const float*, double*, int64_t);
   double (*widen_sum_leaf)(const float*, double*, int64_t);
 };
 
@@ -576,7 +564,6 @@ struct Table {
                                     double mean, double rstd) {                                                        \
     LayerNormRowBody<W>(v, w, b, o, n, mean, rstd);                                                                    \
   }                                                                                                                    \
-  TARGET void WidenRow(const float* p, double* d, int64_t n) { WidenRowBody<W>(p, d, n); }                             \
   TARGET double WidenSumLeaf(const float* p, double* d, int64_t n) { return WidenSumLeafBody<W>(p, d, n); }            \
   constexpr Table kTable = {SumLeaf,                                                                                   \
                             SumLeafAsDouble,                                                                           \
@@ -594,7 +581,6 @@ struct Table {
                             SumLeafOfDoubles,                                                                          \
                             SquaredDeviationLeafOfDoubles,                                                             \
                             LayerNormRowOfDoubles,                                                                     \
-                            WidenRow,                                                                                  \
                             WidenSumLeaf};                                                                             \
   }
 
@@ -642,7 +628,6 @@ double SquaredDeviationLeaf(const double* p, int64_t n, double mean) {
 void LayerNormRow(const double* v, const double* w, const double* b, float* o, int64_t n, double mean, double rstd) {
   Isa().layer_norm_row_of_doubles(v, w, b, o, n, mean, rstd);
 }
-void WidenRow(const float* p, double* d, int64_t n) { Isa().widen_row(p, d, n); }
 double WidenSumLeaf(const float* p, double* d, int64_t n) { return Isa().widen_sum_leaf(p, d, n); }
 void MaxPool2x2Row(const float* r0, const float* r1, float* y, int64_t* idx, int64_t n, int64_t base,
                    int64_t row_step) {

@@ -41,16 +41,14 @@ void MinFoldColumn(float* a, const float* s, int64_t w);
 /// LayerNorm's output row: o[i] = float((double(v[i]) - mean) * rstd * double(w[i]) + double(b[i])).
 void LayerNormRow(const float* v, const float* w, const float* b, float* o, int64_t n, double mean, double rstd);
 
-/// The same three on float data already widened to double (d[i] = double(p[i]), WidenRow): the same
+/// The same three on float data already widened to double (d[i] = double(p[i]), WidenSumLeaf): the same
 /// values in the same lanes and order, so bitwise the same results, without converting each element
 /// again in every pass (layer_norm widens a row once, its weight and bias once per call).
 double SumLeafAsDouble(const double* p, int64_t n);
 double SquaredDeviationLeaf(const double* p, int64_t n, double mean);
 void LayerNormRow(const double* v, const double* w, const double* b, float* o, int64_t n, double mean, double rstd);
-/// d[i] = double(p[i]) for i in [0, n).
-void WidenRow(const float* p, double* d, int64_t n);
-/// WidenRow(p, d, n) followed by SumLeafAsDouble(d, n) (n <= 256), in one pass: each widened vector is
-/// stored and added to its lanes while in registers; bitwise the same d and sum.
+/// d[i] = double(p[i]) for i in [0, n), n <= 256, and SumLeafAsDouble(d, n), in one pass: each widened
+/// vector is stored and added to its lanes while in registers.
 double WidenSumLeaf(const float* p, double* d, int64_t n);
 
 /// The float32 binary maps of elementwise.cc (MapBinary) with a vector loop of the CPU's widest vectors.
