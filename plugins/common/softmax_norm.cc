@@ -79,14 +79,6 @@ double PairwiseSquaredDeviation(const In* p, int64_t n, double mean) {
   return PairwiseSquaredDeviation(p, half, mean) + PairwiseSquaredDeviation(p + half, n - half, mean);
 }
 
-/// r[i] = e^(v[i] - m) (ExpOfDifferenceN) and PairwiseSumOf(r, n), the leaves' exponentials summed as they
-/// are computed (ExpOfDifferenceSumLeaf): the same values and the same sum in one pass. r may be v.
-inline double PairwiseExpSum(const float* v, float m, float* r, int64_t n) {
-  if (n <= 256) return ExpOfDifferenceSumLeaf(v, m, r, n);
-  const int64_t half = n / 2 / 32 * 32;
-  return PairwiseExpSum(v, m, r, half) + PairwiseExpSum(v + half, m, r + half, n - half);
-}
-
 /// Sum of double(v[i]) (PairwiseSum; vectorised for float).
 template <typename C>
 double SumAsDouble(const C* v, int64_t n) {
@@ -152,15 +144,15 @@ void SoftmaxRow(const C* v, C* r, int64_t n) {
       for (int64_t i = 0; i < n; ++i) r[i] = (v[i] - m) - lse;
     }
   } else {
-    double sum;
+    // The exponentials are stored for the scaling below: summing them in the same loop
+    // (ExpOfDifferenceSumLeaf with a store) ran fewer instructions but slower (docs/PERFORMANCE.md, h18d).
     if constexpr (std::is_same_v<C, float>) {
-      sum = PairwiseExpSum(v, m, r, n);  // ExpOfDifferenceN into r, then SumAsDouble(r, n), in one pass
+      ExpOfDifferenceN(v, m, r, n);
     } else {
       for (int64_t i = 0; i < n; ++i) r[i] = v[i] - m;
       ExpN(r, r, n);
-      sum = SumAsDouble(r, n);
     }
-    const C inv = static_cast<C>(1.0 / sum);
+    const C inv = static_cast<C>(1.0 / SumAsDouble(r, n));
     if constexpr (std::is_same_v<C, float>) {
       BinaryRun(VecBinary::kMul, r, 1, &inv, 0, r, n);
     } else {
