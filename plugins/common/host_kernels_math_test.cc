@@ -10,6 +10,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "plugins/common/host_kernels_testing.h"
@@ -242,10 +243,10 @@ TEST(Math, Float32TanhWithin4UlpOverItsWholeRangeAndTheSameAtEveryWidth) {
   for (int64_t i = 0; i < 4096; ++i) EXPECT_EQ(static_cast<float>(Get(out, {i})), expect[i]) << i;
 }
 
-// ExpOfDifferenceN (softmax's shifted exponentials) and ExpOfNegAbsN (sigmoid's) are ExpN of the float
-// difference / of -fabs, bit for bit (NaN payloads included): on every length 0..100 (the paired vector
-// steps, a single step, the padded tail), on ordinary values and on specials, in place too.
-TEST(Math, ShiftedAndNegAbsExponentialsAreExpNOfTheRoundedArgumentBitForBit) {
+// ExpOfDifferenceN (softmax's shifted exponentials) is ExpN of the float difference, bit for bit (NaN
+// payloads included): on every length 0..100 (the paired vector steps, a single step, the padded tail), on
+// ordinary values and on specials.
+TEST(Math, ShiftedExponentialsAreExpNOfTheRoundedArgumentBitForBit) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const float specials[] = {-kInf,
                             kInf,
@@ -262,20 +263,83 @@ TEST(Math, ShiftedAndNegAbsExponentialsAreExpNOfTheRoundedArgumentBitForBit) {
   for (int i = 0; i < 101; ++i) base.push_back(i % 7 == 3 ? specials[(i / 7) % std::size(specials)] : 0.37f * (i - 50));
   for (float m : {0.0f, 13.25f, -7.5f, kInf}) {
     for (int64_t n = 0; n <= 100; ++n) {
-      std::vector<float> want(base.begin(), base.begin() + n), got(want.size(), 7.0f), neg(want.size());
-      for (int64_t i = 0; i < n; ++i) neg[i] = -std::fabs(want[i]);
+      std::vector<float> want(base.begin(), base.begin() + n), got(want.size(), 7.0f);
       for (float& v : want) v = v - m;
       oar::host::ExpN(want.data(), want.data(), n);
-      oar::host::ExpN(neg.data(), neg.data(), n);
       oar::host::ExpOfDifferenceN(base.data(), m, got.data(), n);
       for (int64_t i = 0; i < n; ++i) {
         EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "n " << n << " i " << i;
       }
-      std::vector<float> in_place(base.begin(), base.begin() + n);
-      oar::host::ExpOfNegAbsN(in_place.data(), in_place.data(), n);
-      for (int64_t i = 0; i < n; ++i) {
-        EXPECT_EQ(std::bit_cast<uint32_t>(in_place[i]), std::bit_cast<uint32_t>(neg[i])) << "n " << n << " i " << i;
+    }
+  }
+}
+
+// The one-pass loops of softmax and sigmoid against the two-pass forms they replace, bit for bit: the
+// exponentials of ExpOfDifferenceN summed in double as PairwiseSum's leaf (16 lanes, element i into lane
+// i % 16, then the halving tree), with and without storing them and in place; sigmoid as SigmoidOp::Apply
+// rounds it with ExpN's exponential of -|x|. Every length 0..256 (every chunk and tail), specials mixed in.
+TEST(Math, FusedExpSumLeafAndSigmoidAreTheTwoPassLoopsBitForBit) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float specials[] = {-kInf,  kInf, std::bit_cast<float>(0x7fc00003u), 0.0f, -0.0f, 88.72f, -104.0f, 1e-40f,
+                            -3e38f, 3e38f};
+  std::mt19937 gen(5);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  std::vector<float> base;
+  // Every third value is spread wider: exponentials from e^-60 to e^60, whose double sums round (a value
+  // in another lane, or lanes combined in another order, changes the bits).
+  for (int i = 0; i < 260; ++i) {
+    base.push_back(i % 11 == 4 ? specials[(i / 11) % std::size(specials)] : normal(gen) * (i % 3 == 0 ? 12.0f : 1.0f));
+  }
+  const auto same = [](auto got, auto want) {
+    return std::bit_cast<std::conditional_t<sizeof(got) == 4, uint32_t, uint64_t>>(got) ==
+               std::bit_cast<std::conditional_t<sizeof(want) == 4, uint32_t, uint64_t>>(want) ||
+           (std::isnan(got) && std::isnan(want));
+  };
+  for (bool with_specials : {false, true}) {
+    std::vector<float> x = base;
+    if (!with_specials) {
+      for (float& v : x) v = std::isfinite(v) && std::fabs(v) < 100 ? v : 0.5f;
+    }
+    for (float m : {0.0f, 9.5f, -3.25f, kInf}) {
+      for (int64_t n = 0; n <= 256; ++n) {
+        SCOPED_TRACE(::testing::Message() << "n " << n << " m " << m << " specials " << with_specials);
+        std::vector<float> e(n);
+        oar::host::ExpOfDifferenceN(x.data(), m, e.data(), n);
+        double lanes[16] = {};
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+          for (int l = 0; l < 16; ++l) lanes[l] += static_cast<double>(e[i + l]);
+        }
+        for (; i < n; ++i) lanes[i % 16] += static_cast<double>(e[i]);
+        for (int width = 8; width > 0; width /= 2) {
+          for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+        }
+        std::vector<float> y(n + 1, 7.0f);
+        EXPECT_TRUE(same(oar::host::ExpOfDifferenceSumLeaf(x.data(), m, y.data(), n), lanes[0]));
+        EXPECT_TRUE(same(oar::host::ExpOfDifferenceSumLeaf(x.data(), m, nullptr, n), lanes[0]));
+        std::vector<float> in_place(x.begin(), x.begin() + n);
+        EXPECT_TRUE(same(oar::host::ExpOfDifferenceSumLeaf(in_place.data(), m, in_place.data(), n), lanes[0]));
+        for (int64_t k = 0; k < n; ++k) {
+          EXPECT_TRUE(same(y[k], e[k])) << k;
+          EXPECT_TRUE(same(in_place[k], e[k])) << k;
+        }
+        EXPECT_EQ(y[n], 7.0f);  // nothing written past the end
       }
+    }
+    for (int64_t n = 0; n <= 100; ++n) {
+      std::vector<float> neg(n), got(n + 1, 7.0f);
+      for (int64_t k = 0; k < n; ++k) neg[k] = -std::fabs(x[k]);
+      oar::host::ExpN(neg.data(), neg.data(), n);
+      oar::host::SigmoidN(x.data(), got.data(), n);
+      std::vector<float> in_place(x.begin(), x.begin() + n);
+      oar::host::SigmoidN(in_place.data(), in_place.data(), n);
+      for (int64_t k = 0; k < n; ++k) {
+        const float r = 1.0f / (1.0f + neg[k]);
+        const float want = x[k] >= 0.0f ? r : neg[k] * r;
+        EXPECT_TRUE(same(got[k], want)) << "n " << n << " k " << k << " x " << x[k];
+        EXPECT_TRUE(same(in_place[k], want)) << "n " << n << " k " << k;
+      }
+      EXPECT_EQ(got[n], 7.0f);
     }
   }
 }

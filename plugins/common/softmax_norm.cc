@@ -64,6 +64,13 @@ double PairwiseSumOf(const In* p, int64_t n) {
   return PairwiseSumOf(p, half) + PairwiseSumOf(p + half, n - half);
 }
 
+/// d[i] = double(p[i]) and PairwiseSumOf(d, n), in one pass over p (WidenSumLeaf's leaves).
+inline double PairwiseWidenSum(const float* p, double* d, int64_t n) {
+  if (n <= 256) return WidenSumLeaf(p, d, n);
+  const int64_t half = n / 2 / 32 * 32;
+  return PairwiseWidenSum(p, d, half) + PairwiseWidenSum(p + half, d + half, n - half);
+}
+
 /// PairwiseSum<double> of (double(p[i]) - mean)^2 for float data, likewise.
 template <typename In>
 double PairwiseSquaredDeviation(const In* p, int64_t n, double mean) {
@@ -114,28 +121,31 @@ void SoftmaxRow(const C* v, C* r, int64_t n) {
   if constexpr (kLog) {
     // r may alias v, which is still needed: the exponentials go through a block on the stack.
     constexpr int64_t kBlock = 256;
-    C e[kBlock];
+    [[maybe_unused]] C e[kBlock];
     double sum = 0;
     for (int64_t b = 0; b < n; b += kBlock) {
       const int64_t w = std::min(kBlock, n - b);
       if constexpr (std::is_same_v<C, float>) {
-        ExpOfDifferenceN(v + b, m, e, w);  // e^(v - m), the difference rounded first, as below
+        // e^(v - m), the difference rounded first, summed as SumAsDouble(e, w) (one leaf) in one pass
+        // without storing e (vec_exp.h)
+        sum += ExpOfDifferenceSumLeaf(v + b, m, nullptr, w);
       } else {
         for (int64_t i = 0; i < w; ++i) e[i] = v[b + i] - m;
         ExpN(e, e, w);
+        sum += SumAsDouble(e, w);
       }
-      sum += SumAsDouble(e, w);
     }
     // (v - m) - log(sum), never v - (m + log(sum)): near |m| = 1e4 the float sum m + log(sum) would
     // round to m's ulp (~1e-3).
     const C lse = static_cast<C>(std::log(sum));
     if constexpr (std::is_same_v<C, float>) {  // the same two subtractions per element, on wide vectors
-      BinaryRun(VecBinary::kSub, v, 1, &m, 0, r, n);
-      BinaryRun(VecBinary::kSub, r, 1, &lse, 0, r, n);
+      SubTwiceRun(v, m, lse, r, n);
     } else {
       for (int64_t i = 0; i < n; ++i) r[i] = (v[i] - m) - lse;
     }
   } else {
+    // The exponentials are stored for the scaling below: summing them in the same loop
+    // (ExpOfDifferenceSumLeaf with a store) ran fewer instructions but slower (docs/PERFORMANCE.md, h18d).
     if constexpr (std::is_same_v<C, float>) {
       ExpOfDifferenceN(v, m, r, n);
     } else {
@@ -366,8 +376,7 @@ void LayerNorm(const KernelCall& call) {
                         double mean, var;
                         if constexpr (std::is_same_v<T, float>) {  // vectorised leaves, the same sums
                           wide.resize(n);
-                          WidenRow(v, wide.data(), n);
-                          mean = PairwiseSumOf(wide.data(), n) / static_cast<double>(n);
+                          mean = PairwiseWidenSum(v, wide.data(), n) / static_cast<double>(n);
                           var = PairwiseSquaredDeviation(wide.data(), n, mean) / static_cast<double>(n);
                         } else if constexpr (std::is_same_v<S, float>) {
                           mean = PairwiseSumOf(v, n) / static_cast<double>(n);

@@ -18,20 +18,24 @@ namespace {
 // parameter (the static_assert below guards it).
 template <int kLanes>
 struct Vec;
+// D holds half of F's lanes as doubles (F's halves widened).
 template <>
 struct Vec<4> {
   using F = float __attribute__((vector_size(16)));
   using I = int32_t __attribute__((vector_size(16)));
+  using D = double __attribute__((vector_size(16)));
 };
 template <>
 struct Vec<8> {
   using F = float __attribute__((vector_size(32)));
   using I = int32_t __attribute__((vector_size(32)));
+  using D = double __attribute__((vector_size(32)));
 };
 template <>
 struct Vec<16> {
   using F = float __attribute__((vector_size(64)));
   using I = int32_t __attribute__((vector_size(64)));
+  using D = double __attribute__((vector_size(64)));
 };
 
 /// e^x in each lane, in place. x = n ln2 + r with |r| <= ln2 / 2 (Cody-Waite: ln2 in two parts, so
@@ -137,15 +141,101 @@ template <int kLanes, void (*kFn)(typename Vec<kLanes>::F&), Pre kPre = Pre::kNo
   }
 }
 
+/// Sigmoid in each lane, in place, as SigmoidOp::Apply (elementwise_math.cc) rounds it: e = Exp(-|x|)
+/// (the sign bit set, exactly -std::fabs), r = 1 / (1 + e), then r where x >= 0, else e * r (NaN
+/// compares false: e * r, which is NaN).
+template <int kLanes>
+[[gnu::always_inline]] inline void Sigmoid(typename Vec<kLanes>::F& x) {
+  using F = typename Vec<kLanes>::F;
+  F e = x;
+  PreOp<kLanes, Pre::kNegAbs>(e, 0);
+  Exp<kLanes>(e);
+  const F r = 1.0f / (1.0f + e);
+  x = x >= 0.0f ? r : e * r;
+}
+
+/// lo += double(v's low half), hi += double(v's high half). (References, not vector values: a vector
+/// passed or returned by value across a function compiled for another width draws -Wpsabi.)
+template <int kLanes>
+[[gnu::always_inline]] inline void AddWidenedHalves(typename Vec<kLanes>::D& lo, typename Vec<kLanes>::D& hi,
+                                                    const typename Vec<kLanes>::F& v) {
+  using D = typename Vec<kLanes>::D;
+  // Element by element: GCC 12 makes each half one vcvtps2pd of the target's width (its
+  // __builtin_convertvector of a half-width vector was two 128-bit conversions and an insert).
+  D a, b;
+#pragma GCC unroll 8
+  for (int k = 0; k < kLanes / 2; ++k) {
+    a[k] = v[k];
+    b[k] = v[k + kLanes / 2];
+  }
+  lo += a;
+  hi += b;
+}
+
+/// ExpOfDifferenceSumLeaf: the exponentials of one 16-element chunk (16 / kLanes vectors, independent
+/// chains) are widened into the 16 double lanes of PairwiseSum's leaf (chunk element j into lane j, in
+/// vectors of kLanes / 2 doubles) while still in registers; the tail's exponentials (a zero-padded
+/// vector step, as MapLanes) are added to lanes 0 .. n % 16 - 1 in order, then the lanes are combined as
+/// that leaf's tree. kStore writes the exponentials to y too.
+template <int kLanes, bool kStore>
+[[gnu::always_inline]] inline double ExpOfDifferenceSumLeafBody(const float* x, float m, float* y, int64_t n) {
+  using F = typename Vec<kLanes>::F;
+  using D = typename Vec<kLanes>::D;
+  constexpr int kChunk = 16, kVecs = kChunk / kLanes;
+  D acc[2 * kVecs] = {};
+  int64_t i = 0;
+  for (; i + kChunk <= n; i += kChunk) {
+    F v[kVecs];
+#pragma GCC unroll 4
+    for (int k = 0; k < kVecs; ++k) {
+      std::memcpy(&v[k], x + i + k * kLanes, sizeof v[k]);
+      PreOp<kLanes, Pre::kMinus>(v[k], m);
+      Exp<kLanes>(v[k]);
+      if constexpr (kStore) std::memcpy(y + i + k * kLanes, &v[k], sizeof v[k]);
+      AddWidenedHalves<kLanes>(acc[2 * k], acc[2 * k + 1], v[k]);
+    }
+  }
+  double lanes[kChunk];
+  std::memcpy(lanes, acc, sizeof lanes);
+  if (i < n) {
+    float e[kChunk] = {};
+    std::memcpy(e, x + i, static_cast<size_t>(n - i) * sizeof(float));
+#pragma GCC unroll 4
+    for (int k = 0; k < kVecs; ++k) {
+      F v;
+      std::memcpy(&v, e + k * kLanes, sizeof v);
+      PreOp<kLanes, Pre::kMinus>(v, m);
+      Exp<kLanes>(v);
+      std::memcpy(e + k * kLanes, &v, sizeof v);
+    }
+    if constexpr (kStore) std::memcpy(y + i, e, static_cast<size_t>(n - i) * sizeof(float));
+    for (int64_t j = 0; j < n - i; ++j) lanes[j] += static_cast<double>(e[j]);
+  }
+  for (int width = kChunk / 2; width > 0; width /= 2) {
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0];
+}
+
+template <int kLanes>
+[[gnu::always_inline]] inline double ExpOfDifferenceSumLeafAny(const float* x, float m, float* y, int64_t n) {
+  return y != nullptr ? ExpOfDifferenceSumLeafBody<kLanes, true>(x, m, y, n)
+                      : ExpOfDifferenceSumLeafBody<kLanes, false>(x, m, nullptr, n);
+}
+
 void ExpBaseline(const float* x, float* y, int64_t n) { MapLanes<4, Exp<4>>(x, y, n); }
 void TanhBaseline(const float* x, float* y, int64_t n) { MapLanes<4, Tanh<4>>(x, y, n); }
 void ExpOfDifferenceBaseline(const float* x, float m, float* y, int64_t n) {
   MapLanes<4, Exp<4>, Pre::kMinus>(x, y, n, m);
 }
-void ExpOfNegAbsBaseline(const float* x, float* y, int64_t n) { MapLanes<4, Exp<4>, Pre::kNegAbs>(x, y, n); }
+void SigmoidBaseline(const float* x, float* y, int64_t n) { MapLanes<4, Sigmoid<4>>(x, y, n); }
+double ExpOfDifferenceSumLeafBaseline(const float* x, float m, float* y, int64_t n) {
+  return ExpOfDifferenceSumLeafAny<4>(x, m, y, n);
+}
 
 using MapFn = void (*)(const float*, float*, int64_t);
 using ShiftedMapFn = void (*)(const float*, float, float*, int64_t);
+using ShiftedSumFn = double (*)(const float*, float, float*, int64_t);
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 [[gnu::target("avx2")]] void ExpAvx2(const float* x, float* y, int64_t n) { MapLanes<8, Exp<8>>(x, y, n); }
@@ -161,11 +251,15 @@ using ShiftedMapFn = void (*)(const float*, float, float*, int64_t);
 [[gnu::target("avx512f")]] void ExpOfDifferenceAvx512(const float* x, float m, float* y, int64_t n) {
   MapLanes<16, Exp<16>, Pre::kMinus>(x, y, n, m);
 }
-[[gnu::target("avx2")]] void ExpOfNegAbsAvx2(const float* x, float* y, int64_t n) {
-  MapLanes<8, Exp<8>, Pre::kNegAbs>(x, y, n);
+[[gnu::target("avx2")]] void SigmoidAvx2(const float* x, float* y, int64_t n) { MapLanes<8, Sigmoid<8>>(x, y, n); }
+[[gnu::target("avx512f")]] void SigmoidAvx512(const float* x, float* y, int64_t n) {
+  MapLanes<16, Sigmoid<16>>(x, y, n);
 }
-[[gnu::target("avx512f")]] void ExpOfNegAbsAvx512(const float* x, float* y, int64_t n) {
-  MapLanes<16, Exp<16>, Pre::kNegAbs>(x, y, n);
+[[gnu::target("avx2")]] double ExpOfDifferenceSumLeafAvx2(const float* x, float m, float* y, int64_t n) {
+  return ExpOfDifferenceSumLeafAny<8>(x, m, y, n);
+}
+[[gnu::target("avx512f")]] double ExpOfDifferenceSumLeafAvx512(const float* x, float m, float* y, int64_t n) {
+  return ExpOfDifferenceSumLeafAny<16>(x, m, y, n);
 }
 
 template <typename Fn>
@@ -196,12 +290,22 @@ void ExpOfDifferenceN(const float* x, float m, float* y, int64_t n) {
 #endif
 }
 
-void ExpOfNegAbsN(const float* x, float* y, int64_t n) {
+double ExpOfDifferenceSumLeaf(const float* x, float m, float* y, int64_t n) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const MapFn exp = Select(ExpOfNegAbsAvx512, ExpOfNegAbsAvx2, ExpOfNegAbsBaseline);
-  exp(x, y, n);
+  static const ShiftedSumFn leaf =
+      Select(ExpOfDifferenceSumLeafAvx512, ExpOfDifferenceSumLeafAvx2, ExpOfDifferenceSumLeafBaseline);
+  return leaf(x, m, y, n);
 #else
-  ExpOfNegAbsBaseline(x, y, n);
+  return ExpOfDifferenceSumLeafBaseline(x, m, y, n);
+#endif
+}
+
+void SigmoidN(const float* x, float* y, int64_t n) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const MapFn sigmoid = Select(SigmoidAvx512, SigmoidAvx2, SigmoidBaseline);
+  sigmoid(x, y, n);
+#else
+  SigmoidBaseline(x, y, n);
 #endif
 }
 

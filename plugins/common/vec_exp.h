@@ -20,8 +20,15 @@ void ExpN(const float* x, float* y, int64_t n);
 /// shifted exponentials without a pass to store the differences). y may be x.
 void ExpOfDifferenceN(const float* x, float m, float* y, int64_t n);
 
-/// y[i] = e^-|x[i]|: bitwise ExpN of -std::fabs(x[i]) (sigmoid's exponentials). y may be x.
-void ExpOfNegAbsN(const float* x, float* y, int64_t n);
+/// ExpOfDifferenceN of x[0..n) into y (skipped where y is null), n <= 256, and the sum of the exponentials
+/// as softmax_norm.cc's PairwiseSum leaf adds them: in double, in 16 lanes (element i into lane i % 16),
+/// then lanes [0, 8) += [8, 16), [0, 4) += [4, 8), ... Bitwise ExpOfDifferenceN followed by
+/// SumLeafAsDouble (vec_lanes.h) of its results, in one pass (the exponentials summed while in registers).
+double ExpOfDifferenceSumLeaf(const float* x, float m, float* y, int64_t n);
+
+/// y[i] = sigmoid(x[i]) as elementwise_math.cc's SigmoidOp::Apply rounds it in float: e = ExpN(-|x|),
+/// r = 1 / (1 + e), x >= 0 ? r : e * r; bit for bit, in one pass. y may be x.
+void SigmoidN(const float* x, float* y, int64_t n);
 
 /// The float64 version: std::exp per element (e^x is not the bottleneck where float64 is used).
 inline void ExpN(const double* x, double* y, int64_t n) {

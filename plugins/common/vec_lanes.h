@@ -1,4 +1,4 @@
-// Float32 inner loops of the reductions, softmax, layer_norm and sigmoid, written with vector types and
+// Float32 inner loops of the reductions, softmax and layer_norm, written with vector types and
 // compiled for the CPU's widest vectors (x86-64: AVX-512, AVX2 or SSE2, chosen once at run time, as ExpN).
 //
 // Each function computes exactly the operations, in exactly the order, of the scalar loop it replaces
@@ -38,20 +38,18 @@ float MinFoldRun(const float* p, int64_t n, float acc);
 void MaxFoldColumn(float* a, const float* s, int64_t w);
 void MinFoldColumn(float* a, const float* s, int64_t w);
 
-/// The end of SigmoidOp::ApplyN: r = 1 / (1 + e[i]); y[i] = x[i] >= 0 ? r : e[i] * r (y may be x).
-void SigmoidFinish(const float* x, const float* e, float* y, int64_t n);
-
 /// LayerNorm's output row: o[i] = float((double(v[i]) - mean) * rstd * double(w[i]) + double(b[i])).
 void LayerNormRow(const float* v, const float* w, const float* b, float* o, int64_t n, double mean, double rstd);
 
-/// The same three on float data already widened to double (d[i] = double(p[i]), WidenRow): the same
+/// The same three on float data already widened to double (d[i] = double(p[i]), WidenSumLeaf): the same
 /// values in the same lanes and order, so bitwise the same results, without converting each element
 /// again in every pass (layer_norm widens a row once, its weight and bias once per call).
 double SumLeafAsDouble(const double* p, int64_t n);
 double SquaredDeviationLeaf(const double* p, int64_t n, double mean);
 void LayerNormRow(const double* v, const double* w, const double* b, float* o, int64_t n, double mean, double rstd);
-/// d[i] = double(p[i]) for i in [0, n).
-void WidenRow(const float* p, double* d, int64_t n);
+/// d[i] = double(p[i]) for i in [0, n), n <= 256, and SumLeafAsDouble(d, n), in one pass: each widened
+/// vector is stored and added to its lanes while in registers.
+double WidenSumLeaf(const float* p, double* d, int64_t n);
 
 /// The float32 binary maps of elementwise.cc (MapBinary) with a vector loop of the CPU's widest vectors.
 enum class VecBinary { kAdd, kSub, kMul, kDiv, kReluGrad };
@@ -60,6 +58,10 @@ enum class VecBinary { kAdd, kSub, kMul, kDiv, kReluGrad };
 /// 0. One IEEE operation per element, the same as MapBinary's scalar Apply, so every width gives the
 /// same bits. `o` may be `x` or `y` (no other overlap).
 void BinaryRun(VecBinary op, const float* x, int64_t x_step, const float* y, int64_t y_step, float* o, int64_t n);
+
+/// log_softmax's output row: o[i] = (x[i] - a) - b, the two float subtractions in that order (what two
+/// BinaryRun kSub passes with a broadcast scalar give), in one pass. `o` may be `x`.
+void SubTwiceRun(const float* x, float a, float b, float* o, int64_t n);
 
 /// ReluOp of elementwise.cc on a dense float32 run: y[i] = x[i] < 0 ? 0 : x[i] (NaN and -0 pass through;
 /// y may be x).

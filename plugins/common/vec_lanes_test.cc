@@ -95,16 +95,31 @@ std::vector<float> Data(int64_t n, uint32_t seed, bool specials) {
   return v;
 }
 
+/// Finite values whose magnitudes span 2^-40 .. 2^40: their double sums round, so a value added to another
+/// lane, or lanes combined in another order, changes the bits (with Data's values the double sums of a
+/// leaf are mostly exact, or NaN / inf).
+std::vector<float> SpreadData(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-40, 40);
+  std::vector<float> v(n + kLanes);
+  for (float& x : v) x = std::ldexp(normal(gen), exponent(gen));
+  return v;
+}
+
 TEST(VecLanes, LeavesMatchTheScalarLoopsBitForBit) {
-  for (bool specials : {false, true}) {
+  for (int mode : {0, 1, 2}) {  // ordinary values, with specials, magnitudes spread
+    const bool specials = mode == 1;
     for (int64_t n = 0; n <= 300; ++n) {
-      const std::vector<float> data = Data(n, static_cast<uint32_t>(n * 2 + specials), specials);
+      const std::vector<float> data = mode == 2 ? SpreadData(n, static_cast<uint32_t>(n + 7))
+                                                : Data(n, static_cast<uint32_t>(n * 2 + specials), specials);
       for (int64_t shift : {0, 1, 3}) {
         const float* p = data.data() + shift;
-        SCOPED_TRACE(::testing::Message() << "n " << n << " shift " << shift << " specials " << specials);
+        SCOPED_TRACE(::testing::Message() << "n " << n << " shift " << shift << " mode " << mode);
         if (n <= 256) {
-          std::vector<double> wide(static_cast<size_t>(n) + 1, 7.0);
-          WidenRow(p, wide.data(), n);
+          std::vector<double> wide(static_cast<size_t>(n) + 1, 7.0);  // layer_norm's widen-and-sum pass
+          EXPECT_TRUE(
+              Same(WidenSumLeaf(p, wide.data(), n), RefLeaf<double>(n, [&](int64_t i) { return double(p[i]); })));
           for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(wide[i], double(p[i])));
           EXPECT_EQ(wide[n], 7.0);  // nothing written past the end
           EXPECT_TRUE(Same(SumLeaf(p, n), RefLeaf<float>(n, [&](int64_t i) { return p[i]; })));
@@ -210,14 +225,11 @@ TEST(VecLanes, FoldColumnsKeepTheScalarFoldsNanPayloadsAndZeroSigns) {
 
 TEST(VecLanes, ElementwiseLoopsMatchTheScalarLoopsBitForBit) {
   for (int64_t n : {0, 1, 7, 16, 33, 255, 1000}) {
-    const std::vector<float> x = Data(n, 11, true), e = Data(n, 12, false), w = Data(n, 13, true),
-                             b = Data(n, 14, false);
+    const std::vector<float> x = Data(n, 11, true), w = Data(n, 13, true), b = Data(n, 14, false);
     std::vector<float> a = Data(n, 15, true), a_ref = a, amin = a, amin_ref = a;
     MaxFoldColumn(a.data(), x.data(), n);
     MinFoldColumn(amin.data(), x.data(), n);
-    std::vector<float> e_abs(e.size()), y(n), y_ref(n), o(n), o_ref(n);
-    for (size_t i = 0; i < e.size(); ++i) e_abs[i] = std::exp(-std::fabs(e[i]));
-    SigmoidFinish(x.data(), e_abs.data(), y.data(), n);
+    std::vector<float> o(n), o_ref(n);
     LayerNormRow(x.data(), w.data(), b.data(), o.data(), n, 0.37, 1.9);
     const std::vector<double> xd(x.begin(), x.end()), wd(w.begin(), w.end()), bd(b.begin(), b.end());
     std::vector<float> od(n);
@@ -226,12 +238,9 @@ TEST(VecLanes, ElementwiseLoopsMatchTheScalarLoopsBitForBit) {
       SCOPED_TRACE(::testing::Message() << "n " << n << " i " << i);
       a_ref[i] = RefCombine<true>(a_ref[i], x[i]);
       amin_ref[i] = RefCombine<false>(amin_ref[i], x[i]);
-      const float r = 1.0f / (1.0f + e_abs[i]);
-      y_ref[i] = x[i] >= 0.0f ? r : e_abs[i] * r;
       o_ref[i] = static_cast<float>((static_cast<double>(x[i]) - 0.37) * 1.9 * w[i] + b[i]);
       EXPECT_TRUE(Same(a[i], a_ref[i]));
       EXPECT_TRUE(Same(amin[i], amin_ref[i]));
-      EXPECT_TRUE(Same(y[i], y_ref[i]));
       EXPECT_TRUE(Same(o[i], o_ref[i]));
       EXPECT_TRUE(Same(od[i], o_ref[i]));
     }
@@ -251,6 +260,28 @@ TEST(VecLanes, ReluRunMatchesTheScalarSelectBitForBit) {
       std::vector<float> in_place(x);  // y == x
       ReluRun(in_place.data() + shift, in_place.data() + shift, n);
       for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(in_place[shift + i], px[i] < 0.0f ? 0.0f : px[i]));
+    }
+  }
+}
+
+// log_softmax's (x - max) - lse: the two rounded subtractions, on every tail length, unaligned and in place.
+TEST(VecLanes, SubTwiceRunIsTheTwoRoundedSubtractionsBitForBit) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t n : {0, 1, 7, 15, 16, 17, 31, 32, 33, 64, 65, 255, 1000}) {
+    const std::vector<float> x = Data(n, 41, true);
+    for (const auto& [a, b] : {std::pair{0.0f, 0.0f}, std::pair{1.5f, 0.1f}, std::pair{1e4f, 3.3f},
+                               std::pair{-7.25f, -1e-3f}, std::pair{inf, 0.5f}, std::pair{2.0f, -inf}}) {
+      for (int64_t shift : {0, 1, 3}) {
+        SCOPED_TRACE(::testing::Message() << "n " << n << " a " << a << " b " << b << " shift " << shift);
+        const float* px = x.data() + shift;
+        std::vector<float> o(n + 3, 7.0f);
+        SubTwiceRun(px, a, b, o.data(), n);
+        for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(o[i], (px[i] - a) - b));
+        for (int64_t i = n; i < n + 3; ++i) EXPECT_EQ(o[i], 7.0f);  // nothing written past the end
+        std::vector<float> in_place(x);
+        SubTwiceRun(in_place.data() + shift, a, b, in_place.data() + shift, n);
+        for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(in_place[shift + i], (px[i] - a) - b));
+      }
     }
   }
 }

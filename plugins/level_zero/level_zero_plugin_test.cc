@@ -203,13 +203,14 @@ bool HasKey(const oar_kernel_registrar_t& r, std::string_view op, const std::vec
 
 TEST(LevelZeroPlugin, RegistersItsKeysWithoutADevice) {
   const oar_kernel_registrar_t& r = Registered();
-  // 35 float ops x {F32, F16} + 15 integer ops x {I32, I64} + 25 casts
+  // 36 float ops (relu_grad included) x {F32, F16} + 15 integer ops x {I32, I64} + 25 casts
   // + {copy, fill, where, index_select, gather} x 9 dtypes.
-  EXPECT_EQ(r.entries.size(), 2u * 35 + 2 * 15 + 25 + 5 * 9);
+  EXPECT_EQ(r.entries.size(), 2u * 36 + 2 * 15 + 25 + 5 * 9);
   for (const auto& e : r.entries) EXPECT_NE(e.fn, nullptr) << e.op;
   constexpr int32_t F32 = OAR_DTYPE_FLOAT32, F16 = OAR_DTYPE_FLOAT16, F64 = OAR_DTYPE_FLOAT64,
                     BF16 = OAR_DTYPE_BFLOAT16, I64 = OAR_DTYPE_INT64, I8 = OAR_DTYPE_INT8, B = OAR_DTYPE_BOOL;
   EXPECT_TRUE(HasKey(r, "add", {F32, F32, F32}));
+  EXPECT_TRUE(HasKey(r, "relu_grad", {F16, F16, F16}));  // relu's VJP runs it here (vjp::ReluGradKernelOn)
   EXPECT_TRUE(HasKey(r, "matmul", {F16, F16, F16}));
   EXPECT_TRUE(HasKey(r, "softmax", {F32, F32}));
   EXPECT_TRUE(HasKey(r, "lt", {F16, F16, B}));

@@ -23,7 +23,7 @@ constexpr uint32_t kGroup = 256;  // work-group size of the 1-D kernels
 
 // ---- the op families and their dtypes -----------------------------------------------------------------
 
-constexpr std::string_view kBinary[] = {"add", "sub", "mul", "div", "maximum", "minimum", "pow"};
+constexpr std::string_view kBinary[] = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "relu_grad"};
 constexpr std::string_view kUnary[] = {"neg",   "exp", "relu", "abs",  "sign",    "log", "log1p",     "sqrt",
                                        "rsqrt", "sin", "cos",  "tanh", "sigmoid", "erf", "reciprocal"};
 constexpr std::string_view kCompare[] = {"eq", "ne", "lt", "le", "gt", "ge"};

@@ -237,7 +237,8 @@ TEST_F(PoclKernels, BinaryOpsOnATransposedAndABroadcastOperand) {
       {"div", [](float x, float y) { return x / y; }},
       {"maximum", [](float x, float y) { return std::isnan(x) || std::isnan(y) ? kNan : std::max(x, y); }},
       {"minimum", [](float x, float y) { return std::isnan(x) || std::isnan(y) ? kNan : std::min(x, y); }},
-      {"pow", [](float x, float y) { return std::pow(x, y); }}};
+      {"pow", [](float x, float y) { return std::pow(x, y); }},
+      {"relu_grad", [](float x, float y) { return x * (y > 0 ? 1.0f : 0.0f); }}};  // g * (x > 0), NaN x -> g * 0
   for (const auto& [op, fn] : ops) {
     Tensor out(OAR_DTYPE_FLOAT32, {3, 4});
     RunOp(op.c_str(), {&a, &b}, {&out});

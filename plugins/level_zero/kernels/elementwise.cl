@@ -49,6 +49,7 @@ OAR_INLINE float Sign(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x)
   BINARY(maximum, S, MaxNan(x, y))                         \
   BINARY(minimum, S, MinNan(x, y))                         \
   BINARY(pow, S, pow(x, y))                                \
+  BINARY(relu_grad, S, x * (y > 0.0f ? 1.0f : 0.0f))       \
   UNARY(neg, S, -x)                                        \
   UNARY(exp, S, exp(x))                                    \
   UNARY(relu, S, x < 0.0f ? 0.0f : x)                      \
