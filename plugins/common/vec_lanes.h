@@ -61,6 +61,10 @@ enum class VecBinary { kAdd, kSub, kMul, kDiv, kReluGrad };
 /// same bits. `o` may be `x` or `y` (no other overlap).
 void BinaryRun(VecBinary op, const float* x, int64_t x_step, const float* y, int64_t y_step, float* o, int64_t n);
 
+/// A bias row added to each of `rows` dense rows of n: o[i * n + j] = o[i * n + j] + b[j] (fused_linear's
+/// epilogue, matmul.cc): BinaryRun's kAdd per row, one call for the block of rows. `b` must not overlap `o`.
+void AddRows(float* o, const float* b, int64_t rows, int64_t n);
+
 /// ReluOp of elementwise.cc on a dense float32 run: y[i] = x[i] < 0 ? 0 : x[i] (NaN and -0 pass through;
 /// y may be x).
 void ReluRun(const float* x, float* y, int64_t n);
