@@ -331,7 +331,10 @@ void FusedLogSoftmax(const KernelCall& call) {
   if (x.numel() == 0) return;
   CheckContiguous(call, lo, "output 0");
   CheckContiguous(call, so, "output 1");
-  if (lo.data<char>() == so.data<char>()) Invalid(call, "the two outputs must not share memory");
+  // The shared row loop writes the exponentials into the softmax result before it reads x again.
+  if (lo.data<char>() == so.data<char>() || so.data<char>() == x.data<char>()) {
+    Invalid(call, "the outputs must not share memory with each other, nor the softmax result with x");
+  }
   const int64_t extent = rank == 0 ? 1 : x.dim(axis);
   if constexpr (std::is_same_v<T, float>) {
     if (rank >= 1 && axis == rank - 1 && x.stride(axis) == 1 && extent <= 256) {
