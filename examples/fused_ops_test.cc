@@ -1,10 +1,10 @@
 // fused_rotary's numbers against the ops examples/models.cc's RotateWith runs, fused_rms_scale's against
 // rms_norm's, fused_adam's against the
 // elementwise ops Adam::ApplyStep runs (core/optim), and fused_tanh_grad's and fused_sigmoid_grad's against the ops
-// their VJPs record, on cpu and both simulators; static training steps (StaticFunction, whose pipeline runs fuse-adam,
-// fuse-linear and fuse-act-grad) against the same steps run eagerly — bitwise, as `oar train --static` promises; where
-// the rewrite must fire and where it must not. (Here rather than in core/jit or core/passes, whose tests may not use
-// core/optim.)
+// their VJPs record, fused_log_softmax's against log_softmax and softmax, on cpu and both simulators; static training
+// steps (StaticFunction, whose pipeline runs fuse-adam, fuse-linear, fuse-act-grad and fuse-log-softmax) against the
+// same steps run eagerly — bitwise, as `oar train --static` promises; where the rewrite must fire and where it must
+// not. (Here rather than in core/jit or core/passes, whose tests may not use core/optim.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,6 +39,21 @@ size_t Count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
+}
+
+// `step` run eagerly once, then captured by StaticFunction and replayed three times: every output bitwise the
+// eager one. Returns the captured program's text.
+std::string CapturedStepsAreEagerBitwise(const Function& step, const std::vector<StateSlot>& state, Device d) {
+  StaticFunction f(step, state, d);
+  const std::vector<Tensor> want = step({});
+  for (int run = 0; run < 3; ++run) {
+    const std::vector<Tensor> got = f(std::vector<Tensor>{});
+    EXPECT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+      EXPECT_EQ(Bits(got[i]), Bits(want[i])) << "output " << i << ", replay " << run;
+    }
+  }
+  return ir::Print(*f.program());
 }
 
 // The kernel computes Adam::ApplyStep's operations (mul, add, div, sqrt, sub, each rounded to float) bit for bit,
@@ -306,18 +321,98 @@ TEST(FuseActGradRun, StaticStepsAreEagerBitwiseWithTheActivationGradientsFused) 
         return out;
       };
       const std::vector<StateSlot> state = {{"w", &w}, {"b", &b}, {"v", &v}};
-      StaticFunction f(step, state, d);
-      const std::vector<Tensor> want = step({});
-      for (int run = 0; run < 3; ++run) {
-        const std::vector<Tensor> got = f(std::vector<Tensor>{});
-        ASSERT_EQ(got.size(), want.size());
-        for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(Bits(got[i]), Bits(want[i])) << "output " << i;
-      }
-      const std::string text = ir::Print(*f.program());
+      const std::string text = CapturedStepsAreEagerBitwise(step, state, d);
       EXPECT_EQ(Count(text, "kernel.fused_tanh_grad("), square_out ? 0u : 1u) << text;
       EXPECT_EQ(Count(text, "kernel.fused_sigmoid_grad("), 2u) << text;  // sigmoid's and silu's
       EXPECT_EQ(Count(text, "kernel.fused_linear("), 1u) << text;
       EXPECT_EQ(Count(text, "kernel.tanh("), 0u) << text;  // fused_linear's epilogue, read by the backward
+    }
+  }
+}
+
+// fused_log_softmax against log_softmax and softmax along the same axis, bit for bit: rows of 2 (the mlp's
+// logits) and of 256 (the shared fast path's longest), longer rows (257, the kernels' other sum), a middle axis
+// (columns), a transposed x (a strided axis), special values in a row (NaN, +-inf, a row of -inf, huge values,
+// signed zeros), on cpu and both simulators; float64 on the cpu.
+TEST(FuseLogSoftmaxRun, KernelIsLogSoftmaxAndSoftmaxBitwiseOnCpuAndBothSimulators) {
+  Generator gen(17);
+  std::vector<float> sv = randn({37, 2}, gen, 0, 3, DType::kFloat32, kCpu).ToVector<float>();
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float special[] = {nan, 1.0f, inf, 2.0f, -inf, -inf, 3e38f, -3e38f, 0.0f, -0.0f, -inf, 4.0f, 88.0f, -104.0f};
+  std::copy(std::begin(special), std::end(special), sv.begin());
+  struct Case {
+    Tensor x;
+    int64_t axis;
+  };
+  const Case cases[] = {
+      {FromVector<float>(sv, {37, 2}, kCpu), 1},
+      {randn({9, 256}, gen, 0, 2, DType::kFloat32, kCpu), -1},
+      {randn({5, 257}, gen, 0, 2, DType::kFloat32, kCpu), 1},
+      {randn({4, 7, 3}, gen, 0, 2, DType::kFloat32, kCpu), 1},
+      {randn({5, 37}, gen, 0, 2, DType::kFloat32, kCpu).transpose(0, 1), 1},
+      {randn({3, 5}, gen, 0, 2, DType::kFloat32, kCpu), 0},
+  };
+  for (const char* name : kDevices) {
+    SCOPED_TRACE(name);
+    const Device d(name);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.x.shape().ToString() + " axis " + std::to_string(c.axis));
+      const std::vector<Tensor> in = {c.x.to(d)};
+      const std::vector<Tensor> got = ops::Run(ops::Op::kFusedLogSoftmax, in, {c.axis});
+      ASSERT_EQ(got.size(), 2u);
+      EXPECT_EQ(Bits(got[0]), Bits(log_softmax(in[0], c.axis)));
+      EXPECT_EQ(Bits(got[1]), Bits(softmax(in[0], c.axis)));
+    }
+  }
+  const Tensor x64 = randn({6, 5}, gen, 0, 2, DType::kFloat64, kCpu);
+  const std::vector<Tensor> in64 = {x64};
+  const std::vector<Tensor> got64 = ops::Run(ops::Op::kFusedLogSoftmax, in64, {int64_t{1}});
+  auto bits64 = [](const Tensor& t) {
+    const std::vector<double> v = t.contiguous().ToVector<double>();
+    std::vector<uint64_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * sizeof(double));
+    return b;
+  };
+  EXPECT_EQ(bits64(got64[0]), bits64(log_softmax(x64, 1)));
+  EXPECT_EQ(bits64(got64[1]), bits64(softmax(x64, 1)));
+  try {
+    ops::Run(ops::Op::kFusedLogSoftmax, in64, {int64_t{2}});
+    FAIL() << "axis 2 of a 2-d x was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fused_log_softmax: axis 2 is out of range for x of shape [6, 5]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A classifier's step with cross_entropy, captured (fuse-log-softmax pairs the loss's log_softmax with the softmax
+// its VJP recomputes) against the same step run eagerly: bitwise, with one fused_log_softmax and no softmax or
+// log_softmax kernel left. With `column_softmax` the loss also adds a softmax over the batch axis, which has no
+// log_softmax to pair with and must stay a softmax kernel (its VJP's softmax merges with it).
+TEST(FuseLogSoftmaxRun, StaticStepsAreEagerBitwiseWithTheLossSoftmaxFused) {
+  for (const char* name : kDevices) {
+    for (const bool column_softmax : {false, true}) {
+      SCOPED_TRACE(std::string(name) + (column_softmax ? ", softmax over the batch too" : ""));
+      const Device d(name);
+      Generator gen(19);
+      Tensor w = randn({3, 6}, gen, 0, 0.5, DType::kFloat32, kCpu).to(d);
+      Tensor b = randn({3}, gen, 0, 0.5, DType::kFloat32, kCpu).to(d);
+      const Tensor x = randn({5, 6}, gen, 0, 1, DType::kFloat32, kCpu).to(d);
+      const Tensor labels = FromVector<int64_t>({0, 2, 1, 1, 2}, {5}, kCpu).to(d);
+      for (Tensor* p : {&w, &b}) p->set_requires_grad(true);
+      auto step = [&](std::span<const Tensor>) {
+        const Tensor logits = linear(x, w, b);
+        Tensor loss = cross_entropy(logits, labels);
+        if (column_softmax) loss = loss + sum(softmax(logits, 0) * logits);
+        for (Tensor* p : {&w, &b}) p->zero_grad();
+        loss.backward();
+        return std::vector<Tensor>{loss, w.grad(), b.grad()};
+      };
+      const std::vector<StateSlot> state = {{"w", &w}, {"b", &b}};
+      const std::string text = CapturedStepsAreEagerBitwise(step, state, d);
+      EXPECT_EQ(Count(text, "kernel.fused_log_softmax("), 1u) << text;
+      EXPECT_EQ(Count(text, "kernel.log_softmax("), 0u) << text;
+      EXPECT_EQ(Count(text, "kernel.softmax("), column_softmax ? 1u : 0u) << text;
     }
   }
 }

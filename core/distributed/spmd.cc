@@ -323,6 +323,11 @@ SpmdRule SpmdRuleFor(ops::Op op, std::span<const ops::TensorMeta> in, const ops:
     case Op::kSoftmax:
     case Op::kLogSoftmax:
       return Axiswise(r.name, shape(0), NormDim(AttrOf<int64_t>(s, attrs, "axis"), shape(0).size()), 1, false);
+    case Op::kFusedLogSoftmax: {  // softmax's rule, for each of the two results
+      SpmdRule a = Axiswise(r.name, shape(0), NormDim(AttrOf<int64_t>(s, attrs, "axis"), shape(0).size()), 1, false);
+      a.outputs.push_back(a.outputs[0]);
+      return a;
+    }
     case Op::kFill: {
       r.family = "creation";
       const Dims out(AttrOf<std::vector<int64_t>>(s, attrs, "shape"));

@@ -72,7 +72,8 @@ Sample SampleFor(const ops::OpSchema& s) {
       {"expand", {{{1, 6}}, {{"shape", V{4, 6}}}}},
       {"squeeze", {{{4, 1, 6}}, {{"dim", int64_t{1}}}}},
       {"unsqueeze", {{{4, 6}}, {{"dim", int64_t{0}}}}},
-      {"slice_scatter", {{{2, 6}}, {{"shape", V{4, 6}}, {"dim", int64_t{0}}, {"start", int64_t{0}}, {"end", int64_t{2}}}}},
+      {"slice_scatter",
+       {{{2, 6}}, {{"shape", V{4, 6}}, {"dim", int64_t{0}}, {"start", int64_t{0}}, {"end", int64_t{2}}}}},
       {"conv2d", {{{2, 3, 8, 8}, {4, 3, 3, 3}}, {}}},
       {"conv2d_grad_input", {{{2, 4, 6, 6}, {4, 3, 3, 3}}, {{"input_shape", V{2, 3, 8, 8}}}}},
       {"conv2d_grad_weight", {{{2, 4, 6, 6}, {2, 3, 8, 8}}, {{"weight_shape", V{4, 3, 3, 3}}}}},
@@ -92,9 +93,11 @@ Sample SampleFor(const ops::OpSchema& s) {
       {"fused_rotary", {{{4, 6}, {4, 3}, {4, 3}}, {}}},
       {"fused_rms_scale", {{{4, 6}, {4, 1}, {}, {6}}, {}}},
       {"relu_grad", {{{4, 6}, {4, 6}}, {}}},
-      {"fused_adam", {{{4, 6}, {4, 6}, {4, 6}, {4, 6}, {}, {}, {}, {}, {}, {}, {}, {}, {}}, {{"with_decay", int64_t{1}}}}},
+      {"fused_adam",
+       {{{4, 6}, {4, 6}, {4, 6}, {4, 6}, {}, {}, {}, {}, {}, {}, {}, {}, {}}, {{"with_decay", int64_t{1}}}}},
       {"fused_tanh_grad", {{{4, 6}, {4, 6}, {}}, {}}},
       {"fused_sigmoid_grad", {{{4, 6}, {4, 6}, {}}, {}}},
+      {"fused_log_softmax", {{{4, 6}}, {{"axis", int64_t{1}}}}},
       {"where", {{{4, 6}, {4, 6}, {6}}, {}}},
   };
   auto it = special.find(std::string(s.name));

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "core/base/error.h"
 #include "core/ir/text.h"
@@ -26,16 +28,17 @@ void ExpectClose(const Tensor& got, const Tensor& want, double tol, const std::s
   for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], w[i], tol * (1 + std::abs(w[i]))) << what << " element " << i;
 }
 
-// x [6, 16] @ w [16, 12] + b [12], then `act` (empty: none); its output and the plain product's sum.
-std::string MlpLayer(const std::string& act) {
-  const std::string t = "tensor<[6, 12], f32>";
-  std::string s =
-      "builtin.module() ({\n"
-      "  %x = builtin.data() {index = 0, name = \"x\"} : () -> tensor<[6, 16], f32>\n"
-      "  %w = builtin.data() {index = 1, name = \"w\"} : () -> tensor<[16, 12], f32>\n"
-      "  %b = builtin.data() {index = 2, name = \"b\"} : () -> tensor<[12], f32>\n"
-      "  %mm = op.matmul(%x, %w) : (tensor<[6, 16], f32>, tensor<[16, 12], f32>) -> " + t + "\n"
-      "  %z = op.add(%mm, %b) : (" + t + ", tensor<[12], f32>) -> " + t + "\n";
+// x [6, 16] @ w [16, n] + b [n], then `act` (empty: none); its output and the plain product's sum.
+std::string MlpLayer(const std::string& act, int n) {
+  const std::string w = "tensor<[16, " + std::to_string(n) + "], f32>";
+  const std::string b = "tensor<[" + std::to_string(n) + "], f32>";
+  const std::string t = "tensor<[6, " + std::to_string(n) + "], f32>";
+  std::string s = "builtin.module() ({\n";
+  s += "  %x = builtin.data() {index = 0, name = \"x\"} : () -> tensor<[6, 16], f32>\n";
+  s += "  %w = builtin.data() {index = 1, name = \"w\"} : () -> " + w + "\n";
+  s += "  %b = builtin.data() {index = 2, name = \"b\"} : () -> " + b + "\n";
+  s += "  %mm = op.matmul(%x, %w) : (tensor<[6, 16], f32>, " + w + ") -> " + t + "\n";
+  s += "  %z = op.add(%mm, %b) : (" + t + ", " + b + ") -> " + t + "\n";
   const std::string out = act.empty() ? "%z" : "%a";
   if (!act.empty()) s += "  %a = op." + act + "(%z) : (" + t + ") -> " + t + "\n";
   return s + "  builtin.output(" + out + ") : (" + t + ") -> ()\n}) : () -> ()\n";
@@ -44,29 +47,39 @@ std::string MlpLayer(const std::string& act) {
 // The fused program gives the unfused program's numbers bitwise on every device with host kernels: the same
 // matmul primitive, the bias added in float as the add kernel does, relu and tanh as their kernels compute
 // them (the Predictor fuses by default, and its results must stay eager's, examples/export_test.cc).
+// n = 40 runs the epilogue's vector loop (AddRows: 16 or 32 floats a step) and its scalar tail; the bias holds
+// -0.0 (+0.0 + -0.0 is +0.0 in both), a NaN and an infinity.
 TEST(FuseLinearRun, FusedProgramsMatchUnfusedOnCpuAndBothSimulators) {
-  Generator g(5);
-  const std::vector<Tensor> in = {randn({6, 16}, g, 0, 1, DType::kFloat32, kCpu),
-                                  randn({16, 12}, g, 0, 0.5, DType::kFloat32, kCpu),
-                                  randn({12}, g, 0, 0.5, DType::kFloat32, kCpu)};
-  for (const char* device : {"cpu:0", "kunlun_sim:0", "ascend_sim:0"}) {
-    for (const std::string act : {"", "relu", "tanh"}) {
-      SCOPED_TRACE(std::string(device) + " " + (act.empty() ? "none" : act));
-      ir::IrContext ctx;
-      auto plain = ir::ParseProgram(ctx, MlpLayer(act), "mlp.oir");
-      auto fused = ir::ParseProgram(ctx, MlpLayer(act), "mlp.oir");
-      PassManager pm;
-      pm.AddPipeline(std::string("fuse-linear{device=") + device + "},dce,kernel-select{device=" + device + "}");
-      pm.Run(*fused);
-      const std::string text = ir::Print(*fused);
-      ASSERT_NE(text.find("kernel.fused_linear("), std::string::npos) << text;
-      ASSERT_EQ(text.find("kernel.matmul("), std::string::npos) << text;
-      ASSERT_EQ(text.find("kernel.transfer"), std::string::npos) << "fused_linear fell back to the cpu: " << text;
-      const std::vector<Tensor> want = jit::Interpret(*plain, in, Device(device));
-      const std::vector<Tensor> got = jit::Interpret(*fused, in, Device(device));
-      ASSERT_EQ(got.size(), 1u);
-      EXPECT_EQ(got[0].device(), Device(device));
-      EXPECT_EQ(got[0].to(kCpu).ToVector<float>(), want[0].to(kCpu).ToVector<float>()) << "fused against unfused";
+  for (const int n : {12, 40}) {
+    Generator g(5);
+    std::vector<float> bias = randn({n}, g, 0, 0.5, DType::kFloat32, kCpu).ToVector<float>();
+    bias[1] = -0.0f;
+    bias[2] = std::nanf("");
+    bias[3] = -std::numeric_limits<float>::infinity();
+    const std::vector<Tensor> in = {randn({6, 16}, g, 0, 1, DType::kFloat32, kCpu),
+                                    randn({16, n}, g, 0, 0.5, DType::kFloat32, kCpu),
+                                    FromVector<float>(bias, {n}, kCpu)};
+    for (const char* device : {"cpu:0", "kunlun_sim:0", "ascend_sim:0"}) {
+      for (const std::string act : {"", "relu", "tanh"}) {
+        SCOPED_TRACE(std::string(device) + " " + (act.empty() ? "none" : act) + " n " + std::to_string(n));
+        ir::IrContext ctx;
+        auto plain = ir::ParseProgram(ctx, MlpLayer(act, n), "mlp.oir");
+        auto fused = ir::ParseProgram(ctx, MlpLayer(act, n), "mlp.oir");
+        PassManager pm;
+        pm.AddPipeline(std::string("fuse-linear{device=") + device + "},dce,kernel-select{device=" + device + "}");
+        pm.Run(*fused);
+        const std::string text = ir::Print(*fused);
+        ASSERT_NE(text.find("kernel.fused_linear("), std::string::npos) << text;
+        ASSERT_EQ(text.find("kernel.matmul("), std::string::npos) << text;
+        ASSERT_EQ(text.find("kernel.transfer"), std::string::npos) << "fused_linear fell back to the cpu: " << text;
+        const std::vector<Tensor> want = jit::Interpret(*plain, in, Device(device));
+        const std::vector<Tensor> got = jit::Interpret(*fused, in, Device(device));
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_EQ(got[0].device(), Device(device));
+        const std::vector<float> gv = got[0].to(kCpu).ToVector<float>(), wv = want[0].to(kCpu).ToVector<float>();
+        ASSERT_EQ(gv.size(), wv.size());
+        EXPECT_EQ(std::memcmp(gv.data(), wv.data(), gv.size() * sizeof(float)), 0) << "fused against unfused, bitwise";
+      }
     }
   }
 }

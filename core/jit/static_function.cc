@@ -38,8 +38,31 @@ void ReleaseStateBlock(void* context, void*, size_t) { delete static_cast<std::s
 
 }  // namespace
 
+/// What the guard key says of one tensor, kept to compare a call's tensors with a cached program's without
+/// building the key's text (a replay's guard check was ~80k instructions of formatting for the mlp step's 30
+/// tensors); the text is built only on a miss, to name the difference.
+struct TensorGuard {
+  bool defined = false;
+  DType dtype = DType::kFloat32;
+  Dims shape;
+  Device device;
+  explicit TensorGuard(const Tensor& t) : defined(t.defined()) {
+    if (!defined) return;
+    dtype = t.dtype();
+    shape = t.shape();
+    device = t.device();
+  }
+  bool Matches(const Tensor& t) const {
+    if (!t.defined()) return !defined;
+    return defined && t.dtype() == dtype && t.device() == device && t.shape() == shape;
+  }
+};
+
 struct StaticFunction::Entry {
   std::string key;
+  /// The key's content: grad mode, then one guard per input and per state slot (GuardKey's order).
+  bool grad_mode = false;
+  std::vector<TensorGuard> guards;
   std::unique_ptr<ir::Program> program;
   /// Compiled at the program's first replay, after Compact moved its constants: it binds them. Run on every
   /// hit.
@@ -195,14 +218,32 @@ std::vector<Tensor> StaticFunction::Replay(Entry& e, std::span<const Tensor> inp
   return out;
 }
 
+bool StaticFunction::Matches(const Entry& e, std::span<const Tensor> inputs) const {
+  if (e.grad_mode != GradModeEnabled() || e.guards.size() != inputs.size() + state_.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!e.guards[i].Matches(inputs[i])) return false;
+  }
+  for (size_t i = 0; i < state_.size(); ++i) {
+    if (!e.guards[inputs.size() + i].Matches(*state_[i].tensor)) return false;
+  }
+  return true;
+}
+
 std::vector<Tensor> StaticFunction::operator()(std::span<const Tensor> inputs) {
-  const std::string key = GuardKey(inputs);
+  // The same test as comparing GuardKey's text (grad mode, each tensor's dtype, shape and device, or
+  // undefined), without building it on a hit.
   for (auto it = cache_.begin(); it != cache_.end(); ++it) {
-    if ((*it)->key != key) continue;
+    if (!Matches(**it, inputs)) continue;
     cache_.splice(cache_.begin(), cache_, it);
     ++stats_.hits;
     return Replay(*cache_.front(), inputs);
   }
+  const std::string key = GuardKey(inputs);
+  // The guards as the key has them: before the capture, which runs the function (and may change the state).
+  const bool grad_mode = GradModeEnabled();
+  std::vector<TensorGuard> guards;
+  for (const Tensor& t : inputs) guards.emplace_back(t);
+  for (const StateSlot& s : state_) guards.emplace_back(*s.tensor);
   ++stats_.misses;
   stats_.miss_reasons.push_back(cache_.empty() ? "first call" : FirstDifference(key, cache_.front()->key));
   std::vector<InputSpec> specs;
@@ -212,6 +253,8 @@ std::vector<Tensor> StaticFunction::operator()(std::span<const Tensor> inputs) {
   Captured c = Capture(*ctx_, fn_, specs, inputs, device_, options);
   auto e = std::make_unique<Entry>();
   e->key = key;
+  e->grad_mode = grad_mode;
+  e->guards = std::move(guards);
   e->updates = c.state_updates;
   e->num_outputs = c.outputs.size();
   e->program = std::move(c.program);
@@ -220,15 +263,19 @@ std::vector<Tensor> StaticFunction::operator()(std::span<const Tensor> inputs) {
     // As the Predictor prepares its programs: bound to the device's kernels (explicit fallback transfers),
     // results written over dying operands where a kernel allows it. The values are the eager ones, bit for bit.
     passes::PassManager pm;
+    pm.ConfigureFromEnvironment();  // OAR_IR_PRINT, as `oar ir` reads it
     pm.AddPipeline("canonicalize,cse,dce");
     pm.AddPipeline(fusion_passes_);
     // Unless CINN fuses (its groups take these chains, and hold their ops in regions a rewrite must not touch),
     // kernels that compute the same operations bit for bit replace chains of them: Adam's update per parameter
     // (fused_adam), the forward's matmul + bias + tanh / relu (fused_linear, where the backward does not read the
-    // matmul's or the sum's own result), and tanh's and sigmoid's backward (fused_tanh_grad, fused_sigmoid_grad).
+    // matmul's or the sum's own result), tanh's and sigmoid's backward (fused_tanh_grad, fused_sigmoid_grad), and
+    // cross_entropy's log_softmax with the softmax its backward recomputes (fused_log_softmax).
     if (fusion_passes_.empty()) {
-      pm.AddPipeline(fmt::format("fuse-adam{{device={0}}},fuse-linear{{device={0}}},fuse-act-grad{{device={0}}},dce",
-                                 device_.str()));
+      pm.AddPipeline(
+          fmt::format("fuse-adam{{device={0}}},fuse-linear{{device={0}}},fuse-act-grad{{device={0}}},fuse-log-softmax{{"
+                      "device={0}}},dce",
+                      device_.str()));
     }
     pm.AddPipeline(fmt::format("kernel-select{{device={}}}", device_.str()));
     // Forward results the backward reads late are recomputed there where that lowers the step's peak bytes.

@@ -67,6 +67,8 @@ class StaticFunction {
  private:
   struct Entry;
   std::string GuardKey(std::span<const Tensor> inputs) const;
+  /// `inputs` and the state now are what `e` was captured for (GuardKey would give e's key).
+  bool Matches(const Entry& e, std::span<const Tensor> inputs) const;
   std::vector<Tensor> Replay(Entry& e, std::span<const Tensor> inputs);
   // Move `tensors` (those on the device owning all of their storage) into one allocation, each over its own
   // bytes, owning them as far as donation can tell. `keep_held`: a tensor whose old storage something else

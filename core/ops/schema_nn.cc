@@ -335,6 +335,16 @@ Metas InferFusedActGrad(const OpSchema& s, std::span<const TensorMeta> in, const
   return {in[0]};
 }
 
+// fused_log_softmax: x of a floating dtype and an axis of it -> two results of x's type.
+Metas InferFusedLogSoftmax(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& attrs) {
+  CheckFloating(s, 0, in[0].dtype);
+  const int64_t rank = static_cast<int64_t>(in[0].shape.size());
+  const int64_t axis = Int(s, attrs, "axis");
+  OAR_CHECK_ARG(rank == 0 ? (axis == 0 || axis == -1) : (axis >= -rank && axis < rank),
+                "{}: axis {} is out of range for x of shape {}", s.name, axis, in[0].shape.ToString());
+  return {in[0], in[0]};
+}
+
 AttrSpec Ints2(std::string_view name, int64_t v) { return {name, OAR_ATTR_INTS, std::vector<int64_t>{v, v}, ""}; }
 AttrSpec IntsEmpty(std::string_view name) { return {name, OAR_ATTR_INTS, std::vector<int64_t>{}, ""}; }
 AttrSpec IntA(std::string_view name, int64_t v) { return {name, OAR_ATTR_INT, v, ""}; }
@@ -438,6 +448,14 @@ void AppendNnSchemas(std::vector<OpSchema>& t) {
          Bit(DType::kFloat32) | Bit(DType::kFloat64), InferFusedActGrad,
          "sigmoid's backward with s = sigmoid(x): (grad * s) * (-s + one), one a 0-d 1, each operation rounded to "
          "the dtype (the ops sigmoid's VJP records: mul, neg, add, mul)",
+         nullptr);
+  // cross_entropy's log_softmax and the softmax its VJP recomputes, from one maximum and one sum of
+  // exponentials per row (fuse-log-softmax in static training programs); not differentiated again.
+  direct(Op::kFusedLogSoftmax, "fused_log_softmax", {"x"}, {"log_softmax", "softmax"},
+         {{"axis", OAR_ATTR_INT, int64_t{-1}, "the axis"}}, Bit(DType::kFloat32) | Bit(DType::kFloat64),
+         InferFusedLogSoftmax,
+         "log_softmax(x, axis) and softmax(x, axis), bitwise those two ops' results: the maximum, the exponentials "
+         "of the differences and their sum computed once where the two kernels compute them alike",
          nullptr);
 }
 

@@ -38,6 +38,11 @@
 //
 // `one` a 0-d scalar of the dtype, grad, y and s of the result's type, every inner op used once; mul and add may
 // have their operands either way round.
+//
+// fuse-log-softmax{device=NAME}: log_softmax(x, axis) and a later softmax(x, axis) of the same x (cross_entropy's
+// forward and the softmax its VJP recomputes, core/ops/vjp.cc) become one op.fused_log_softmax(x) at the
+// log_softmax's place, with both results: one maximum and one sum of exponentials per row instead of two
+// (plugins/common/softmax_norm.cc computes both results as the two kernels do, bit for bit).
 #include <functional>
 #include <memory>
 #include <string>
@@ -370,6 +375,46 @@ class FuseActGradPattern : public RewritePattern {
   Device device_;
 };
 
+// The `axis` attribute of `op` normalised against `rank`, or -1 when absent or out of range.
+int64_t NormalAxis(const ir::Operation* op, int rank) {
+  const ir::Attribute a = op->attr("axis");
+  if (!a || a.kind() != ir::AttrKind::kInt) return -1;
+  const int64_t axis = a.AsInt() < 0 ? a.AsInt() + std::max(rank, 1) : a.AsInt();
+  return axis >= 0 && axis < std::max(rank, 1) ? axis : -1;
+}
+
+class FuseLogSoftmaxPattern : public RewritePattern {
+ public:
+  explicit FuseLogSoftmaxPattern(Device device)
+      : RewritePattern("op.softmax", 1, "fuse_log_softmax"), device_(device) {}
+
+  bool MatchAndRewrite(ir::Operation* root, PatternRewriter& rewriter) const override {
+    const ir::Value x = root->operand(0);
+    const ir::Type t = root->result(0).type();
+    if (!t.IsTensor() || x.type() != t) return false;
+    const int64_t axis = NormalAxis(root, t.rank());
+    if (axis < 0) return false;
+    for (ir::OpOperand* u = x.first_use(); u != nullptr; u = u->next_use()) {
+      ir::Operation* ls = u->owner();
+      if (ls->name() != "op.log_softmax" || !After(ls, root)) continue;  // the log_softmax first, in root's block
+      if (ls->result(0).type() != t || NormalAxis(ls, t.rank()) != axis) continue;
+      if (!FusedKernelOn(ops::Op::kFusedLogSoftmax, device_, t.dtype())) return false;
+      rewriter.SetInsertionPoint(ls);
+      const ir::Value operand[] = {x};
+      ir::Operation* fused =
+          rewriter.Create("op.fused_log_softmax", operand, {rewriter.Attr("axis", rewriter.context().IntAttr(axis))});
+      // The log_softmax, left without users, is erased by the driver (a pure op without uses).
+      ls->result(0).ReplaceUsesWithIf(fused->result(0), [](ir::OpOperand&) { return true; });
+      rewriter.ReplaceOp(root, fused->result(1));
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  Device device_;
+};
+
 // One pass per pattern, all alike: the device is checked first, then the rewrite runs to a fixed point.
 template <typename PatternT>
 class FusePass : public Pass {
@@ -414,6 +459,10 @@ void RegisterFuseElementwisePasses() {
                                        "tanh's and sigmoid's backward (grad * (1 - y * y), grad * s * (1 - s)) into "
                                        "op.fused_tanh_grad / op.fused_sigmoid_grad where {device=NAME} has their "
                                        "kernels (bitwise the same operations)");
+  RegisterFusePass<FuseLogSoftmaxPattern>("fuse-log-softmax",
+                                          "log_softmax(x) and a later softmax(x) along one axis into one "
+                                          "op.fused_log_softmax where {device=NAME} has its kernel (bitwise the "
+                                          "two ops' results)");
   RegisterFusePass<FuseRmsScalePattern>("fuse-rms-scale",
                                         "rms_norm's x * rsqrt(ms + eps) * w into op.fused_rms_scale where "
                                         "{device=NAME} has its kernel (bitwise the same operations)");

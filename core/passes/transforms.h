@@ -49,7 +49,7 @@ void RegisterInplacePass();
 void RegisterDecomposePass();
 void RegisterShapeInferPass();
 void RegisterFuseLinearPass();
-/// fuse-adam, fuse-rotary, fuse-rms-scale, fuse-act-grad (fuse_elementwise.cc).
+/// fuse-adam, fuse-rotary, fuse-rms-scale, fuse-act-grad, fuse-log-softmax (fuse_elementwise.cc).
 void RegisterFuseElementwisePasses();
 void RegisterRematPass();
 

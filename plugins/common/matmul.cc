@@ -17,15 +17,16 @@
 // and activation in one vectorised pass over the output. oneDNN's matmul with a bias and an eltwise post-op
 // was measured slower than that on the quiet 2-core machine (0.75-0.93x of matmul + add + relu in four of
 // five runs, docs/PERFORMANCE.md), so it is not used.
+#include <omp.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <unordered_map>
 #include <memory>
-#include <optional>
 #include <oneapi/dnnl/dnnl.hpp>
-#include <omp.h>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "oar/plugin/ops.h"
@@ -33,6 +34,7 @@
 #include "plugins/common/kernel_util.h"
 #include "plugins/common/strided.h"
 #include "plugins/common/vec_exp.h"
+#include "plugins/common/vec_lanes.h"
 
 namespace oar::host {
 namespace {
@@ -538,19 +540,37 @@ T Activate(T v, int64_t act) {
 /// Rows [i0, i1) of the [M, N] output o: o = act(o + bias), bias of stride bs.
 template <typename T, int64_t Act>
 void Epilogue(T* o, const T* b, int64_t bs, int64_t i0, int64_t i1, int64_t n) {
-  if constexpr (Act == kActTanh) {
-    // The bias row by row, then the tanh kernel's vectorised tanh over the rows at once (TanhN computes each
-    // element alone, as the tanh kernel does over any run of a tensor; one call rather than one per row).
-    for (int64_t i = i0; i < i1; ++i) {
-      T* row = o + i * n;
+  if constexpr (Act == kActTanh || std::is_same_v<T, float>) {
+    // The bias row by row (float32 with a contiguous bias: AddRows' vector loop, the same additions; GCC's -O2
+    // cost model leaves the plain loop scalar), then the activation over the rows at once: the tanh kernel's
+    // vectorised tanh (TanhN computes each element alone, as the tanh kernel does over any run of a tensor),
+    // or relu as the relu kernel's ReluRun computes it (x < 0 ? 0 : x, NaN and -0 kept).
+    if constexpr (std::is_same_v<T, float>) {
       if (bs == 1) {
-        for (int64_t j = 0; j < n; ++j) row[j] += b[j];  // a loop GCC vectorises
+        AddRows(o + i0 * n, b, i1 - i0, n);
       } else {
+        for (int64_t i = i0; i < i1; ++i) {
+          for (int64_t j = 0; j < n; ++j) o[i * n + j] += b[j * bs];
+        }
+      }
+    } else {
+      for (int64_t i = i0; i < i1; ++i) {
+        T* row = o + i * n;
         for (int64_t j = 0; j < n; ++j) row[j] += b[j * bs];
       }
     }
-    TanhN(o + i0 * n, o + i0 * n, (i1 - i0) * n);
-    return;
+    if constexpr (Act == kActTanh) {
+      TanhN(o + i0 * n, o + i0 * n, (i1 - i0) * n);
+      return;
+    } else if constexpr (Act == kActRelu) {
+      ReluRun(o + i0 * n, o + i0 * n, (i1 - i0) * n);
+      return;
+    } else if constexpr (Act == kActNone) {
+      return;
+    } else {
+      for (int64_t i = i0 * n; i < i1 * n; ++i) o[i] = Activate<T>(o[i], Act);
+      return;
+    }
   }
   for (int64_t i = i0; i < i1; ++i) {
     T* row = o + i * n;

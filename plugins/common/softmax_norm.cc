@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "oar/plugin/ops.h"
 #include "plugins/common/kernel_util.h"
 #include "plugins/common/pack.h"
 #include "plugins/common/strided.h"
@@ -162,19 +163,12 @@ void SoftmaxRow(const C* v, C* r, int64_t n) {
   }
 }
 
+/// Softmax (kLog: log_softmax) of x along `axis` into out (x's shape, contiguous, checked by the caller).
 template <typename T, bool kLog>
-void Softmax(const KernelCall& call) {
+void SoftmaxInto(const TensorRef& x, const TensorRef& out, int axis) {
   using C = StatT<T>;
   constexpr int64_t kSize = sizeof(T);
-  CheckArity(call, 1, 1);
-  CheckDTypes(call, {kDTypeOf<T>, kDTypeOf<T>});
-  const TensorRef x = call.input(0);
-  const TensorRef out = call.output(0);
-  CheckSameShape(call, x, out, "input 0");
   const int rank = x.rank();
-  const int axis = RequireAxis(call, "axis", rank);
-  if (out.numel() == 0) return;
-  CheckContiguous(call, out, "the output");
   const int64_t extent = rank == 0 ? 1 : x.dim(axis);
   const int64_t axis_stride = rank == 0 ? 1 : x.stride(axis);
   int64_t inner = 1;
@@ -292,6 +286,89 @@ void Softmax(const KernelCall& call) {
         }
       },
       work);
+}
+
+template <typename T, bool kLog>
+void Softmax(const KernelCall& call) {
+  CheckArity(call, 1, 1);
+  CheckDTypes(call, {kDTypeOf<T>, kDTypeOf<T>});
+  const TensorRef x = call.input(0);
+  const TensorRef out = call.output(0);
+  CheckSameShape(call, x, out, "input 0");
+  const int axis = RequireAxis(call, "axis", x.rank());
+  if (out.numel() == 0) return;
+  CheckContiguous(call, out, "the output");
+  SoftmaxInto<T, kLog>(x, out, axis);
+}
+
+/// SoftmaxRow<true> into l and SoftmaxRow<false> into r of one float row, n <= 256 (one block of the log
+/// path's exponentials): the maximum, the exponentials of the differences (written to r, as SoftmaxRow<false>
+/// writes them) and their sum are the same values in both, so they are computed once; every other operation
+/// is the one SoftmaxRow performs. No aliasing among v, l and r.
+void SoftmaxPairRow(const float* v, float* l, float* r, int64_t n) {
+  const float m = RowMax(v, n);
+  ExpOfDifferenceN(v, m, r, n);
+  const double s = SumAsDouble(r, n);
+  double sum = 0;  // the log path's sum over its one block
+  sum += s;
+  const float lse = static_cast<float>(std::log(sum));
+  BinaryRun(VecBinary::kSub, v, 1, &m, 0, l, n);
+  BinaryRun(VecBinary::kSub, l, 1, &lse, 0, l, n);
+  const float inv = static_cast<float>(1.0 / s);
+  BinaryRun(VecBinary::kMul, r, 1, &inv, 0, r, n);
+}
+
+/// fused_log_softmax: log_softmax(x) into output 0 and softmax(x) into output 1, bitwise the two kernels'
+/// results. Float32 rows of up to 256 contiguous elements along the last axis share the maximum, the
+/// exponentials and their sum (SoftmaxPairRow); any other case runs the two kernels' code one after the other.
+template <typename T>
+void FusedLogSoftmax(const KernelCall& call) {
+  CheckArity(call, 1, 2);
+  CheckDTypes(call, {kDTypeOf<T>, kDTypeOf<T>, kDTypeOf<T>});
+  const TensorRef x = call.input(0);
+  const TensorRef lo = call.output(0);
+  const TensorRef so = call.output(1);
+  CheckSameShape(call, x, lo, "input 0");
+  CheckSameShape(call, x, so, "input 0");
+  const int rank = x.rank();
+  // A direct op: its axis reaches the kernel as given, so a negative one counts from the end here.
+  int64_t given = RequireInt(call, OAR_OP_FUSED_LOG_SOFTMAX_ATTR_AXIS);
+  if (given < 0) given += std::max(rank, 1);
+  if (given < 0 || given >= std::max(rank, 1)) {
+    Invalid(call, "attribute 'axis' is out of range for a rank-" + std::to_string(rank) + " x");
+  }
+  const int axis = static_cast<int>(given);
+  if (x.numel() == 0) return;
+  CheckContiguous(call, lo, "output 0");
+  CheckContiguous(call, so, "output 1");
+  // The shared row loop writes the exponentials into the softmax result before it reads x again.
+  if (lo.data<char>() == so.data<char>() || so.data<char>() == x.data<char>()) {
+    Invalid(call, "the outputs must not share memory with each other, nor the softmax result with x");
+  }
+  const int64_t extent = rank == 0 ? 1 : x.dim(axis);
+  if constexpr (std::is_same_v<T, float>) {
+    if (rank >= 1 && axis == rank - 1 && x.stride(axis) == 1 && extent <= 256) {
+      const int64_t outer = x.numel() / extent;
+      const auto outer_layout = DimRange(x, 0, axis).Layout(sizeof(float));
+      char* src = x.data<char>();
+      ParallelFor(
+          outer,
+          [&](int64_t begin, int64_t end) {
+            float* l = lo.data<float>() + begin * extent;
+            float* r = so.data<float>() + begin * extent;
+            ForRange<1>(outer_layout, {src}, begin, end,
+                        [&](const std::array<char*, 1>& p, int64_t n, const std::array<int64_t, 1>& s) {
+                          for (int64_t j = 0; j < n; ++j, l += extent, r += extent) {
+                            SoftmaxPairRow(reinterpret_cast<const float*>(p[0] + j * s[0]), l, r, extent);
+                          }
+                        });
+          },
+          x.numel() * kTranscendentalCost);
+      return;
+    }
+  }
+  SoftmaxInto<T, true>(x, lo, axis);
+  SoftmaxInto<T, false>(x, so, axis);
 }
 
 // ---- layer_norm -------------------------------------------------------------------------------
@@ -420,6 +497,13 @@ void AddAll(std::vector<HostKernel>* kernels, TypeList<Ts...>) {
 
 }  // namespace
 
-void AppendSoftmaxNormKernels(std::vector<HostKernel>* kernels) { AddAll(kernels, FloatTypes{}); }
+void AppendSoftmaxNormKernels(std::vector<HostKernel>* kernels) {
+  AddAll(kernels, FloatTypes{});
+  // float32 and float64, as its schema (core/ops/schema_nn.cc) accepts.
+  AddKernel(kernels, "fused_log_softmax", {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32},
+            &GuardedKernel<&FusedLogSoftmax<float>>);
+  AddKernel(kernels, "fused_log_softmax", {OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64},
+            &GuardedKernel<&FusedLogSoftmax<double>>);
+}
 
 }  // namespace oar::host

@@ -521,6 +521,7 @@ struct Table {
   void (*binary_run)(VecBinary, const float*, int64_t, const float*, int64_t, float*, int64_t);
   void (*relu_run)(const float*, float*, int64_t);
   void (*sub_twice_run)(const float*, float, float, float*, int64_t);
+  void (*add_rows)(float*, const float*, int64_t, int64_t);
   void (*max_pool_2x2_row)(const float*, const float*, float*, int64_t*, int64_t, int64_t, int64_t);
   double (*sum_leaf_of_doubles)(const double*, int64_t);
   double (*squared_deviation_leaf_of_doubles)(const double*, int64_t, double);
@@ -552,6 +553,9 @@ struct Table {
   TARGET void SubTwiceRun(const float* x, float a, float b, float* o, int64_t n) {                                     \
     SubTwiceRunBody<W>(x, a, b, o, n);                                                                                 \
   }                                                                                                                    \
+  TARGET void AddRows(float* o, const float* b, int64_t rows, int64_t n) {                                             \
+    for (int64_t i = 0; i < rows; ++i) BinaryRunBody<W, VecBinary::kAdd, false, false>(o + i * n, b, o + i * n, n);    \
+  }                                                                                                                    \
   TARGET void MaxPool2x2Row(const float* r0, const float* r1, float* y, int64_t* idx, int64_t n, int64_t base,         \
                             int64_t row_step) {                                                                        \
     MaxPool2x2RowBody<W>(r0, r1, y, idx, n, base, row_step);                                                           \
@@ -577,6 +581,7 @@ struct Table {
                             BinaryRun,                                                                                 \
                             ReluRun,                                                                                   \
                             SubTwiceRun,                                                                               \
+                            AddRows,                                                                                   \
                             MaxPool2x2Row,                                                                             \
                             SumLeafOfDoubles,                                                                          \
                             SquaredDeviationLeafOfDoubles,                                                             \
@@ -615,6 +620,7 @@ void MaxFoldColumn(float* a, const float* s, int64_t w) { Isa().max_fold_column(
 void MinFoldColumn(float* a, const float* s, int64_t w) { Isa().min_fold_column(a, s, w); }
 void ReluRun(const float* x, float* y, int64_t n) { Isa().relu_run(x, y, n); }
 void SubTwiceRun(const float* x, float a, float b, float* o, int64_t n) { Isa().sub_twice_run(x, a, b, o, n); }
+void AddRows(float* o, const float* b, int64_t rows, int64_t n) { Isa().add_rows(o, b, rows, n); }
 void BinaryRun(VecBinary op, const float* x, int64_t x_step, const float* y, int64_t y_step, float* o, int64_t n) {
   Isa().binary_run(op, x, x_step, y, y_step, o, n);
 }

@@ -62,6 +62,9 @@ void BinaryRun(VecBinary op, const float* x, int64_t x_step, const float* y, int
 /// log_softmax's output row: o[i] = (x[i] - a) - b, the two float subtractions in that order (what two
 /// BinaryRun kSub passes with a broadcast scalar give), in one pass. `o` may be `x`.
 void SubTwiceRun(const float* x, float a, float b, float* o, int64_t n);
+/// A bias row added to each of `rows` dense rows of n: o[i * n + j] = o[i * n + j] + b[j] (fused_linear's
+/// epilogue, matmul.cc): BinaryRun's kAdd per row, one call for the block of rows. `b` must not overlap `o`.
+void AddRows(float* o, const float* b, int64_t rows, int64_t n);
 
 /// ReluOp of elementwise.cc on a dense float32 run: y[i] = x[i] < 0 ? 0 : x[i] (NaN and -0 pass through;
 /// y may be x).

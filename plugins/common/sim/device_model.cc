@@ -40,7 +40,8 @@ double FlopsPerElement(std::string_view op) {
   static constexpr std::string_view kMoves[] = {"copy",   "cast", "fill",   "format_cast", "where",
                                                 "concat", "pad",  "gather", "index_select"};
   static constexpr std::string_view kTranscendental[] = {
-      "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "pow", "softmax", "log_softmax"};
+      "exp",  "log",     "log1p", "sqrt", "rsqrt",   "sin",         "cos",
+      "tanh", "sigmoid", "erf",   "pow",  "softmax", "log_softmax", "fused_log_softmax"};
   for (std::string_view m : kMoves) {
     if (op == m) return 0;
   }

@@ -240,8 +240,11 @@
 #define OAR_OP_FUSED_TANH_GRAD "fused_tanh_grad"
 /* fused_sigmoid_grad(grad, s, one) -> grad_x: sigmoid's backward with s = sigmoid(x): (grad * s) * (-s + one), one a 0-d 1, each operation rounded to the dtype (the ops sigmoid's VJP records: mul, neg, add, mul) */
 #define OAR_OP_FUSED_SIGMOID_GRAD "fused_sigmoid_grad"
+/* fused_log_softmax(x) -> log_softmax, softmax: log_softmax(x, axis) and softmax(x, axis), bitwise those two ops' results: the maximum, the exponentials of the differences and their sum computed once where the two kernels compute them alike */
+#define OAR_OP_FUSED_LOG_SOFTMAX "fused_log_softmax"
+#define OAR_OP_FUSED_LOG_SOFTMAX_ATTR_AXIS "axis"
 
 /* Number of ops above. */
-#define OAR_OP_COUNT 78
+#define OAR_OP_COUNT 79
 
 #endif /* OAR_PLUGIN_OPS_H_ */
