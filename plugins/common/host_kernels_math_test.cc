@@ -314,16 +314,7 @@ TEST(Math, FusedExpSumLeafAndSigmoidAreTheTwoPassLoopsBitForBit) {
         for (int width = 8; width > 0; width /= 2) {
           for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
         }
-        std::vector<float> y(n + 1, 7.0f);
-        EXPECT_TRUE(same(oar::host::ExpOfDifferenceSumLeaf(x.data(), m, y.data(), n), lanes[0]));
-        EXPECT_TRUE(same(oar::host::ExpOfDifferenceSumLeaf(x.data(), m, nullptr, n), lanes[0]));
-        std::vector<float> in_place(x.begin(), x.begin() + n);
-        EXPECT_TRUE(same(oar::host::ExpOfDifferenceSumLeaf(in_place.data(), m, in_place.data(), n), lanes[0]));
-        for (int64_t k = 0; k < n; ++k) {
-          EXPECT_TRUE(same(y[k], e[k])) << k;
-          EXPECT_TRUE(same(in_place[k], e[k])) << k;
-        }
-        EXPECT_EQ(y[n], 7.0f);  // nothing written past the end
+        EXPECT_TRUE(same(oar::host::ExpOfDifferenceSumLeaf(x.data(), m, n), lanes[0]));
       }
     }
     for (int64_t n = 0; n <= 100; ++n) {

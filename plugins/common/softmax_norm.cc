@@ -129,7 +129,7 @@ void SoftmaxRow(const C* v, C* r, int64_t n) {
       if constexpr (std::is_same_v<C, float>) {
         // e^(v - m), the difference rounded first, summed as SumAsDouble(e, w) (one leaf) in one pass
         // without storing e (vec_exp.h)
-        sum += ExpOfDifferenceSumLeaf(v + b, m, nullptr, w);
+        sum += ExpOfDifferenceSumLeaf(v + b, m, w);
       } else {
         for (int64_t i = 0; i < w; ++i) e[i] = v[b + i] - m;
         ExpN(e, e, w);
@@ -145,8 +145,8 @@ void SoftmaxRow(const C* v, C* r, int64_t n) {
       for (int64_t i = 0; i < n; ++i) r[i] = (v[i] - m) - lse;
     }
   } else {
-    // The exponentials are stored for the scaling below: summing them in the same loop
-    // (ExpOfDifferenceSumLeaf with a store) ran fewer instructions but slower (docs/PERFORMANCE.md, h18d).
+    // The exponentials are stored for the scaling below: summing them in the same loop (ExpOfDifferenceSumLeaf's
+    // loop with a store, tried) ran fewer instructions but slower (docs/PERFORMANCE.md, h18d).
     if constexpr (std::is_same_v<C, float>) {
       ExpOfDifferenceN(v, m, r, n);
     } else {

@@ -176,9 +176,9 @@ template <int kLanes>
 /// chains) are widened into the 16 double lanes of PairwiseSum's leaf (chunk element j into lane j, in
 /// vectors of kLanes / 2 doubles) while still in registers; the tail's exponentials (a zero-padded
 /// vector step, as MapLanes) are added to lanes 0 .. n % 16 - 1 in order, then the lanes are combined as
-/// that leaf's tree. kStore writes the exponentials to y too.
-template <int kLanes, bool kStore>
-[[gnu::always_inline]] inline double ExpOfDifferenceSumLeafBody(const float* x, float m, float* y, int64_t n) {
+/// that leaf's tree.
+template <int kLanes>
+[[gnu::always_inline]] inline double ExpOfDifferenceSumLeafBody(const float* x, float m, int64_t n) {
   using F = typename Vec<kLanes>::F;
   using D = typename Vec<kLanes>::D;
   constexpr int kChunk = 16, kVecs = kChunk / kLanes;
@@ -191,7 +191,6 @@ template <int kLanes, bool kStore>
       std::memcpy(&v[k], x + i + k * kLanes, sizeof v[k]);
       PreOp<kLanes, Pre::kMinus>(v[k], m);
       Exp<kLanes>(v[k]);
-      if constexpr (kStore) std::memcpy(y + i + k * kLanes, &v[k], sizeof v[k]);
       AddWidenedHalves<kLanes>(acc[2 * k], acc[2 * k + 1], v[k]);
     }
   }
@@ -208,7 +207,6 @@ template <int kLanes, bool kStore>
       Exp<kLanes>(v);
       std::memcpy(e + k * kLanes, &v, sizeof v);
     }
-    if constexpr (kStore) std::memcpy(y + i, e, static_cast<size_t>(n - i) * sizeof(float));
     for (int64_t j = 0; j < n - i; ++j) lanes[j] += static_cast<double>(e[j]);
   }
   for (int width = kChunk / 2; width > 0; width /= 2) {
@@ -217,25 +215,19 @@ template <int kLanes, bool kStore>
   return lanes[0];
 }
 
-template <int kLanes>
-[[gnu::always_inline]] inline double ExpOfDifferenceSumLeafAny(const float* x, float m, float* y, int64_t n) {
-  return y != nullptr ? ExpOfDifferenceSumLeafBody<kLanes, true>(x, m, y, n)
-                      : ExpOfDifferenceSumLeafBody<kLanes, false>(x, m, nullptr, n);
-}
-
 void ExpBaseline(const float* x, float* y, int64_t n) { MapLanes<4, Exp<4>>(x, y, n); }
 void TanhBaseline(const float* x, float* y, int64_t n) { MapLanes<4, Tanh<4>>(x, y, n); }
 void ExpOfDifferenceBaseline(const float* x, float m, float* y, int64_t n) {
   MapLanes<4, Exp<4>, Pre::kMinus>(x, y, n, m);
 }
 void SigmoidBaseline(const float* x, float* y, int64_t n) { MapLanes<4, Sigmoid<4>>(x, y, n); }
-double ExpOfDifferenceSumLeafBaseline(const float* x, float m, float* y, int64_t n) {
-  return ExpOfDifferenceSumLeafAny<4>(x, m, y, n);
+double ExpOfDifferenceSumLeafBaseline(const float* x, float m, int64_t n) {
+  return ExpOfDifferenceSumLeafBody<4>(x, m, n);
 }
 
 using MapFn = void (*)(const float*, float*, int64_t);
 using ShiftedMapFn = void (*)(const float*, float, float*, int64_t);
-using ShiftedSumFn = double (*)(const float*, float, float*, int64_t);
+using ShiftedSumFn = double (*)(const float*, float, int64_t);
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 [[gnu::target("avx2")]] void ExpAvx2(const float* x, float* y, int64_t n) { MapLanes<8, Exp<8>>(x, y, n); }
@@ -255,11 +247,11 @@ using ShiftedSumFn = double (*)(const float*, float, float*, int64_t);
 [[gnu::target("avx512f")]] void SigmoidAvx512(const float* x, float* y, int64_t n) {
   MapLanes<16, Sigmoid<16>>(x, y, n);
 }
-[[gnu::target("avx2")]] double ExpOfDifferenceSumLeafAvx2(const float* x, float m, float* y, int64_t n) {
-  return ExpOfDifferenceSumLeafAny<8>(x, m, y, n);
+[[gnu::target("avx2")]] double ExpOfDifferenceSumLeafAvx2(const float* x, float m, int64_t n) {
+  return ExpOfDifferenceSumLeafBody<8>(x, m, n);
 }
-[[gnu::target("avx512f")]] double ExpOfDifferenceSumLeafAvx512(const float* x, float m, float* y, int64_t n) {
-  return ExpOfDifferenceSumLeafAny<16>(x, m, y, n);
+[[gnu::target("avx512f")]] double ExpOfDifferenceSumLeafAvx512(const float* x, float m, int64_t n) {
+  return ExpOfDifferenceSumLeafBody<16>(x, m, n);
 }
 
 template <typename Fn>
@@ -290,13 +282,13 @@ void ExpOfDifferenceN(const float* x, float m, float* y, int64_t n) {
 #endif
 }
 
-double ExpOfDifferenceSumLeaf(const float* x, float m, float* y, int64_t n) {
+double ExpOfDifferenceSumLeaf(const float* x, float m, int64_t n) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static const ShiftedSumFn leaf =
       Select(ExpOfDifferenceSumLeafAvx512, ExpOfDifferenceSumLeafAvx2, ExpOfDifferenceSumLeafBaseline);
-  return leaf(x, m, y, n);
+  return leaf(x, m, n);
 #else
-  return ExpOfDifferenceSumLeafBaseline(x, m, y, n);
+  return ExpOfDifferenceSumLeafBaseline(x, m, n);
 #endif
 }
 

@@ -20,11 +20,11 @@ void ExpN(const float* x, float* y, int64_t n);
 /// shifted exponentials without a pass to store the differences). y may be x.
 void ExpOfDifferenceN(const float* x, float m, float* y, int64_t n);
 
-/// ExpOfDifferenceN of x[0..n) into y (skipped where y is null), n <= 256, and the sum of the exponentials
+/// The sum of the exponentials ExpOfDifferenceN computes of x[0..n), n <= 256, without storing them,
 /// as softmax_norm.cc's PairwiseSum leaf adds them: in double, in 16 lanes (element i into lane i % 16),
 /// then lanes [0, 8) += [8, 16), [0, 4) += [4, 8), ... Bitwise ExpOfDifferenceN followed by
 /// SumLeafAsDouble (vec_lanes.h) of its results, in one pass (the exponentials summed while in registers).
-double ExpOfDifferenceSumLeaf(const float* x, float m, float* y, int64_t n);
+double ExpOfDifferenceSumLeaf(const float* x, float m, int64_t n);
 
 /// y[i] = sigmoid(x[i]) as elementwise_math.cc's SigmoidOp::Apply rounds it in float: e = ExpN(-|x|),
 /// r = 1 / (1 + e), x >= 0 ? r : e * r; bit for bit, in one pass. y may be x.
