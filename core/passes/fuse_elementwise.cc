@@ -404,7 +404,7 @@ class FuseLogSoftmaxPattern : public RewritePattern {
       ir::Operation* fused =
           rewriter.Create("op.fused_log_softmax", operand, {rewriter.Attr("axis", rewriter.context().IntAttr(axis))});
       // The log_softmax, left without users, is erased by the driver (a pure op without uses).
-      ls->result(0).ReplaceUsesWithIf(fused->result(0), [](ir::OpOperand&) { return true; });
+      ls->result(0).ReplaceAllUsesWith(fused->result(0));
       rewriter.ReplaceOp(root, fused->result(1));
       return true;
     }
