@@ -537,48 +537,27 @@ T Activate(T v, int64_t act) {
   }
 }
 
-/// Rows [i0, i1) of the [M, N] output o: o = act(o + bias), bias of stride bs.
+/// Rows [i0, i1) of the [M, N] output o: o = act(o + bias), bias of stride bs. The bias first (float32 with a
+/// contiguous bias: AddRows' vector loop, the same additions; GCC's -O2 cost model leaves the plain loop
+/// scalar), then the activation over the rows at once as its kernel computes it: the tanh kernel's TanhN (each
+/// element alone), the relu kernel's ReluRun for float32 (x < 0 ? 0 : x, NaN and -0 kept), else Activate.
 template <typename T, int64_t Act>
 void Epilogue(T* o, const T* b, int64_t bs, int64_t i0, int64_t i1, int64_t n) {
-  if constexpr (Act == kActTanh || std::is_same_v<T, float>) {
-    // The bias row by row (float32 with a contiguous bias: AddRows' vector loop, the same additions; GCC's -O2
-    // cost model leaves the plain loop scalar), then the activation over the rows at once: the tanh kernel's
-    // vectorised tanh (TanhN computes each element alone, as the tanh kernel does over any run of a tensor),
-    // or relu as the relu kernel's ReluRun computes it (x < 0 ? 0 : x, NaN and -0 kept).
-    if constexpr (std::is_same_v<T, float>) {
-      if (bs == 1) {
-        AddRows(o + i0 * n, b, i1 - i0, n);
-      } else {
-        for (int64_t i = i0; i < i1; ++i) {
-          for (int64_t j = 0; j < n; ++j) o[i * n + j] += b[j * bs];
-        }
-      }
-    } else {
-      for (int64_t i = i0; i < i1; ++i) {
-        T* row = o + i * n;
-        for (int64_t j = 0; j < n; ++j) row[j] += b[j * bs];
-      }
-    }
-    if constexpr (Act == kActTanh) {
-      TanhN(o + i0 * n, o + i0 * n, (i1 - i0) * n);
-      return;
-    } else if constexpr (Act == kActRelu) {
-      ReluRun(o + i0 * n, o + i0 * n, (i1 - i0) * n);
-      return;
-    } else if constexpr (Act == kActNone) {
-      return;
-    } else {
-      for (int64_t i = i0 * n; i < i1 * n; ++i) o[i] = Activate<T>(o[i], Act);
-      return;
+  T* rows = o + i0 * n;
+  const int64_t count = (i1 - i0) * n;
+  if (std::is_same_v<T, float> && bs == 1) {
+    if constexpr (std::is_same_v<T, float>) AddRows(rows, b, i1 - i0, n);
+  } else {
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t j = 0; j < n; ++j) o[i * n + j] += b[j * bs];
     }
   }
-  for (int64_t i = i0; i < i1; ++i) {
-    T* row = o + i * n;
-    if (bs == 1) {
-      for (int64_t j = 0; j < n; ++j) row[j] = Activate<T>(row[j] + b[j], Act);
-    } else {
-      for (int64_t j = 0; j < n; ++j) row[j] = Activate<T>(row[j] + b[j * bs], Act);
-    }
+  if constexpr (Act == kActTanh) {
+    TanhN(rows, rows, count);
+  } else if constexpr (Act == kActRelu && std::is_same_v<T, float>) {
+    ReluRun(rows, rows, count);
+  } else if constexpr (Act != kActNone) {
+    for (int64_t i = 0; i < count; ++i) rows[i] = Activate<T>(rows[i], Act);
   }
 }
 

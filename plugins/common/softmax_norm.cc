@@ -308,12 +308,9 @@ void Softmax(const KernelCall& call) {
 void SoftmaxPairRow(const float* v, float* l, float* r, int64_t n) {
   const float m = RowMax(v, n);
   ExpOfDifferenceN(v, m, r, n);
-  const double s = SumAsDouble(r, n);
-  double sum = 0;  // the log path's sum over its one block
-  sum += s;
-  const float lse = static_cast<float>(std::log(sum));
-  BinaryRun(VecBinary::kSub, v, 1, &m, 0, l, n);
-  BinaryRun(VecBinary::kSub, l, 1, &lse, 0, l, n);
+  const double s = SumAsDouble(r, n);  // the log path's sum over its one block (0 + s is s: s >= 0 or NaN)
+  const float lse = static_cast<float>(std::log(s));
+  SubTwiceRun(v, m, lse, l, n);
   const float inv = static_cast<float>(1.0 / s);
   BinaryRun(VecBinary::kMul, r, 1, &inv, 0, r, n);
 }
