@@ -583,6 +583,25 @@ void DirectCases(std::vector<Case>& cases, const OpSchema& s) {
                          return std::vector<Expected>{{ref::layer_norm(rx, 1, rw, rb)}, {st.mean}, {st.rstd}};
                        });
       });
+    } else if (op == "batch_norm_train") {
+      add("nchw", [=](CaseContext& c, InputMaker& in) {
+        Array rx, rw, rb;
+        Tensor x = in.Random({4, 3, 5, 6}, dt, c.device, &rx);
+        Tensor w = in.Random({3}, dt, c.device, &rw, 0.5, 1.5);
+        Tensor b = in.Random({3}, dt, c.device, &rb, -0.5, 0.5);
+        return CheckOp(
+            c, op, {dt, dt, dt, dt, dt, dt}, "[4, 3, 5, 6]",
+            [&] {
+              return Run(opid, {x, w, b}, {1e-5}, c.device);
+            },
+            [&] {
+              const ref::BatchNormTrainResult r = ref::batch_norm_train(rx, rw, rb, 1e-5);
+              Array var = r.batch_var_unbiased;  // the op's variance is the population one
+              for (double& v : var.data) v = v * (4 * 5 * 6 - 1) / (4 * 5 * 6);
+              return std::vector<Expected>{
+                  {r.y}, {ref::reshape(r.batch_mean, {1, 3, 1, 1})}, {ref::reshape(var, {1, 3, 1, 1})}};
+            });
+      });
     } else if (op == "concat") {
       add("axis0", [=](CaseContext& c, InputMaker& in) {
         Array r0, r1, r2;

@@ -95,6 +95,24 @@ void BackwardKernelCases(std::vector<Case>& cases) {
             [&] { return std::vector<Expected>{{ref::relu_grad(rx, rg)}}; });
       });
     }
+    // batch_norm_train_grad: the statistics recomputed from x, the gradients through them.
+    if (dt == DType::kFloat32 || dt == DType::kFloat64) {
+      AddOp(cases, "batch_norm_train_grad", dt, "nchw", [=](CaseContext& c, InputMaker& in) {
+        Array rx, rg, rw;
+        Tensor g = in.Random({4, 3, 5, 6}, dt, c.device, &rg);
+        Tensor x = in.Random({4, 3, 5, 6}, dt, c.device, &rx);
+        Tensor w = in.Random({3}, dt, c.device, &rw, 0.5, 1.5);
+        return CheckOp(
+            c, "batch_norm_train_grad", {dt, dt, dt, dt, dt, dt}, "grad [4, 3, 5, 6] x [4, 3, 5, 6] weight [3]",
+            [&] {
+              return ops::Run(ops::Op::kBatchNormTrainGrad, std::vector<Tensor>{g, x, w}, {1e-5}, c.device);
+            },
+            [&] {
+              const ref::BatchNormGrads r = ref::batch_norm_train_grad(rx, rg, rw, 1e-5);
+              return std::vector<Expected>{{r.dx}, {r.dweight}, {r.dbias}};
+            });
+      });
+    }
     AddOp(cases, "adaptive_avg_pool2d_grad", dt, "from_3x2", [=](CaseContext& c, InputMaker& in) {
       Array rx, rg;
       in.Random({2, 3, 7, 5}, dt, kCpu, &rx);

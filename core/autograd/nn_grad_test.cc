@@ -1,14 +1,17 @@
 // Finite-difference gradient checks (float64) for the math, reduction, softmax, normalisation,
 // convolution, pooling and indexing ops and for the composite ops built from them.
+#include <gtest/gtest.h>
+#include <omp.h>
+
 #include <cmath>
 #include <cstring>
 #include <map>
 
-#include <gtest/gtest.h>
-
 #include "core/autograd/autograd.h"
 #include "core/autograd/grad_check.h"
+#include "core/ops/decompose.h"
 #include "core/ops/nn.h"
+#include "core/ops/ops.h"
 #include "core/runtime/profiler.h"
 
 namespace oar {
@@ -106,6 +109,172 @@ TEST(ReluGrad, RejectsMismatchedShapesAndDTypesNamingTheOp) {
   }
   EXPECT_THROW(relu_grad(a, zeros({2, 3}, DType::kFloat64)), Error);
   EXPECT_THROW(relu_grad(zeros({2, 3}, DType::kInt32), zeros({2, 3}, DType::kInt32)), Error);
+}
+
+// ---- batch_norm_train(_grad): batch_norm's training forward and its VJP chain, bit for bit the composed ops ---
+
+struct BatchNormResult {
+  Tensor y, mean, var, gx, gw, gb;
+};
+
+// The composed ops batch_norm ran before batch_norm_train (main's nn.cc, written out), with autograd through
+// them: the reference, values and the engine's order of adding gradient contributions both.
+BatchNormResult ComposedBatchNorm(const Tensor& x0, const Tensor& w0, const Tensor& b0, const Tensor& g, double eps) {
+  Tensor x = x0.detach().clone().set_requires_grad(true);
+  Tensor w = w0.detach().clone().set_requires_grad(true);
+  Tensor b = b0.detach().clone().set_requires_grad(true);
+  const std::vector<int64_t> axes = x.rank() == 4 ? std::vector<int64_t>{0, 2, 3} : std::vector<int64_t>{0};
+  Dims stat = Dims::Filled(x.rank(), 1);
+  stat[1] = x.dim(1);
+  const Tensor m = mean(x, axes, true);
+  const Tensor d = x - m;
+  const Tensor v = mean(d * d, axes, true);
+  Tensor scale = rsqrt(v + eps);
+  scale = scale * w.reshape(stat);
+  const Tensor y = d * scale + b.reshape(stat);
+  y.backward(g);
+  return {y.detach(), m.detach(), v.detach(), x.grad(), w.grad(), b.grad()};
+}
+
+// The same through batch_norm (the kernels where the device has them) and autograd.
+BatchNormResult ViaBatchNorm(const Tensor& x0, const Tensor& w0, const Tensor& b0, const Tensor& g, double eps) {
+  Tensor x = x0.detach().clone().set_requires_grad(true);
+  Tensor w = w0.detach().clone().set_requires_grad(true);
+  Tensor b = b0.detach().clone().set_requires_grad(true);
+  const Tensor y = batch_norm(x, Tensor(), Tensor(), w, b, true, 0.1, eps);
+  y.backward(g);
+  if (x0.device() != Device("cpu")) return {y.detach(), Tensor(), Tensor(), x.grad(), w.grad(), b.grad()};
+  NoGradGuard no_grad;  // the statistics batch_norm gave the running ones
+  const std::vector<Tensor> stats = batch_norm_train(x0, w0, b0, eps);
+  return {y.detach(), stats[1], stats[2], x.grad(), w.grad(), b.grad()};
+}
+
+void ExpectSameBatchNorm(const BatchNormResult& got, const BatchNormResult& want) {
+  EXPECT_TRUE(SameBits(got.y, want.y)) << "y";
+  if (got.mean.defined()) {
+    EXPECT_TRUE(SameBits(got.mean, want.mean)) << "mean";
+    EXPECT_TRUE(SameBits(got.var, want.var)) << "var";
+  }
+  EXPECT_TRUE(SameBits(got.gx, want.gx)) << "grad x";
+  EXPECT_TRUE(SameBits(got.gw, want.gw)) << "grad weight";
+  EXPECT_TRUE(SameBits(got.gb, want.gb)) << "grad bias";
+}
+
+// Values on a large offset (so that the mean's and the variance's roundings matter), some specials.
+Tensor BatchNormInput(const Dims& shape, uint32_t seed, DType dt, double offset) {
+  int64_t n = 1;
+  for (int d = 0; d < shape.size(); ++d) n *= shape[d];
+  std::vector<double> v(static_cast<size_t>(n));
+  uint32_t s = seed;
+  for (double& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = offset + (static_cast<double>(s >> 8) / (1 << 24) - 0.5) * 6;
+  }
+  return cast(FromVector<double>(v, shape, Device("cpu")), dt);
+}
+
+TEST(BatchNormTrain, ForwardAndGradientsAreTheComposedOpsBitForBitAtOneAndTwoThreads) {
+  const int threads = omp_get_max_threads();
+  // The cnn example's three layers (8 channels: the sums split over threads; 16: over channels), the
+  // column-wise sums ([N, C] and H = W = 1 with C >= 4), H = 1 (SumTo sums fewer axes than the mean), a
+  // single element per channel (copies, no sums), odd extents around the pairwise blocks.
+  const std::vector<Dims> shapes = {{32, 8, 32, 32}, {32, 16, 16, 16}, {32, 16, 8, 8}, {4, 3, 5, 7},   {40, 6},
+                                    {7, 6, 1, 1},    {3, 4, 1, 5},     {1, 3, 1, 1},   {2, 5, 17, 19}, {3, 2}};
+  for (int t : {1, 2}) {
+    omp_set_num_threads(t);
+    for (DType dt : {DType::kFloat32, DType::kFloat64}) {
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        const Dims& shape = shapes[i];
+        SCOPED_TRACE(std::string(DTypeName(dt)) + " " + shape.ToString() + " threads " + std::to_string(t));
+        const auto seed = static_cast<uint32_t>(i * 4);
+        const Tensor x = BatchNormInput(shape, seed + 1, dt, i % 2 ? 100.0 : -3.0);
+        const Tensor w = BatchNormInput({shape[1]}, seed + 2, dt, 1.0);
+        const Tensor b = BatchNormInput({shape[1]}, seed + 3, dt, 0.0);
+        const Tensor g = BatchNormInput(shape, seed + 4, dt, 0.0) * 0.01;
+        ExpectSameBatchNorm(ViaBatchNorm(x, w, b, g, 1e-5), ComposedBatchNorm(x, w, b, g, 1e-5));
+        // The ops' decompositions are those composed ops too.
+        const std::vector<Tensor> fwd =
+            ops::RunDecomposition(ops::Op::kBatchNormTrain, std::vector<Tensor>{x, w, b}, {1e-5});
+        const std::vector<Tensor> kernel = batch_norm_train(x, w, b, 1e-5);
+        for (size_t k = 0; k < 3; ++k) EXPECT_TRUE(SameBits(fwd[k], kernel[k])) << "decomposed output " << k;
+        const std::vector<Tensor> bwd =
+            ops::RunDecomposition(ops::Op::kBatchNormTrainGrad, std::vector<Tensor>{g, x, w}, {1e-5});
+        const std::vector<Tensor> grads = batch_norm_train_grad(g, x, w, 1e-5);
+        for (size_t k = 0; k < 3; ++k) EXPECT_TRUE(SameBits(bwd[k], grads[k])) << "decomposed gradient " << k;
+      }
+    }
+  }
+  // NaN and infinities in x and in the gradient go where the composed ops send them.
+  const Tensor x = MixedValues(2 * 3 * 4 * 5, 21, DType::kFloat32).reshape({2, 3, 4, 5});
+  const Tensor g = MixedValues(2 * 3 * 4 * 5, 22, DType::kFloat32).reshape({2, 3, 4, 5});
+  const Tensor w = MixedValues(3, 23, DType::kFloat32), b = MixedValues(3, 24, DType::kFloat32);
+  ExpectSameBatchNorm(ViaBatchNorm(x, w, b, g, 1e-5), ComposedBatchNorm(x, w, b, g, 1e-5));
+  omp_set_num_threads(threads);
+}
+
+TEST(BatchNormTrain, RunsTheTwoKernelsOnCpuTheComposedOpsOnTheSimulatorsAndSecondOrderThroughThem) {
+  const Dims shape = {8, 4, 6, 6};
+  for (const char* device : {"cpu", "kunlun_sim:0", "ascend_sim:0"}) {
+    SCOPED_TRACE(device);
+    const Device dev(device);
+    const Tensor x = BatchNormInput(shape, 31, DType::kFloat32, 2.0).to(dev);
+    const Tensor w = BatchNormInput({4}, 32, DType::kFloat32, 1.0).to(dev);
+    const Tensor b = BatchNormInput({4}, 33, DType::kFloat32, 0.0).to(dev);
+    const Tensor g = BatchNormInput(shape, 34, DType::kFloat32, 0.0).to(dev);
+    runtime::Profiler::Get().Start();
+    const BatchNormResult got = ViaBatchNorm(x, w, b, g, 1e-5);
+    std::map<std::string, uint64_t> calls;
+    for (const runtime::Profiler::Row& row : runtime::Profiler::Get().Stop()) calls[row.name] += row.calls;
+    const bool cpu = std::string(device) == "cpu";
+    // cpu: the forward, the statistics ViaBatchNorm reads again, the backward, and no composed `mean`; the
+    // simulators: the composed ops, as before (they register neither kernel), so their values too.
+    EXPECT_EQ(calls["batch_norm_train"], cpu ? 2u : 0u);
+    EXPECT_EQ(calls["batch_norm_train_grad"], cpu ? 1u : 0u);
+    EXPECT_EQ(calls["mean"], cpu ? 0u : 2u);
+    ExpectSameBatchNorm(got, ComposedBatchNorm(x, w, b, g, 1e-5));
+  }
+  // Second order (create_graph): batch_norm_train's VJP runs the composed chain, recorded, so the gradient of a
+  // gradient is the composed ops' too.
+  const Tensor x0 = RandomF64({4, 3, 2, 2}, 51), w0 = RandomF64({3}, 52, 0.5, 1.5), b0 = RandomF64({3}, 53);
+  const Tensor r = RandomF64({4, 3, 2, 2}, 54);
+  auto second = [&](bool fused) {
+    Tensor x = x0.detach().clone().set_requires_grad(true);
+    const Tensor w = w0.detach().clone().set_requires_grad(true);
+    Tensor y;
+    if (fused) {
+      y = batch_norm(x, Tensor(), Tensor(), w, b0, true);
+    } else {
+      const Tensor m = mean(x, {0, 2, 3}, true);
+      const Tensor d = x - m;
+      y = d * (rsqrt(mean(d * d, {0, 2, 3}, true) + 1e-5) * w.reshape({1, 3, 1, 1})) + b0.reshape({1, 3, 1, 1});
+    }
+    const Tensor gx = grad({sum(y * r)}, {x}, {}, /*create_graph=*/true)[0];
+    sum(gx * gx).backward();
+    return x.grad();
+  };
+  EXPECT_TRUE(SameBits(second(true), second(false)));
+  GradCheck([](auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); },
+            {RandomF64({3, 2, 2, 2}, 55), RandomF64({2}, 56, 0.5, 1.5), RandomF64({2}, 57)}, "batch_norm");
+}
+
+TEST(BatchNormTrain, RejectsBadShapesAndDTypesNamingTheOpAndTheArgument) {
+  const Tensor x = zeros({2, 3, 4, 4}), w = ones({3}), b = zeros({3});
+  auto expect_error = [](auto&& f, std::initializer_list<const char*> words) {
+    try {
+      f();
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      for (const char* word : words) EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { batch_norm_train(zeros({2, 3, 4}), w, b); }, {"batch_norm_train", "[2, 3, 4]"});
+  expect_error([&] { batch_norm_train(x, ones({4}), b); }, {"batch_norm_train", "weight", "[4]"});
+  expect_error([&] { batch_norm_train(x, w, zeros({3}, DType::kFloat64)); }, {"batch_norm_train", "bias", "float64"});
+  expect_error([&] { batch_norm_train_grad(zeros({2, 3, 4, 5}), x, w); }, {"batch_norm_train_grad", "grad"});
+  EXPECT_THROW(
+      batch_norm_train(zeros({2, 3, 4, 4}, DType::kFloat16), ones({3}, DType::kFloat16), zeros({3}, DType::kFloat16)),
+      Error);
 }
 
 TEST(NnGradCheck, BinaryAndWhere) {

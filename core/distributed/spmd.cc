@@ -448,6 +448,21 @@ SpmdRule SpmdRuleFor(ops::Op op, std::span<const ops::TensorMeta> in, const ops:
       }
       return r;
     }
+    case Op::kBatchNormTrain:
+    case Op::kBatchNormTrainGrad: {
+      // The statistics sum over every dim but the channels: only the channels shard (a batch split would
+      // need the sums across ranks, a synchronised batch norm); weight, bias and their gradients go with them.
+      r.family = "normalisation";
+      const bool grad = op == Op::kBatchNormTrainGrad;
+      const Dims x = shape(grad ? 1 : 0);
+      const int c = r.AddFactor(x.size() > 1 ? x[1] : 1);
+      std::vector<int> f = Unused(x.size());
+      if (x.size() > 1) f[1] = c;
+      const std::vector<int> v = {c};
+      r.inputs = grad ? std::vector<std::vector<int>>{f, f, v} : std::vector<std::vector<int>>{f, v, v};
+      r.outputs = grad ? std::vector<std::vector<int>>{f, v, v} : std::vector<std::vector<int>>{f, f, f};
+      return r;
+    }
     case Op::kConcat: {
       r.family = "concat";
       const Dims x = shape(0);

@@ -110,6 +110,72 @@ Values DecomposeReluGrad(Emitter& e, std::span<const Value> in, const AttrValues
 
 namespace {
 
+V Neg(V x) { return Emit1(Op::kNeg, {x}, {}); }
+V View(V x, std::vector<int64_t> shape) { return Emit1(Op::kView, {x}, {std::move(shape)}); }
+V Div(V a, double c) { return a / V{a.e, a.e->Constant(c, a.dtype())}; }
+
+// batch_norm's shapes: the statistics' axes (every dim but 1), the axes SumTo(t, [1, C(, 1, 1)]) sums over
+// (those of extent other than 1), the statistics' shape as a view's ([1, -1(, 1, 1)]) and their count n.
+// Empty axes when an extent is symbolic (n unknown): the rules decline.
+struct BatchNormShape {
+  std::vector<int64_t> axes, sum_axes, stat;
+  int64_t count = 1;
+  explicit BatchNormShape(const Dims& x) {
+    for (int d = 0; d < x.size(); ++d) {
+      stat.push_back(d == 1 ? -1 : 1);
+      if (d == 1) continue;
+      if (x[d] < 0) {
+        axes.clear();
+        return;
+      }
+      axes.push_back(d);
+      if (x[d] != 1) sum_axes.push_back(d);
+      count *= x[d];
+    }
+  }
+  V SumTo(V t) const { return sum_axes.empty() ? t : Reduce(Op::kSum, t, sum_axes, true); }
+  double n() const { return static_cast<double>(std::max<int64_t>(count, 1)); }
+};
+
+}  // namespace
+
+// The composed ops of nn.cc's batch_norm in training with weight and bias: mean = mean(x), d = x - mean,
+// var = mean(d * d), y = (d * (rsqrt(var + eps) * weight)) + bias.
+Values DecomposeBatchNormTrain(Emitter& e, std::span<const Value> in, const AttrValues& attrs) {
+  const V x{&e, in[0]}, w{&e, in[1]}, b{&e, in[2]};
+  const BatchNormShape s(x.meta().shape);
+  if (s.axes.empty()) return {};
+  const double eps = std::get<double>(attrs[0]);
+  const V m = Reduce(Op::kMean, x, s.axes, true);
+  const V d = x - m;
+  const V v = Reduce(Op::kMean, d * d, s.axes, true);
+  const V y = d * (Rsqrt(v + eps) * View(w, s.stat)) + View(b, s.stat);
+  return {y.id, m.id, v.id};
+}
+
+// The VJP chain of those ops, as vjp.cc's BatchNormTrainComposed runs it.
+Values DecomposeBatchNormTrainGrad(Emitter& e, std::span<const Value> in, const AttrValues& attrs) {
+  const V g{&e, in[0]}, x{&e, in[1]}, w{&e, in[2]};
+  const BatchNormShape s(x.meta().shape);
+  if (s.axes.empty()) return {};
+  const double eps = std::get<double>(attrs[0]);
+  const V m = Reduce(Op::kMean, x, s.axes, true);
+  const V d = x - m;
+  const V t = Reduce(Op::kMean, d * d, s.axes, true) + eps;
+  const V r = Rsqrt(t);
+  const V wr = View(w, s.stat);
+  const V grad_bias = View(s.SumTo(g), {-1});
+  const V grad_scale = s.SumTo(g * d);
+  const V grad_weight = View(grad_scale * r, {-1});
+  const V grad_t = grad_scale * wr * Rsqrt(t) / t * -0.5;
+  const V q = Div(grad_t, s.n()) * d;
+  const V grad_d = g * (r * wr) + q + q;
+  const V grad_x = grad_d + Div(s.SumTo(Neg(grad_d)), s.n());
+  return {grad_x.id, grad_weight.id, grad_bias.id};
+}
+
+namespace {
+
 // Eager: values are tensors, ops run through ops::Run.
 class EagerEmitter : public Emitter {
  public:
@@ -123,6 +189,8 @@ class EagerEmitter : public Emitter {
   std::vector<Value> Emit(Op op, std::span<const Value> inputs, AttrValues attrs) override {
     std::vector<Tensor> in;
     for (Value v : inputs) in.push_back(Get(v));
+    // A view is no kernel: the tensor's own view (batch_norm's rules give weight the statistics' shape).
+    if (op == Op::kView) return {Add(in.at(0).view(Dims(std::get<std::vector<int64_t>>(attrs.at(0)))))};
     std::vector<Value> out;
     for (Tensor& t : Run(op, in, std::move(attrs))) out.push_back(Add(std::move(t)));
     return out;

@@ -34,6 +34,10 @@ std::vector<Emitter::Value> DecomposeSoftmax(Emitter& e, std::span<const Emitter
 std::vector<Emitter::Value> DecomposeLogSoftmax(Emitter& e, std::span<const Emitter::Value> in, const AttrValues& attrs);
 std::vector<Emitter::Value> DecomposeLayerNorm(Emitter& e, std::span<const Emitter::Value> in, const AttrValues& attrs);
 std::vector<Emitter::Value> DecomposeReluGrad(Emitter& e, std::span<const Emitter::Value> in, const AttrValues& attrs);
+std::vector<Emitter::Value> DecomposeBatchNormTrain(Emitter& e, std::span<const Emitter::Value> in,
+                                                    const AttrValues& attrs);
+std::vector<Emitter::Value> DecomposeBatchNormTrainGrad(Emitter& e, std::span<const Emitter::Value> in,
+                                                        const AttrValues& attrs);
 std::vector<Emitter::Value> DecomposeFusedLinear(Emitter& e, std::span<const Emitter::Value> in, const AttrValues& attrs);
 
 /// Run `op`'s decomposition eagerly on `inputs` (the primitives' kernels on the inputs' device, recorded

@@ -1,14 +1,16 @@
 // Neural-network and indexing ops: thin wrappers over the kDirect primitives, and every composite op
 // decomposed into primitives (their gradients flow through the primitives' VJPs, so they need none).
+#include "core/ops/nn.h"
+
+#include <fmt/ranges.h>
+
 #include <array>
 #include <cmath>
 #include <limits>
 #include <numbers>
 
-#include <fmt/ranges.h>
-
-#include "core/ops/nn.h"
 #include "core/ops/ops.h"
+#include "core/ops/vjp.h"
 #include "core/tensor/autograd_meta.h"
 
 namespace oar {
@@ -71,6 +73,36 @@ Tensor rms_norm(const Tensor& x, int normalized_ndim, const Tensor& weight, doub
   return weight.defined() ? y * weight : y;
 }
 
+namespace {
+
+// Whether batch_norm's training forward runs as batch_norm_train: with weight and bias (without them the
+// composed ops' y differs from the op's in a zero's sign, y + 0), contiguous operands of one dtype the op
+// takes, and its kernel on x's device (the simulators and the GPU plugins run the composed ops).
+bool FusedBatchNormOn(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (!weight.defined() || !bias.defined() || (x.rank() != 2 && x.rank() != 4)) return false;
+  for (const Tensor* v : {&weight, &bias}) {
+    if (v->rank() != 1 || v->dim(0) != x.dim(1) || v->dtype() != x.dtype() || !v->is_contiguous() ||
+        v->device() != x.device()) {
+      return false;
+    }
+  }
+  const int32_t t = static_cast<int32_t>(x.dtype());
+  const int32_t key[] = {t, t, t, t, t, t};
+  return x.is_contiguous() && ops::Schema(Op::kBatchNormTrain).Accepts(x.dtype()) &&
+         ops::vjp::KernelOn(Op::kBatchNormTrain, x.device(), key);
+}
+
+}  // namespace
+
+std::vector<Tensor> batch_norm_train(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  const Tensor in[] = {x, weight, bias};
+  return ops::Run(Op::kBatchNormTrain, in, {eps});
+}
+std::vector<Tensor> batch_norm_train_grad(const Tensor& grad, const Tensor& x, const Tensor& weight, double eps) {
+  const Tensor in[] = {grad, x, weight};
+  return ops::Run(Op::kBatchNormTrainGrad, in, {eps});
+}
+
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
   OAR_CHECK_ARG(x.rank() == 2 || x.rank() == 4, "batch_norm: expected [N, C] or [N, C, H, W], got {}",
@@ -78,11 +110,19 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const Ints axes = x.rank() == 4 ? Ints{0, 2, 3} : Ints{0};
   Dims stat = Dims::Filled(x.rank(), 1);
   stat[1] = x.dim(1);
-  Tensor d, v;
+  Tensor d, v, fused_y;
   if (training) {
-    const Tensor m = mean(x, axes, true);
-    d = x - m;
-    v = mean(d * d, axes, true);
+    Tensor m;
+    if (FusedBatchNormOn(x, weight, bias)) {  // the same values in one pass for y (and two for the statistics)
+      std::vector<Tensor> out = batch_norm_train(x, weight, bias, eps);
+      fused_y = out[0];
+      m = out[1];
+      v = out[2];
+    } else {
+      m = mean(x, axes, true);
+      d = x - m;
+      v = mean(d * d, axes, true);
+    }
     if (running_mean.defined()) {
       NoGradGuard no_grad;
       const double n = static_cast<double>(x.numel() / x.dim(1));
@@ -92,6 +132,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       rm.copy_(running_mean * (1 - momentum) + m.detach().reshape(running_mean.shape()) * momentum);
       rv.copy_(running_var * (1 - momentum) + unbiased.reshape(running_var.shape()) * momentum);
     }
+    if (fused_y.defined()) return fused_y;
   } else {
     OAR_CHECK_ARG(running_mean.defined() && running_var.defined(), "batch_norm: inference needs running statistics");
     d = x - running_mean.reshape(stat);

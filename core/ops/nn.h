@@ -30,6 +30,14 @@ Tensor rms_norm(const Tensor& x, int normalized_ndim, const Tensor& weight = Ten
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
 
+/// batch_norm's training forward with weight and bias as one op: {y, mean, var}, bit for bit the composed
+/// ops batch_norm runs without it (mean and var in the keepdim shape [1, C(, 1, 1)], population variance;
+/// they carry no gradient). x [N, C] or [N, C, H, W], weight and bias [C], float32 or float64.
+std::vector<Tensor> batch_norm_train(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+/// The gradients {grad_x, grad_weight, grad_bias} of batch_norm_train's y given its gradient `grad`, bit for
+/// bit what autograd gives through the composed ops.
+std::vector<Tensor> batch_norm_train_grad(const Tensor& grad, const Tensor& x, const Tensor& weight, double eps = 1e-5);
+
 // ---- activations ----------------------------------------------------------------------------------------
 Tensor gelu(const Tensor& x, bool approximate_tanh = false);
 Tensor silu(const Tensor& x);

@@ -43,23 +43,55 @@ enum class Op : int {
   // binary elementwise
   OAR_BINARY_OPS(OAR_OP_ENUMERATOR_)
   // comparisons and logic (bool results)
-  OAR_COMPARE_OPS(OAR_OP_ENUMERATOR_) OAR_PREDICATE_OPS(OAR_OP_ENUMERATOR_)
-  kWhere,
+  OAR_COMPARE_OPS(OAR_OP_ENUMERATOR_) OAR_PREDICATE_OPS(OAR_OP_ENUMERATOR_) kWhere,
   // unary elementwise
-  OAR_UNARY_OPS(OAR_OP_ENUMERATOR_)
-  kMatmul,
+  OAR_UNARY_OPS(OAR_OP_ENUMERATOR_) kMatmul,
   // reductions
-  kSum, kMean, kMax, kMin, kProd, kArgmax, kArgmin,
-  kSoftmax, kLogSoftmax,
-  kCast, kFill, kCopy,
+  kSum,
+  kMean,
+  kMax,
+  kMin,
+  kProd,
+  kArgmax,
+  kArgmin,
+  kSoftmax,
+  kLogSoftmax,
+  kCast,
+  kFill,
+  kCopy,
   // metadata views (no kernel; recorded for autograd) and their gradient helper
-  kView, kPermute, kSlice, kExpand, kSqueeze, kUnsqueeze, kSliceScatter, kClone,
+  kView,
+  kPermute,
+  kSlice,
+  kExpand,
+  kSqueeze,
+  kUnsqueeze,
+  kSliceScatter,
+  kClone,
   // neural-network and indexing primitives (schema_nn.cc)
-  kConv2d, kConv2dGradInput, kConv2dGradWeight, kMaxPool2d, kAvgPool2d, kAvgPool2dGrad, kAdaptiveAvgPool2d,
-  kAdaptiveAvgPool2dGrad, kLayerNorm, kConcat, kGather, kIndexSelect, kScatterAdd, kTopk, kPad,
+  kConv2d,
+  kConv2dGradInput,
+  kConv2dGradWeight,
+  kMaxPool2d,
+  kAvgPool2d,
+  kAvgPool2dGrad,
+  kAdaptiveAvgPool2d,
+  kAdaptiveAvgPool2dGrad,
+  kLayerNorm,
+  kConcat,
+  kGather,
+  kIndexSelect,
+  kScatterAdd,
+  kTopk,
+  kPad,
   // fused ops with a kernel where one exists and a decomposition elsewhere (schema_nn.cc); relu_grad is
-  // relu's VJP in one pass
-  kFusedLinear, kFusedRotary, kFusedRmsScale, kReluGrad,
+  // relu's VJP in one pass, batch_norm_train(_grad) batch_norm's training forward and its VJP chain
+  kFusedLinear,
+  kFusedRotary,
+  kFusedRmsScale,
+  kReluGrad,
+  kBatchNormTrain,
+  kBatchNormTrainGrad,
   // Adam's update of one parameter (passes/fuse_optimizer.cc makes it in static training programs)
   kFusedAdam,
   // the backward of tanh and sigmoid as their VJPs record it (passes/fuse_elementwise.cc's fuse-act-grad makes

@@ -297,6 +297,42 @@ Metas InferReluGrad(const OpSchema& s, std::span<const TensorMeta> in, const Att
   return {{in[0].dtype, out}};
 }
 
+// batch_norm_train: x [N, C] or [N, C, H, W], weight and bias [C], one dtype -> y (x's shape), mean and var
+// (the keepdim statistics shape [1, C] or [1, C, 1, 1]).
+Metas InferBatchNormTrain(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
+  CheckFloating(s, 0, in[0].dtype);
+  const Dims& x = in[0].shape;
+  OAR_CHECK_ARG(x.size() == 2 || x.size() == 4, "{}: argument 'x' must be [N, C] or [N, C, H, W], got {}", s.name,
+                x.ToString());
+  static constexpr const char* kNames[] = {"x", "weight", "bias"};
+  for (int i = 1; i <= 2; ++i) {
+    OAR_CHECK_ARG(in[i].dtype == in[0].dtype, "{}: argument '{}' has dtype {}, x has {}", s.name, kNames[i],
+                  DTypeName(in[i].dtype), DTypeName(in[0].dtype));
+    const Dims& v = in[i].shape;
+    OAR_CHECK_ARG(v.size() == 1 && (v[0] == x[1] || v[0] < 0 || x[1] < 0),
+                  "{}: argument '{}' has shape {}, expected [C] with C = {} (x's dim 1)", s.name, kNames[i],
+                  v.ToString(), x[1]);
+  }
+  Dims stat = Dims::Filled(x.size(), 1);
+  stat[1] = x[1];
+  if (s.op == Op::kBatchNormTrain) return {in[0], {in[0].dtype, stat}, {in[0].dtype, stat}};
+  return {in[0], in[2], in[2]};
+}
+
+// batch_norm_train_grad: grad and x of one shape, weight [C], one dtype -> grad_x (x's shape), grad_weight and
+// grad_bias ([C]).
+Metas InferBatchNormTrainGrad(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues& a) {
+  CheckSameDType(s, in, 0, 1);
+  const Dims &g = in[0].shape, &x = in[1].shape;
+  bool same = g.size() == x.size();
+  for (int d = 0; same && d < g.size(); ++d) same = g[d] == x[d] || g[d] < 0 || x[d] < 0;
+  OAR_CHECK_ARG(same, "{}: argument 'grad' has shape {}, expected x's {}", s.name, g.ToString(), x.ToString());
+  // x, weight and weight again stand for x, weight and bias: the same checks, and grad_weight and grad_bias
+  // take the weight's meta.
+  const TensorMeta as_forward[] = {in[1], in[2], in[2]};
+  return InferBatchNormTrain(s, as_forward, a);
+}
+
 // fused_adam: param, grad, m, v of one shape (symbolic extents pass through) and nine 0-d scalars, all of one
 // floating dtype -> the new param, m and v, of the param's type.
 Metas InferFusedAdam(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
@@ -426,6 +462,26 @@ void AppendNnSchemas(std::vector<OpSchema>& t) {
          "relu's gradient: grad * (x > 0 ? 1 : 0) per element (grad * cast(gt(x, 0))), grad and x of one shape",
          vjp::ReluGrad);
   t.back().decompose = DecomposeReluGrad;
+  // batch_norm's training forward in one kernel (statistics, normalisation, scale and shift) and the gradients
+  // of its VJP chain in another, each bit for bit the composed ops (nn.cc's batch_norm and the VJPs those ops
+  // record), which are their decompositions; batch_norm runs them where the device has the kernels.
+  direct(Op::kBatchNormTrain, "batch_norm_train", {"x", "weight", "bias"}, {"y", "mean", "var"},
+         {{"eps", OAR_ATTR_FLOAT, 1e-5, ""}}, Bit(DType::kFloat32) | Bit(DType::kFloat64), InferBatchNormTrain,
+         "batch normalisation with batch statistics over every dim but 1 of x [N, C] or [N, C, H, W]: mean = mean(x), "
+         "var = mean((x - mean)^2) (population), y = ((x - mean) * (rsqrt(var + eps) * weight)) + bias, each "
+         "operation rounded to the dtype and summed as `mean` sums; mean and var in the keepdim shape carry no "
+         "gradient",
+         vjp::BatchNormTrain);
+  t.back().decompose = DecomposeBatchNormTrain;
+  // Not differentiated again (vjp null): batch_norm_train's VJP runs the composed chain when it is recorded.
+  direct(Op::kBatchNormTrainGrad, "batch_norm_train_grad", {"grad", "x", "weight"},
+         {"grad_x", "grad_weight", "grad_bias"}, {{"eps", OAR_ATTR_FLOAT, 1e-5, ""}},
+         Bit(DType::kFloat32) | Bit(DType::kFloat64), InferBatchNormTrainGrad,
+         "the gradients of batch_norm_train's y (grad) with respect to x, weight and bias, the statistics "
+         "recomputed from x: the VJP chain of the composed ops, each operation rounded to the dtype, the "
+         "contributions added in the order autograd adds them",
+         nullptr);
+  t.back().decompose = DecomposeBatchNormTrainGrad;
   // Not differentiable (vjp null): an optimiser update is not part of what a training step differentiates.
   direct(Op::kFusedAdam, "fused_adam",
          {"param", "grad", "m", "v", "decay", "beta1", "one_minus_beta1", "beta2", "one_minus_beta2",

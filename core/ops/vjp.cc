@@ -314,15 +314,15 @@ Grads Pad(const VjpArgs& a) {
 // relu_grad(G, x) is G * Mask(gt(x, 0), x) in one kernel, bit for bit. Where x's device has no relu_grad
 // kernel for the dtype (it would fall back to the cpu), and for a gradient of another shape or dtype than x
 // (none reaches a unary op's rule from the engine), the composed form runs: the same values.
-bool ReluGradKernelOn(Device device, DType dtype) {
-  const int32_t t = static_cast<int32_t>(dtype);
-  const int32_t key[] = {t, t, t};
-  return runtime::Runtime::Get().Context(device).plugin().kernels().Find(Schema(Op::kReluGrad).kernel_id, key,
-                                                                         OAR_FORMAT_PLAIN) != nullptr;
+bool KernelOn(Op op, Device device, std::span<const int32_t> key) {
+  return runtime::Runtime::Get().Context(device).plugin().kernels().Find(Schema(op).kernel_id, key, OAR_FORMAT_PLAIN) !=
+         nullptr;
 }
 Tensor ReluGradOf(const Tensor& g, const Tensor& x) {
+  const int32_t t = static_cast<int32_t>(x.dtype());
+  const int32_t key[] = {t, t, t};
   if (g.dtype() == x.dtype() && g.shape() == x.shape() && Schema(Op::kReluGrad).Accepts(x.dtype()) &&
-      ReluGradKernelOn(x.device(), x.dtype())) {
+      KernelOn(Op::kReluGrad, x.device(), key)) {
     return relu_grad(g, x);
   }
   return g * Mask(gt(x, 0.0), x);
@@ -334,6 +334,47 @@ Grads ReluGrad(const VjpArgs& a) { return {ReluGradOf(G(a), In(a, 1)), Tensor()}
 // fused_linear: z = x @ w + bias is recomputed (with fused_linear itself, activation none, so the rule stays
 // differentiable), dz = g * act'(z), then the linear's gradients: dx = dz wᵀ, dw = xᵀ dz over the rows of every
 // leading dim, dbias = dz summed over them.
+// batch_norm_train's VJP: the chain of VJPs the composed ops of nn.cc's batch_norm record, in the order the
+// engine runs them and adds their contributions (y = d * scale + bias, d = x - m, scale = rsqrt(v + eps) *
+// weight, v = mean(d * d), m = mean(x)):
+//   bias: SumTo(G); scale: SumTo(G * d); weight: scale's gradient * rsqrt(v + eps); v: rsqrt's rule on
+//   scale's gradient * weight, then / n (mean's); d: (G * scale + q) + q with q = (v's gradient) * d, the two
+//   gradients of d * d; m: SumTo(-(d's gradient)) / n; x: d's gradient + m's (broadcast).
+// batch_norm_train_grad computes exactly this in one kernel; it runs when the chain is not itself recorded
+// (no create_graph) and the device has the kernel, the composed ops otherwise: the same values.
+Grads BatchNormTrainComposed(const Tensor& g, const Tensor& x, const Tensor& weight, double eps) {
+  const std::vector<int64_t> axes = x.rank() == 4 ? std::vector<int64_t>{0, 2, 3} : std::vector<int64_t>{0};
+  Dims stat = Dims::Filled(x.rank(), 1);
+  stat[1] = x.dim(1);
+  int64_t count = 1;
+  for (int64_t ax : axes) count *= x.dim(static_cast<int>(ax));
+  const double n = static_cast<double>(std::max<int64_t>(count, 1));  // as mean's VJP divides
+  const Tensor m = mean(x, axes, true);
+  const Tensor d = x - m;
+  const Tensor t = mean(d * d, axes, true) + eps;
+  const Tensor r = rsqrt(t);
+  const Tensor wr = weight.reshape(stat);
+  const Tensor grad_bias = SumTo(g, stat).reshape(weight.shape());
+  const Tensor grad_scale = SumTo(g * d, stat);
+  const Tensor grad_weight = SumTo(grad_scale * r, stat).reshape(weight.shape());
+  const Tensor grad_t = grad_scale * wr * rsqrt(t) / t * -0.5;
+  const Tensor q = (grad_t / n).expand(x.shape()) * d;
+  const Tensor grad_d = g * (r * wr) + q + q;
+  const Tensor grad_m = SumTo(neg(grad_d), stat);
+  return {grad_d + (grad_m / n).expand(x.shape()), grad_weight, grad_bias};
+}
+Grads BatchNormTrain(const VjpArgs& a) {
+  const Tensor &g = G(a), &x = In(a, 0), &w = In(a, 1);
+  const double eps = std::get<double>(a.attrs[0]);
+  const int32_t t = static_cast<int32_t>(x.dtype());
+  const int32_t key[] = {t, t, t, t, t, t};
+  if (!GradModeEnabled() && g.dtype() == x.dtype() && g.shape() == x.shape() && g.is_contiguous() &&
+      x.is_contiguous() && w.is_contiguous() && KernelOn(Op::kBatchNormTrainGrad, x.device(), key)) {
+    return batch_norm_train_grad(g, x, w, eps);
+  }
+  return BatchNormTrainComposed(g, x, w, eps);
+}
+
 Grads FusedLinear(const VjpArgs& a) {
   const Tensor &x = In(a, 0), &w = In(a, 1), &b = In(a, 2);
   const int64_t act = IntAttr(a, 0);

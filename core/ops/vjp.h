@@ -57,6 +57,10 @@ Grads Pad(const VjpArgs& a);
 // relu (its rule is the relu_grad op) and relu_grad (linear in the gradient)
 Grads Relu(const VjpArgs& a);
 Grads ReluGrad(const VjpArgs& a);
+// batch_norm_train (its rule is the batch_norm_train_grad op, or the composed chain)
+Grads BatchNormTrain(const VjpArgs& a);
+/// Whether `device`'s plugin has `op`'s kernel for the dtypes `key` (inputs then outputs), plain format.
+bool KernelOn(Op op, Device device, std::span<const int32_t> key);
 // fused ops
 Grads FusedLinear(const VjpArgs& a);
 

@@ -104,13 +104,15 @@ TEST(Registry, RegistersExactlyTheDocumentedKernels) {
   for (int32_t t : {F32, F64}) expected.insert({"fused_tanh_grad", {t, t, t, t}});
   for (int32_t t : {F32, F64}) expected.insert({"fused_sigmoid_grad", {t, t, t, t}});
   for (int32_t t : {F32, F64}) expected.insert({"fused_log_softmax", {t, t, t}});
+  for (int32_t t : {F32, F64}) expected.insert({"batch_norm_train", std::vector<int32_t>(6, t)});
+  for (int32_t t : {F32, F64}) expected.insert({"batch_norm_train_grad", std::vector<int32_t>(6, t)});
 
   std::set<std::pair<std::string, std::vector<int32_t>>> got;
   for (const auto& e : Registrar().entries) {
     got.insert({e.op, e.dtypes});
     EXPECT_EQ(e.format, OAR_FORMAT_PLAIN) << e.op << ": host kernels are for plain tensors only";
   }
-  // Name the first differences (the set comparison below would print all 586 keys).
+  // Name the first differences (the set comparison below would print all 590 keys).
   auto describe = [](const std::pair<std::string, std::vector<int32_t>>& key) {
     std::string s = key.first + " {";
     for (int32_t t : key.second) s += " " + std::string(DTypeName(t));
@@ -124,8 +126,8 @@ TEST(Registry, RegistersExactlyTheDocumentedKernels) {
     if (!expected.count(key) && unexpected++ < 5) ADD_FAILURE() << "unexpected " << describe(key);
   }
   EXPECT_TRUE(got == expected);
-  EXPECT_EQ(got.size(), 586u);
-  EXPECT_EQ(oar::host::HostKernels().size(), 586u);
+  EXPECT_EQ(got.size(), 590u);
+  EXPECT_EQ(oar::host::HostKernels().size(), 590u);
 }
 
 TEST(Registry, FilterSkipsKeysAndDuplicatesAreReported) {

@@ -9,6 +9,7 @@
 // Work is split over outputs when there are enough of them, otherwise over the reduced elements with
 // per-thread partial sums.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -64,14 +65,26 @@ Acc SumRun(const T* p, int64_t n, int64_t stride) {
   return SumRun<T, Acc>(p, half, stride) + SumRun<T, Acc>(p + half * stride, n - half, stride);
 }
 
+// The source of a reduction: x's elements themselves (fn null), or the values fn(ctx, offset, n, stride, k,
+// k_step, out) writes: out[j] = f(element at `offset + j * stride`, output index `k + j * k_step`) for j < n
+// (offsets in elements of a contiguous x). batch_norm's kernels sum (x - mean)^2 and products of the gradient
+// with x that way, through the same loops in the same order as the composed ops sum the full-size tensors
+// they would write first. Type-erased, so that one compiled Reducer<T> serves both: the additions, and which
+// of two NaNs an addition keeps (the compiler's choice of operand order), are the same code.
+template <typename T>
+struct SourceMap {
+  void (*fn)(const void* ctx, int64_t offset, int64_t n, int64_t stride, int64_t k, int64_t k_step, T* out) = nullptr;
+  const void* ctx = nullptr;
+};
+
 template <typename T>
 class Reducer {
  public:
   using Acc = AccT<T>;
   static constexpr int64_t kSize = sizeof(T);
 
-  Reducer(const StridedLayout<1>& kept, const StridedLayout<1>& reduced, const char* x)
-      : kept_(kept), reduced_(reduced), x_(const_cast<char*>(x)) {
+  Reducer(const StridedLayout<1>& kept, const StridedLayout<1>& reduced, const char* x, SourceMap<T> map = {})
+      : kept_(kept), reduced_(reduced), x_(const_cast<char*>(x)), map_(map) {
     column_like_ = kept_.inner_stride(0) == kSize && reduced_.inner_stride(0) != kSize && kept_.inner_extent() >= 4;
   }
 
@@ -85,25 +98,41 @@ class Reducer {
   }
 
  private:
+  // The mapped values of n elements from p (element stride *stride) for output k (+ k_step per element), in
+  // `scratch` (*stride becomes 1); or p itself when nothing is mapped.
+  const T* Source(const char* p, int64_t n, int64_t* stride, int64_t k, int64_t k_step, std::vector<T>* scratch) const {
+    if (map_.fn == nullptr) return reinterpret_cast<const T*>(p);
+    if (static_cast<int64_t>(scratch->size()) < n) scratch->resize(static_cast<size_t>(n));
+    map_.fn(map_.ctx, (p - x_) / kSize, n, *stride, k, k_step, scratch->data());
+    *stride = 1;
+    return scratch->data();
+  }
+
   void Rows(int64_t k0, int64_t k1, int64_t r0, int64_t r1, Acc* acc) const {
+    std::vector<T> scratch;
+    int64_t k = k0;
     if (reduced_.rank == 1 && reduced_.inner_stride(0) == kSize) {
       // Each output's reduced elements are one unit-stride run (sum over the last axis): the run is
       // [r0, r1) of it, what the walk below would visit in one call (0 + the run's sum, as there).
       ForRange<1>(kept_, {x_}, k0, k1, [&](const std::array<char*, 1>& p, int64_t n, const std::array<int64_t, 1>& s) {
-        for (int64_t j = 0; j < n; ++j) {
+        for (int64_t j = 0; j < n; ++j, ++k) {
           Acc sum = 0;
-          sum += SumRun<T, Acc>(reinterpret_cast<const T*>(p[0] + j * s[0]) + r0, r1 - r0, 1);
+          int64_t stride = 1;
+          const T* src = Source(p[0] + j * s[0] + r0 * kSize, r1 - r0, &stride, k, 0, &scratch);
+          sum += SumRun<T, Acc>(src, r1 - r0, stride);
           *acc++ = sum;
         }
       });
       return;
     }
     ForRange<1>(kept_, {x_}, k0, k1, [&](const std::array<char*, 1>& p, int64_t n, const std::array<int64_t, 1>& s) {
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t j = 0; j < n; ++j, ++k) {
         Acc sum = 0;
         ForRange<1>(reduced_, {p[0] + j * s[0]}, r0, r1,
                     [&](const std::array<char*, 1>& q, int64_t m, const std::array<int64_t, 1>& rs) {
-                      sum += SumRun<T, Acc>(reinterpret_cast<const T*>(q[0]), m, rs[0] / kSize);
+                      int64_t stride = rs[0] / kSize;
+                      const T* src = Source(q[0], m, &stride, k, 0, &scratch);
+                      sum += SumRun<T, Acc>(src, m, stride);
                     });
         *acc++ = sum;
       }
@@ -111,9 +140,13 @@ class Reducer {
   }
 
   void Columns(int64_t k0, int64_t k1, int64_t r0, int64_t r1, Acc* acc) const {
+    std::vector<T> scratch[4];
+    int64_t unit = 1;  // a row's kept elements are unit-stride (column_like_), mapped or not
+    int64_t k = k0;    // the output index of p[0]
     ForRange<1>(kept_, {x_}, k0, k1, [&](const std::array<char*, 1>& p, int64_t n, const std::array<int64_t, 1>&) {
       for (int64_t j0 = 0; j0 < n; j0 += kColumnChunk) {
         const int64_t w = std::min(kColumnChunk, n - j0);
+        const int64_t kj = k + j0;
         Acc total[kColumnChunk] = {};
         Acc block[kColumnChunk] = {};
         int64_t rows = 0;
@@ -127,10 +160,10 @@ class Reducer {
                       int64_t r = 0;
                       // Four rows per pass: a quarter of the loads and stores of `block`.
                       for (; r + 4 <= m; r += 4) {
-                        const T* s0 = reinterpret_cast<const T*>(q[0] + r * rs[0]);
-                        const T* s1 = reinterpret_cast<const T*>(q[0] + (r + 1) * rs[0]);
-                        const T* s2 = reinterpret_cast<const T*>(q[0] + (r + 2) * rs[0]);
-                        const T* s3 = reinterpret_cast<const T*>(q[0] + (r + 3) * rs[0]);
+                        const T* s0 = Source(q[0] + r * rs[0], w, &unit, kj, 1, &scratch[0]);
+                        const T* s1 = Source(q[0] + (r + 1) * rs[0], w, &unit, kj, 1, &scratch[1]);
+                        const T* s2 = Source(q[0] + (r + 2) * rs[0], w, &unit, kj, 1, &scratch[2]);
+                        const T* s3 = Source(q[0] + (r + 3) * rs[0], w, &unit, kj, 1, &scratch[3]);
 #pragma omp simd
                         for (int64_t j = 0; j < w; ++j) {
                           block[j] += (static_cast<Acc>(s0[j]) + static_cast<Acc>(s1[j])) +
@@ -139,7 +172,7 @@ class Reducer {
                         if ((rows += 4) >= kFlush) flush();
                       }
                       for (; r < m; ++r) {
-                        const T* src = reinterpret_cast<const T*>(q[0] + r * rs[0]);
+                        const T* src = Source(q[0] + r * rs[0], w, &unit, kj, 1, &scratch[0]);
 #pragma omp simd
                         for (int64_t j = 0; j < w; ++j) block[j] += static_cast<Acc>(src[j]);
                         if (++rows >= kFlush) flush();
@@ -149,53 +182,35 @@ class Reducer {
         std::copy(total, total + w, acc);
         acc += w;
       }
+      k += n;
     });
   }
 
   StridedLayout<1> kept_;
   StridedLayout<1> reduced_;
   char* x_;
+  SourceMap<T> map_;
   bool column_like_ = false;
 };
 
 template <typename T, bool kMean>
-void Reduce(const KernelCall& call) {
+T Finish(AccT<T> a, int64_t count) {
+  if constexpr (kMean) {
+    return T(static_cast<ComputeT<T>>(static_cast<double>(a) / static_cast<double>(count)));
+  } else {
+    return T(static_cast<ComputeT<T>>(a));
+  }
+}
+
+/// dst[k] = the sum (or mean) of output k's `plan.count` > 1 reduced elements of the source (Reducer):
+/// the outputs split over threads when there are enough of them, otherwise the reduced elements, with
+/// per-thread partial sums added in thread order (so the bits depend on the thread count, as they did).
+template <typename T, bool kMean>
+void ReduceInto(const ReductionPlan& plan, const char* x, T* dst, SourceMap<T> map = {}) {
   using Acc = AccT<T>;
-  constexpr int64_t kSize = sizeof(T);
-  CheckArity(call, 1, 1);
-  CheckDTypes(call, {kDTypeOf<T>, kDTypeOf<T>});
-  const TensorRef x = call.input(0);
-  const TensorRef out = call.output(0);
-  const ReductionPlan plan = PlanReduction(call, x, out, call.GetInts("axes"), kSize);
   const int64_t outputs = plan.outputs;
   const int64_t count = plan.count;
-  if (outputs == 0) return;
-  CheckContiguous(call, out, "the output");
-  T* dst = out.data<T>();
-
-  if (count == 0) {  // reducing an empty set: the sum's identity, and 0/0 for the mean
-    const T value = kMean ? Convert<T>(std::numeric_limits<double>::quiet_NaN()) : T(0);
-    std::fill(dst, dst + outputs, value);
-    return;
-  }
-  if (count == 1) {  // nothing to add up: a strided copy (x / 1 is exact for the mean too)
-    const auto l = Collapse<2>(out.shape(), {out.strides(), x.strides()}, {kSize, kSize});
-    ForEach<2>(l, {out.data<char>(), x.data<char>()},
-               [](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
-                 for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * s[0], p[1] + i * s[1], kSize);
-               });
-    return;
-  }
-
-  const Reducer<T> reducer(plan.kept, plan.reduced, x.data<const char>());
-  auto finish = [count](Acc a) -> T {
-    if constexpr (kMean) {
-      return T(static_cast<ComputeT<T>>(static_cast<double>(a) / static_cast<double>(count)));
-    } else {
-      return T(static_cast<ComputeT<T>>(a));
-    }
-  };
-
+  const Reducer<T> reducer(plan.kept, plan.reduced, x, map);
   const int64_t work = outputs * count;
   const int threads = ThreadsFor(work);
   if (threads <= 1 || outputs >= 8 * threads) {
@@ -207,7 +222,7 @@ void Reduce(const KernelCall& call) {
           for (int64_t k = begin; k < end; k += kOutputBlock) {
             const int64_t k1 = std::min(end, k + kOutputBlock);
             reducer.Partial(k, k1, 0, count, acc.data());
-            for (int64_t i = k; i < k1; ++i) dst[i] = finish(acc[i - k]);
+            for (int64_t i = k; i < k1; ++i) dst[i] = Finish<T, kMean>(acc[i - k], count);
           }
         },
         work, 16);
@@ -224,8 +239,287 @@ void Reduce(const KernelCall& call) {
   for (int64_t k = 0; k < outputs; ++k) {
     Acc sum = 0;
     for (int t = 0; t < threads; ++t) sum += parts[t * outputs + k];
-    dst[k] = finish(sum);
+    dst[k] = Finish<T, kMean>(sum, count);
   }
+}
+
+template <typename T, bool kMean>
+void Reduce(const KernelCall& call) {
+  constexpr int64_t kSize = sizeof(T);
+  CheckArity(call, 1, 1);
+  CheckDTypes(call, {kDTypeOf<T>, kDTypeOf<T>});
+  const TensorRef x = call.input(0);
+  const TensorRef out = call.output(0);
+  const ReductionPlan plan = PlanReduction(call, x, out, call.GetInts("axes"), kSize);
+  const int64_t outputs = plan.outputs;
+  if (outputs == 0) return;
+  CheckContiguous(call, out, "the output");
+  T* dst = out.data<T>();
+
+  if (plan.count == 0) {  // reducing an empty set: the sum's identity, and 0/0 for the mean
+    const T value = kMean ? Convert<T>(std::numeric_limits<double>::quiet_NaN()) : T(0);
+    std::fill(dst, dst + outputs, value);
+    return;
+  }
+  if (plan.count == 1) {  // nothing to add up: a strided copy (x / 1 is exact for the mean too)
+    const auto l = Collapse<2>(out.shape(), {out.strides(), x.strides()}, {kSize, kSize});
+    ForEach<2>(l, {out.data<char>(), x.data<char>()},
+               [](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
+                 for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * s[0], p[1] + i * s[1], kSize);
+               });
+    return;
+  }
+  ReduceInto<T, kMean>(plan, x.data<const char>(), dst);
+}
+
+// ---- batch_norm_train, batch_norm_train_grad ------------------------------------------------------------
+// x [N, C] or [N, C, H, W], contiguous, with per-channel statistics over axes {0} or {0, 2, 3}. These are the
+// composed ops of core/ops/nn.cc's batch_norm and of its VJP's chain, without the full-size tensors they
+// write: each such tensor's elements are computed where they are read, with the same operations rounded to T
+// in the same order, and every sum runs through ReduceInto with the plan the composed `mean` / `sum` make for
+// a contiguous tensor of x's shape (the same split over threads, the same summation order). So the results
+// are the composed ops' bit for bit, at every thread count (docs/ops.md, "batch_norm_train").
+
+// Which channel element i of a contiguous x is in.
+struct Channels {
+  int64_t channels = 1;
+  int64_t inner = 1;  // H * W, or 1 for [N, C]
+  int64_t Of(int64_t i) const { return (i / inner) % channels; }
+};
+
+struct BatchNormPlans {
+  Channels ch;
+  ReductionPlan mean;  // `mean` over {0, 2, 3} (or {0}): batch_norm's statistics
+  ReductionPlan sum;   // `sum` over the axes SumTo(t, [1, C, 1, 1]) reduces: the gradients' sums
+};
+
+BatchNormPlans PlanBatchNorm(const KernelCall& call, const TensorRef& x, int64_t elem_size) {
+  const int rank = x.rank();
+  if (rank != 2 && rank != 4) {
+    Invalid(call, "x must be [N, C] or [N, C, H, W], got rank " + std::to_string(rank));
+  }
+  CheckContiguous(call, x, "x");
+  BatchNormPlans p;
+  p.ch.channels = x.dim(1);
+  p.ch.inner = rank == 4 ? x.dim(2) * x.dim(3) : 1;
+  std::vector<int64_t> mean_axes, sum_axes;
+  for (int d = 0; d < rank; ++d) {
+    if (d == 1) continue;
+    mean_axes.push_back(d);
+    if (x.dim(d) != 1) sum_axes.push_back(d);
+  }
+  p.mean = SplitReduction(x.shape(), x.strides(), mean_axes, elem_size);
+  p.sum = SplitReduction(x.shape(), x.strides(), sum_axes, elem_size);
+  return p;
+}
+
+// A SourceMap calling `map` (which must outlive it) as map(offset, n, stride, k, k_step, out).
+template <typename T, typename Map>
+SourceMap<T> MapOf(const Map& map) {
+  return {[](const void* ctx, int64_t off, int64_t n, int64_t stride, int64_t k, int64_t k_step, T* out) {
+            (*static_cast<const Map*>(ctx))(off, n, stride, k, k_step, out);
+          },
+          &map};
+}
+
+// dst[k] = the sum or mean of output k's elements (of x, or of what `map` makes of them) as the composed op
+// gives it: an empty set sums to 0 and averages to NaN, a single element is copied (the composed ops' count
+// == 1 path), else ReduceInto.
+template <typename T, bool kMean>
+void ReduceChannels(const ReductionPlan& plan, const T* x, T* dst, SourceMap<T> map = {}) {
+  if (plan.count == 0) {
+    std::fill(dst, dst + plan.outputs, kMean ? Convert<T>(std::numeric_limits<double>::quiet_NaN()) : T(0));
+  } else if (plan.count == 1) {
+    int64_t k = 0;
+    ForRange<1>(plan.kept, {reinterpret_cast<char*>(const_cast<T*>(x))}, 0, plan.outputs,
+                [&](const std::array<char*, 1>& p, int64_t n, const std::array<int64_t, 1>& s) {
+                  for (int64_t j = 0; j < n; ++j, ++k) {
+                    const int64_t off = (p[0] + j * s[0] - reinterpret_cast<const char*>(x)) / int64_t{sizeof(T)};
+                    if (map.fn == nullptr) {
+                      dst[k] = x[off];
+                    } else {
+                      map.fn(map.ctx, off, 1, 1, k, 0, dst + k);
+                    }
+                  }
+                });
+  } else {
+    ReduceInto<T, kMean>(plan, reinterpret_cast<const char*>(x), dst, map);
+  }
+}
+
+// Every element of a contiguous [N, C, (H * W)] tensor with its channel, split over threads:
+// fn(i0, n, c) for runs of n elements from i0 in channel c.
+template <typename Fn>
+void ForChannelRuns(const Channels& ch, int64_t numel, Fn&& fn) {
+  const int64_t runs = ch.inner == 0 ? 0 : numel / ch.inner;
+  ParallelFor(
+      runs,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) fn(r * ch.inner, ch.inner, r % ch.channels);
+      },
+      numel);
+}
+
+template <typename T>
+void CheckChannelVector(const KernelCall& call, const TensorRef& t, int64_t channels, const char* what) {
+  if (t.rank() != 1 || t.dim(0) != channels) {
+    Invalid(call, std::string(what) + " must be [" + std::to_string(channels) + "] (x's channels)");
+  }
+  CheckContiguous(call, t, what);
+}
+
+template <typename T>
+void CheckStatistic(const KernelCall& call, const TensorRef& x, const TensorRef& t, const char* what) {
+  bool ok = t.rank() == x.rank();
+  for (int d = 0; ok && d < x.rank(); ++d) ok = t.dim(d) == (d == 1 ? x.dim(1) : 1);
+  if (!ok) Invalid(call, std::string(what) + " must have x's keepdim statistics shape [1, C(, 1, 1)]");
+  CheckContiguous(call, t, what);
+}
+
+// The statistics: mean = mean(x), var = mean((x - mean) * (x - mean)) per channel.
+template <typename T>
+void Statistics(const BatchNormPlans& p, const T* x, T* mean, T* var) {
+  ReduceChannels<T, true>(p.mean, x, mean);
+  const auto squares = [&](int64_t off, int64_t n, int64_t stride, int64_t k, int64_t ks, T* out) {
+    if (ks == 0) {
+      const T m = mean[k];
+      for (int64_t j = 0; j < n; ++j) {
+        const T d = x[off + j * stride] - m;
+        out[j] = d * d;
+      }
+    } else {
+      for (int64_t j = 0; j < n; ++j) {
+        const T d = x[off + j * stride] - mean[k + j * ks];
+        out[j] = d * d;
+      }
+    }
+  };
+  ReduceChannels<T, true>(p.mean, x, var, MapOf<T>(squares));
+}
+
+// rsqrt(var + eps) as the add and rsqrt kernels give it (eps rounded to T first, as the 0-d constant is).
+template <typename T>
+T RsqrtOf(T t) {
+  return T(1) / std::sqrt(t);
+}
+
+// y = ((x - mean) * scale) + bias, scale = rsqrt(var + eps) * weight: batch_norm's training forward.
+template <typename T>
+void BatchNormTrain(const KernelCall& call) {
+  constexpr int32_t t = kDTypeOf<T>;
+  CheckArity(call, 3, 3);
+  CheckDTypes(call, {t, t, t, t, t, t});
+  const TensorRef x = call.input(0), w = call.input(1), b = call.input(2);
+  const TensorRef y = call.output(0), mean = call.output(1), var = call.output(2);
+  const BatchNormPlans p = PlanBatchNorm(call, x, sizeof(T));
+  const int64_t channels = p.ch.channels;
+  CheckChannelVector<T>(call, w, channels, "weight");
+  CheckChannelVector<T>(call, b, channels, "bias");
+  CheckStatistic<T>(call, x, mean, "the mean");
+  CheckStatistic<T>(call, x, var, "the variance");
+  if (!std::equal(x.shape().begin(), x.shape().end(), y.shape().begin(), y.shape().end())) {
+    Invalid(call, "y must have x's shape");
+  }
+  CheckContiguous(call, y, "y");
+  const T eps = Convert<T>(RequireFloat(call, "eps"));
+  const T* xp = x.data<const T>();
+  T* m = mean.data<T>();
+  T* v = var.data<T>();
+  Statistics<T>(p, xp, m, v);
+  std::vector<T> scale(static_cast<size_t>(channels));
+  const T* wp = w.data<const T>();
+  const T* bp = b.data<const T>();
+  for (int64_t c = 0; c < channels; ++c) scale[c] = RsqrtOf<T>(v[c] + eps) * wp[c];
+  T* yp = y.data<T>();
+  ForChannelRuns(p.ch, x.numel(), [&](int64_t i0, int64_t n, int64_t c) {
+    const T mc = m[c], sc = scale[c], bc = bp[c];
+    for (int64_t i = i0; i < i0 + n; ++i) yp[i] = ((xp[i] - mc) * sc) + bc;
+  });
+}
+
+// The gradients of batch_norm_train's y with respect to x, weight and bias: the composed ops' VJP chain
+// (core/ops/vjp.cc, BatchNormTrainComposed), the statistics recomputed from x.
+template <typename T>
+void BatchNormTrainGrad(const KernelCall& call) {
+  constexpr int32_t t = kDTypeOf<T>;
+  CheckArity(call, 3, 3);
+  CheckDTypes(call, {t, t, t, t, t, t});
+  const TensorRef g = call.input(0), x = call.input(1), w = call.input(2);
+  const TensorRef gx = call.output(0), gw = call.output(1), gb = call.output(2);
+  const BatchNormPlans p = PlanBatchNorm(call, x, sizeof(T));
+  const int64_t channels = p.ch.channels;
+  CheckChannelVector<T>(call, w, channels, "weight");
+  CheckChannelVector<T>(call, gw, channels, "grad_weight");
+  CheckChannelVector<T>(call, gb, channels, "grad_bias");
+  for (const TensorRef* o : {&g, &gx}) {
+    if (!std::equal(x.shape().begin(), x.shape().end(), o->shape().begin(), o->shape().end())) {
+      Invalid(call, std::string(o == &g ? "grad" : "grad_x") + " must have x's shape");
+    }
+  }
+  CheckContiguous(call, g, "grad");
+  CheckContiguous(call, gx, "grad_x");
+  const T eps = Convert<T>(RequireFloat(call, "eps"));
+  const T* xp = x.data<const T>();
+  const T* gp = g.data<const T>();
+  const T* wp = w.data<const T>();
+  const auto n_size = static_cast<size_t>(channels);
+  std::vector<T> m(n_size), v(n_size), r(n_size), scale(n_size), gsc(n_size), c2(n_size), gm(n_size);
+  Statistics<T>(p, xp, m.data(), v.data());
+  for (int64_t c = 0; c < channels; ++c) {
+    r[c] = RsqrtOf<T>(v[c] + eps);
+    scale[c] = r[c] * wp[c];
+  }
+  // grad_bias = SumTo(g): the bias add's VJP.
+  ReduceChannels<T, false>(p.sum, gp, gb.data<T>());
+  // SumTo(g * d), d = x - mean: the scale's gradient (d * scale's VJP).
+  const auto products = [&](int64_t off, int64_t n, int64_t stride, int64_t k, int64_t ks, T* out) {
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t i = off + j * stride;
+      out[j] = gp[i] * (xp[i] - m[k + j * ks]);
+    }
+  };
+  ReduceChannels<T, false>(p.sum, xp, gsc.data(), MapOf<T>(products));
+  // scale = rsqrt(var + eps) * weight, then rsqrt's VJP (g * rsqrt(t) / t * -0.5), the eps add's (identity)
+  // and the variance mean's (g / n, broadcast): c2 multiplies d in each of d * d's two gradients.
+  const T count = Convert<T>(static_cast<double>(std::max<int64_t>(p.mean.count, 1)));
+  T* gwp = gw.data<T>();
+  for (int64_t c = 0; c < channels; ++c) {
+    const T gr = gsc[c] * wp[c];
+    gwp[c] = gsc[c] * r[c];
+    const T tv = v[c] + eps;
+    const T gt = ((gr * RsqrtOf<T>(tv)) / tv) * T(-0.5);
+    c2[c] = gt / count;
+  }
+  // d's gradient: (g * scale + q) + q with q = c2 * d (the engine adds the contributions in that order);
+  // x - mean's VJP sends -SumTo of it to the mean.
+  auto grad_d = [&](int64_t i, int64_t c) {
+    const T d = xp[i] - m[c];
+    const T q = c2[c] * d;
+    return ((gp[i] * scale[c]) + q) + q;
+  };
+  const auto negated = [&](int64_t off, int64_t n, int64_t stride, int64_t k, int64_t ks, T* out) {
+    for (int64_t j = 0; j < n; ++j) out[j] = -grad_d(off + j * stride, k + j * ks);
+  };
+  ReduceChannels<T, false>(p.sum, xp, gm.data(), MapOf<T>(negated));
+  // x's gradient: d's, then the mean's (its gradient / n, broadcast) added to it.
+  for (int64_t c = 0; c < channels; ++c) gm[c] = gm[c] / count;
+  T* gxp = gx.data<T>();
+  ForChannelRuns(p.ch, x.numel(), [&](int64_t i0, int64_t n, int64_t c) {
+    const T e = gm[c];
+    for (int64_t i = i0; i < i0 + n; ++i) gxp[i] = grad_d(i, c) + e;
+  });
+}
+
+template <typename... Ts>
+void AddBatchNorm(std::vector<HostKernel>* kernels, TypeList<Ts...>) {
+  (AddKernel(kernels, "batch_norm_train",
+             {kDTypeOf<Ts>, kDTypeOf<Ts>, kDTypeOf<Ts>, kDTypeOf<Ts>, kDTypeOf<Ts>, kDTypeOf<Ts>},
+             &GuardedKernel<&BatchNormTrain<Ts>>),
+   ...);
+  (AddKernel(kernels, "batch_norm_train_grad",
+             {kDTypeOf<Ts>, kDTypeOf<Ts>, kDTypeOf<Ts>, kDTypeOf<Ts>, kDTypeOf<Ts>, kDTypeOf<Ts>},
+             &GuardedKernel<&BatchNormTrainGrad<Ts>>),
+   ...);
 }
 
 template <typename... Ts>
@@ -243,6 +537,7 @@ void AddMeans(std::vector<HostKernel>* kernels, TypeList<Ts...>) {
 void AppendReduceKernels(std::vector<HostKernel>* kernels) {
   AddSums(kernels, TypeList<float, double, Half, BFloat16, int32_t, int64_t>{});
   AddMeans(kernels, FloatTypes{});
+  AddBatchNorm(kernels, TypeList<float, double>{});
 }
 
 }  // namespace oar::host

@@ -19,6 +19,37 @@ struct ReductionPlan {
   int64_t count = 1;         ///< input elements per output (0 for an empty reduction)
 };
 
+/// Split the dimensions of a tensor (extents `shape`, strides `strides` in elements) into those reduced over
+/// `axes` (sorted, unique, within [0, rank): the caller checks) and the kept ones, each group collapsed on its
+/// own. `elem_size` is the element size.
+inline ReductionPlan SplitReduction(std::span<const int64_t> shape, std::span<const int64_t> strides,
+                                    std::span<const int64_t> axes, int64_t elem_size) {
+  const int rank = static_cast<int>(shape.size());
+  bool reduced[OAR_MAX_RANK] = {};
+  for (int64_t a : axes) reduced[a] = true;
+  int64_t kept_shape[OAR_MAX_RANK], kept_strides[OAR_MAX_RANK];
+  int64_t red_shape[OAR_MAX_RANK], red_strides[OAR_MAX_RANK];
+  int kept_rank = 0, red_rank = 0;
+  ReductionPlan plan;
+  plan.outputs = 1;
+  for (int d = 0; d < rank; ++d) {
+    if (reduced[d]) {
+      red_shape[red_rank] = shape[d];
+      red_strides[red_rank++] = strides[d];
+      plan.count *= shape[d];
+    } else {
+      kept_shape[kept_rank] = shape[d];
+      kept_strides[kept_rank++] = strides[d];
+      plan.outputs *= shape[d];
+    }
+  }
+  plan.kept = Collapse<1>({kept_shape, static_cast<size_t>(kept_rank)},
+                          {std::span<const int64_t>(kept_strides, kept_rank)}, {elem_size});
+  plan.reduced = Collapse<1>({red_shape, static_cast<size_t>(red_rank)},
+                             {std::span<const int64_t>(red_strides, red_rank)}, {elem_size});
+  return plan;
+}
+
 /// Check `axes` (sorted, unique, within [0, rank)) and that `out` is x's keepdim shape, then split x's
 /// dimensions. `elem_size` is x's element size.
 inline ReductionPlan PlanReduction(const KernelCall& call, const TensorRef& x, const TensorRef& out,
@@ -35,28 +66,13 @@ inline ReductionPlan PlanReduction(const KernelCall& call, const TensorRef& x, c
     }
     reduced[axes[i]] = true;
   }
-  int64_t kept_shape[OAR_MAX_RANK], kept_strides[OAR_MAX_RANK];
-  int64_t red_shape[OAR_MAX_RANK], red_strides[OAR_MAX_RANK];
-  int kept_rank = 0, red_rank = 0;
-  ReductionPlan plan;
   for (int d = 0; d < rank; ++d) {
     if (out.dim(d) != (reduced[d] ? 1 : x.dim(d))) {
       Invalid(call, "output dimension " + std::to_string(d) + " must be " + std::to_string(reduced[d] ? 1 : x.dim(d)));
     }
-    if (reduced[d]) {
-      red_shape[red_rank] = x.dim(d);
-      red_strides[red_rank++] = x.stride(d);
-      plan.count *= x.dim(d);
-    } else {
-      kept_shape[kept_rank] = x.dim(d);
-      kept_strides[kept_rank++] = x.stride(d);
-    }
   }
+  ReductionPlan plan = SplitReduction(x.shape(), x.strides(), axes, elem_size);
   plan.outputs = out.numel();
-  plan.kept = Collapse<1>({kept_shape, static_cast<size_t>(kept_rank)},
-                          {std::span<const int64_t>(kept_strides, kept_rank)}, {elem_size});
-  plan.reduced = Collapse<1>({red_shape, static_cast<size_t>(red_rank)},
-                             {std::span<const int64_t>(red_strides, red_rank)}, {elem_size});
   return plan;
 }
 

@@ -65,6 +65,11 @@ std::vector<int> IndexPositions(std::string_view op) {
 /// The support rule, used both to pick the keys to register and by `supports`: no float64 at all;
 /// int64 in copy, cast and fill (any operand) and as the index operand of indexing ops only.
 std::string Unsupported(std::string_view op, std::span<const int32_t> dtypes) {
+  if (op == "batch_norm_train" || op == "batch_norm_train_grad") {
+    // Their sums are the host `mean` / `sum` kernels' order; kunlun_sim's reductions are tiled (another
+    // order), so batch_norm runs its composed ops here, as before, and keeps their values.
+    return "kunlun_sim has no '" + std::string(op) + "' (its reductions are tiled; batch_norm runs the composed ops)";
+  }
   const std::vector<int> index_positions = IndexPositions(op);
   for (size_t i = 0; i < dtypes.size(); ++i) {
     if (dtypes[i] == OAR_DTYPE_FLOAT64) return "kunlun_sim has no float64 arithmetic";
