@@ -98,6 +98,8 @@ Sample SampleFor(const ops::OpSchema& s) {
       {"fused_tanh_grad", {{{4, 6}, {4, 6}, {}}, {}}},
       {"fused_sigmoid_grad", {{{4, 6}, {4, 6}, {}}, {}}},
       {"fused_log_softmax", {{{4, 6}}, {{"axis", int64_t{1}}}}},
+      {"batch_norm_train", {{{2, 3, 4, 4}, {3}, {3}}, {}}},
+      {"batch_norm_train_grad", {{{2, 3, 4, 4}, {2, 3, 4, 4}, {3}}, {}}},
       {"where", {{{4, 6}, {4, 6}, {6}}, {}}},
   };
   auto it = special.find(std::string(s.name));

@@ -93,11 +93,14 @@ TEST(IrText, EveryOpRoundTrips) {
       {"pad", {b.Attr("pads", ints({0, 0, 0, 0, 1, 1, 2, 2}))}},
   };
   const std::map<std::pair<std::string, std::string>, Dims> shapes = {
-      {{"layer_norm", "weight"}, {4}}, {{"layer_norm", "bias"}, {4}}, {{"index_select", "index"}, {3}},
-      {{"fused_linear", "w"}, {4, 5}}, {{"fused_linear", "bias"}, {5}}, {{"fused_rotary", "cos"}, {4, 2}},
-      {{"fused_rotary", "sin"}, {4, 2}}, {{"fused_rms_scale", "mean_square"}, {2, 3, 4, 1}},
-      {{"fused_rms_scale", "eps"}, {}}, {{"fused_rms_scale", "weight"}, {4}}, {{"fused_tanh_grad", "one"}, {}},
-      {{"fused_sigmoid_grad", "one"}, {}}};
+      {{"layer_norm", "weight"}, {4}},           {{"layer_norm", "bias"}, {4}},
+      {{"index_select", "index"}, {3}},          {{"fused_linear", "w"}, {4, 5}},
+      {{"fused_linear", "bias"}, {5}},           {{"fused_rotary", "cos"}, {4, 2}},
+      {{"fused_rotary", "sin"}, {4, 2}},         {{"fused_rms_scale", "mean_square"}, {2, 3, 4, 1}},
+      {{"fused_rms_scale", "eps"}, {}},          {{"fused_rms_scale", "weight"}, {4}},
+      {{"fused_tanh_grad", "one"}, {}},          {{"fused_sigmoid_grad", "one"}, {}},
+      {{"batch_norm_train", "weight"}, {3}},     {{"batch_norm_train", "bias"}, {3}},
+      {{"batch_norm_train_grad", "weight"}, {3}}};
   // fused_adam's nine scalars are 0-d.
   auto shape_of = [&](const std::string& op, std::string_view input, size_t i) -> std::optional<Dims> {
     if (op == "fused_adam" && i >= 4) return Dims{};

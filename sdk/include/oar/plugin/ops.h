@@ -233,6 +233,12 @@
 #define OAR_OP_FUSED_RMS_SCALE "fused_rms_scale"
 /* relu_grad(grad, x) -> grad_x: relu's gradient: grad * (x > 0 ? 1 : 0) per element (grad * cast(gt(x, 0))), grad and x of one shape */
 #define OAR_OP_RELU_GRAD "relu_grad"
+/* batch_norm_train(x, weight, bias) -> y, mean, var: batch normalisation with batch statistics over every dim but 1 of x [N, C] or [N, C, H, W]: mean = mean(x), var = mean((x - mean)^2) (population), y = ((x - mean) * (rsqrt(var + eps) * weight)) + bias, each operation rounded to the dtype and summed as `mean` sums; mean and var in the keepdim shape carry no gradient */
+#define OAR_OP_BATCH_NORM_TRAIN "batch_norm_train"
+#define OAR_OP_BATCH_NORM_TRAIN_ATTR_EPS "eps"
+/* batch_norm_train_grad(grad, x, weight) -> grad_x, grad_weight, grad_bias: the gradients of batch_norm_train's y (grad) with respect to x, weight and bias, the statistics recomputed from x: the VJP chain of the composed ops, each operation rounded to the dtype, the contributions added in the order autograd adds them */
+#define OAR_OP_BATCH_NORM_TRAIN_GRAD "batch_norm_train_grad"
+#define OAR_OP_BATCH_NORM_TRAIN_GRAD_ATTR_EPS "eps"
 /* fused_adam(param, grad, m, v, decay, beta1, one_minus_beta1, beta2, one_minus_beta2, bias_correction1, bias_correction2, eps, lr) -> param_out, m_out, v_out: Adam's update of one parameter, elementwise: m_out = m * beta1 + grad * one_minus_beta1, v_out = v * beta2 + (grad * grad) * one_minus_beta2, param_out = value - ((m_out / bias_correction1) / (sqrt(v_out / bias_correction2) + eps)) * lr with value = param * decay (with_decay 1, AdamW) or param (with_decay 0, Adam: decay is not read), each operation rounded to the dtype; the scalars are 0-d */
 #define OAR_OP_FUSED_ADAM "fused_adam"
 #define OAR_OP_FUSED_ADAM_ATTR_WITH_DECAY "with_decay"
@@ -245,6 +251,6 @@
 #define OAR_OP_FUSED_LOG_SOFTMAX_ATTR_AXIS "axis"
 
 /* Number of ops above. */
-#define OAR_OP_COUNT 79
+#define OAR_OP_COUNT 81
 
 #endif /* OAR_PLUGIN_OPS_H_ */
