@@ -239,14 +239,25 @@ class Fuser {
   void Materialise(const Members& m, GroupTemplate kind) {
     ir::IrContext& ctx = program_.context();
     GroupView g = View(m);
-    ir::Operation* last = *m.rbegin();
+    const std::unordered_set<const ir::Operation*> members(m.begin(), m.end());
+    // The group's first and last op in the block as it is now: a group materialised before this one may
+    // have moved some of these members after itself (they used its results), past members that stayed, so
+    // the original positions no longer say which comes last (the cnn step's recomputed batch-norm
+    // statistics: the group op was placed before a moved member's users, an operand used before its
+    // definition).
+    ir::Operation* first = nullptr;
+    ir::Operation* last = nullptr;
+    for (ir::Operation* op : program_.block()) {
+      if (!members.count(op)) continue;
+      if (first == nullptr) first = op;
+      last = op;
+    }
     // Outside ops between the group's first and last op that use its results (directly, inside their
     // regions, or through another such op) move after the group. The block is walked as it is now: groups
     // materialised before this one replaced some ops.
-    const std::unordered_set<const ir::Operation*> members(m.begin(), m.end());
     std::unordered_set<const ir::Operation*> moved;
     std::vector<ir::Operation*> move;
-    for (ir::Operation* op = (*m.begin())->next(); op != nullptr && op != last; op = op->next()) {
+    for (ir::Operation* op = first->next(); op != nullptr && op != last; op = op->next()) {
       if (members.count(op)) continue;
       bool depends = false;
       op->Walk([&](ir::Operation* inner) {
