@@ -376,25 +376,54 @@ void CheckStatistic(const KernelCall& call, const TensorRef& x, const TensorRef&
   CheckContiguous(call, t, what);
 }
 
+// The operands of a BatchNormStep (vec_lanes.h) over a contiguous x: x and g full-size (g may be null), m,
+// a and b per channel (a and b may be null: 0), and where kGradD stores d's gradient (full-size, or null).
+template <typename T>
+struct StepOperands {
+  const T* x = nullptr;
+  const T* g = nullptr;
+  const T* m = nullptr;
+  const T* a = nullptr;
+  const T* b = nullptr;
+  T* gd = nullptr;
+};
+
+// out[j] = BatchNormStep<kOp> of element `off + j * stride` in channel `k + j * ks`, for j < n (a SourceMap's
+// contract): float32 runs within one channel as one vector run (BatchNormRun), the rest element by element;
+// the same operations either way.
+template <VecBatchNorm kOp, typename T>
+void StepRun(const StepOperands<T>& o, int64_t off, int64_t n, int64_t stride, int64_t k, int64_t ks, T* out) {
+  const auto at = [](const T* p, int64_t c) { return p == nullptr ? T(0) : p[c]; };
+  if constexpr (std::is_same_v<T, float>) {
+    if (stride == 1 && ks == 0) {
+      BatchNormRun(kOp, o.x + off, o.g == nullptr ? nullptr : o.g + off, o.m[k], at(o.a, k), at(o.b, k), out,
+                   o.gd == nullptr ? nullptr : o.gd + off, n);
+      return;
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t i = off + j * stride, c = k + j * ks;
+    T gd = 0;
+    out[j] = BatchNormStep<kOp>(o.x[i], o.g == nullptr ? T(0) : o.g[i], o.m[c], at(o.a, c), at(o.b, c), &gd);
+    if (kOp == VecBatchNorm::kGradD && o.gd != nullptr) o.gd[i] = gd;
+  }
+}
+
+// dst[k] = the sum (kMean: mean) over `plan` of BatchNormStep<kOp>'s values, as ReduceChannels sums a tensor
+// of them.
+template <VecBatchNorm kOp, bool kMean, typename T>
+void ReduceSteps(const ReductionPlan& plan, const StepOperands<T>& o, T* dst) {
+  const auto map = [&o](int64_t off, int64_t n, int64_t stride, int64_t k, int64_t ks, T* out) {
+    StepRun<kOp>(o, off, n, stride, k, ks, out);
+  };
+  ReduceChannels<T, kMean>(plan, o.x, dst, MapOf<T>(map));
+}
+
 // The statistics: mean = mean(x), var = mean((x - mean) * (x - mean)) per channel.
 template <typename T>
 void Statistics(const BatchNormPlans& p, const T* x, T* mean, T* var) {
   ReduceChannels<T, true>(p.mean, x, mean);
-  const auto squares = [&](int64_t off, int64_t n, int64_t stride, int64_t k, int64_t ks, T* out) {
-    if (ks == 0) {
-      const T m = mean[k];
-      for (int64_t j = 0; j < n; ++j) {
-        const T d = x[off + j * stride] - m;
-        out[j] = d * d;
-      }
-    } else {
-      for (int64_t j = 0; j < n; ++j) {
-        const T d = x[off + j * stride] - mean[k + j * ks];
-        out[j] = d * d;
-      }
-    }
-  };
-  ReduceChannels<T, true>(p.mean, x, var, MapOf<T>(squares));
+  ReduceSteps<VecBatchNorm::kSquare, true>(p.mean, StepOperands<T>{.x = x, .m = mean}, var);
 }
 
 // rsqrt(var + eps) as the add and rsqrt kernels give it (eps rounded to T first, as the 0-d constant is).
@@ -431,9 +460,9 @@ void BatchNormTrain(const KernelCall& call) {
   const T* bp = b.data<const T>();
   for (int64_t c = 0; c < channels; ++c) scale[c] = RsqrtOf<T>(v[c] + eps) * wp[c];
   T* yp = y.data<T>();
+  const StepOperands<T> affine{.x = xp, .m = m, .a = scale.data(), .b = bp};
   ForChannelRuns(p.ch, x.numel(), [&](int64_t i0, int64_t n, int64_t c) {
-    const T mc = m[c], sc = scale[c], bc = bp[c];
-    for (int64_t i = i0; i < i0 + n; ++i) yp[i] = ((xp[i] - mc) * sc) + bc;
+    StepRun<VecBatchNorm::kAffine>(affine, i0, n, 1, c, 0, yp + i0);
   });
 }
 
@@ -472,13 +501,7 @@ void BatchNormTrainGrad(const KernelCall& call) {
   // grad_bias = SumTo(g): the bias add's VJP.
   ReduceChannels<T, false>(p.sum, gp, gb.data<T>());
   // SumTo(g * d), d = x - mean: the scale's gradient (d * scale's VJP).
-  const auto products = [&](int64_t off, int64_t n, int64_t stride, int64_t k, int64_t ks, T* out) {
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t i = off + j * stride;
-      out[j] = gp[i] * (xp[i] - m[k + j * ks]);
-    }
-  };
-  ReduceChannels<T, false>(p.sum, xp, gsc.data(), MapOf<T>(products));
+  ReduceSteps<VecBatchNorm::kProduct, false>(p.sum, StepOperands<T>{.x = xp, .g = gp, .m = m.data()}, gsc.data());
   // scale = rsqrt(var + eps) * weight, then rsqrt's VJP (g * rsqrt(t) / t * -0.5), the eps add's (identity)
   // and the variance mean's (g / n, broadcast): c2 multiplies d in each of d * d's two gradients.
   const T count = Convert<T>(static_cast<double>(std::max<int64_t>(p.mean.count, 1)));
@@ -490,23 +513,20 @@ void BatchNormTrainGrad(const KernelCall& call) {
     const T gt = ((gr * RsqrtOf<T>(tv)) / tv) * T(-0.5);
     c2[c] = gt / count;
   }
-  // d's gradient: (g * scale + q) + q with q = c2 * d (the engine adds the contributions in that order);
-  // x - mean's VJP sends -SumTo of it to the mean.
-  auto grad_d = [&](int64_t i, int64_t c) {
-    const T d = xp[i] - m[c];
-    const T q = c2[c] * d;
-    return ((gp[i] * scale[c]) + q) + q;
-  };
-  const auto negated = [&](int64_t off, int64_t n, int64_t stride, int64_t k, int64_t ks, T* out) {
-    for (int64_t j = 0; j < n; ++j) out[j] = -grad_d(off + j * stride, k + j * ks);
-  };
-  ReduceChannels<T, false>(p.sum, xp, gm.data(), MapOf<T>(negated));
+  // d's gradient gd = (g * scale + q) + q with q = c2 * d (the engine adds the contributions in that order),
+  // kept in grad_x as it is computed (each element once); x - mean's VJP sends -SumTo(gd) to the mean.
+  T* gxp = gx.data<T>();
+  ReduceSteps<VecBatchNorm::kGradD, false>(
+      p.sum, StepOperands<T>{.x = xp, .g = gp, .m = m.data(), .a = scale.data(), .b = c2.data(), .gd = gxp}, gm.data());
   // x's gradient: d's, then the mean's (its gradient / n, broadcast) added to it.
   for (int64_t c = 0; c < channels; ++c) gm[c] = gm[c] / count;
-  T* gxp = gx.data<T>();
   ForChannelRuns(p.ch, x.numel(), [&](int64_t i0, int64_t n, int64_t c) {
     const T e = gm[c];
-    for (int64_t i = i0; i < i0 + n; ++i) gxp[i] = grad_d(i, c) + e;
+    if constexpr (std::is_same_v<T, float>) {
+      BinaryRun(VecBinary::kAdd, gxp + i0, 1, &e, 0, gxp + i0, n);  // gd + e, as the add kernel runs it
+    } else {
+      for (int64_t i = i0; i < i0 + n; ++i) gxp[i] = gxp[i] + e;
+    }
   });
 }
 

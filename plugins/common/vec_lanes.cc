@@ -392,6 +392,40 @@ OAR_VEC_INLINE void SubTwiceRunBody(const float* x, float a, float b, float* o, 
   for (; i < n; ++i) o[i] = (x[i] - a) - b;
 }
 
+template <int kBytes, VecBatchNorm kOp>
+OAR_VEC_INLINE void BatchNormRunBody(const float* x, const float* g, float m, float a, float b, float* o, float* gd,
+                                     int64_t n) {
+  using F = typename Vec<kBytes>::F;
+  constexpr int kW = kBytes / 4;
+  constexpr bool kG = kOp == VecBatchNorm::kProduct || kOp == VecBatchNorm::kGradD;
+  const F mv = F{} + m, av = F{} + a, bv = F{} + b;
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    F xv, gv = F{}, dv = F{};
+    std::memcpy(&xv, x + i, sizeof xv);
+    if constexpr (kG) std::memcpy(&gv, g + i, sizeof gv);
+    const F r = BatchNormStep<kOp>(xv, gv, mv, av, bv, &dv);
+    std::memcpy(o + i, &r, sizeof r);
+    if (kOp == VecBatchNorm::kGradD && gd != nullptr) std::memcpy(gd + i, &dv, sizeof dv);
+  }
+  for (; i < n; ++i) {
+    float dv = 0;
+    o[i] = BatchNormStep<kOp>(x[i], kG ? g[i] : 0.0f, m, a, b, &dv);
+    if (kOp == VecBatchNorm::kGradD && gd != nullptr) gd[i] = dv;
+  }
+}
+
+template <int kBytes>
+OAR_VEC_INLINE void BatchNormRunAny(VecBatchNorm op, const float* x, const float* g, float m, float a, float b,
+                                    float* o, float* gd, int64_t n) {
+  switch (op) {
+    case VecBatchNorm::kSquare: return BatchNormRunBody<kBytes, VecBatchNorm::kSquare>(x, g, m, a, b, o, gd, n);
+    case VecBatchNorm::kProduct: return BatchNormRunBody<kBytes, VecBatchNorm::kProduct>(x, g, m, a, b, o, gd, n);
+    case VecBatchNorm::kAffine: return BatchNormRunBody<kBytes, VecBatchNorm::kAffine>(x, g, m, a, b, o, gd, n);
+    case VecBatchNorm::kGradD: return BatchNormRunBody<kBytes, VecBatchNorm::kGradD>(x, g, m, a, b, o, gd, n);
+  }
+}
+
 template <int kBytes>
 OAR_VEC_INLINE void ReluRunBody(const float* x, float* y, int64_t n) {
   using F = typename Vec<kBytes>::F;
@@ -527,6 +561,7 @@ struct Table {
   double (*squared_deviation_leaf_of_doubles)(const double*, int64_t, double);
   void (*layer_norm_row_of_doubles)(const double*, const double*, const double*, float*, int64_t, double, double);
   double (*widen_sum_leaf)(const float*, double*, int64_t);
+  void (*batch_norm_run)(VecBatchNorm, const float*, const float*, float, float, float, float*, float*, int64_t);
 };
 
 // One set of functions per target; TARGET is an attribute (or nothing, for the baseline).
@@ -569,6 +604,10 @@ struct Table {
     LayerNormRowBody<W>(v, w, b, o, n, mean, rstd);                                                                    \
   }                                                                                                                    \
   TARGET double WidenSumLeaf(const float* p, double* d, int64_t n) { return WidenSumLeafBody<W>(p, d, n); }            \
+  TARGET void BatchNormRun(VecBatchNorm op, const float* x, const float* g, float m, float a, float b, float* o,        \
+                           float* gd, int64_t n) {                                                                     \
+    BatchNormRunAny<W>(op, x, g, m, a, b, o, gd, n);                                                                   \
+  }                                                                                                                    \
   constexpr Table kTable = {SumLeaf,                                                                                   \
                             SumLeafAsDouble,                                                                           \
                             SquaredDeviationLeaf,                                                                      \
@@ -586,7 +625,8 @@ struct Table {
                             SumLeafOfDoubles,                                                                          \
                             SquaredDeviationLeafOfDoubles,                                                             \
                             LayerNormRowOfDoubles,                                                                     \
-                            WidenSumLeaf};                                                                             \
+                            WidenSumLeaf,                                                                              \
+                            BatchNormRun};                                                                             \
   }
 
 OAR_VEC_TABLE(baseline, , 16)
@@ -635,6 +675,10 @@ void LayerNormRow(const double* v, const double* w, const double* b, float* o, i
   Isa().layer_norm_row_of_doubles(v, w, b, o, n, mean, rstd);
 }
 double WidenSumLeaf(const float* p, double* d, int64_t n) { return Isa().widen_sum_leaf(p, d, n); }
+void BatchNormRun(VecBatchNorm op, const float* x, const float* g, float m, float a, float b, float* o, float* gd,
+                  int64_t n) {
+  Isa().batch_norm_run(op, x, g, m, a, b, o, gd, n);
+}
 void MaxPool2x2Row(const float* r0, const float* r1, float* y, int64_t* idx, int64_t n, int64_t base,
                    int64_t row_step) {
   Isa().max_pool_2x2_row(r0, r1, y, idx, n, base, row_step);

@@ -59,6 +59,32 @@ enum class VecBinary { kAdd, kSub, kMul, kDiv, kReluGrad };
 /// same bits. `o` may be `x` or `y` (no other overlap).
 void BinaryRun(VecBinary op, const float* x, int64_t x_step, const float* y, int64_t y_step, float* o, int64_t n);
 
+/// batch_norm_train's and batch_norm_train_grad's per-element steps (reduce.cc) on one channel's run: the
+/// float operations of the composed ops they replace (core/ops/nn.cc's batch_norm and its VJP chain), each
+/// rounded, in that order; BatchNormStep is the one definition of them, for vectors and scalars alike.
+enum class VecBatchNorm {
+  kSquare,   // o = (x - m) * (x - m)                          (var's summand)
+  kProduct,  // o = g * (x - m)                                 (the scale's gradient's summand)
+  kAffine,   // o = ((x - m) * a) + b                           (y; a = scale, b = bias)
+  kGradD,    // gd = ((g * a) + q) + q, q = b * (x - m); o = -gd (a = scale, b = c2: the mean's summand)
+};
+template <VecBatchNorm kOp, typename V>
+[[gnu::always_inline]] inline V BatchNormStep(V x, V g, V m, V a, V b, V* gd) {
+  const V d = x - m;
+  if constexpr (kOp == VecBatchNorm::kSquare) return d * d;
+  if constexpr (kOp == VecBatchNorm::kProduct) return g * d;
+  if constexpr (kOp == VecBatchNorm::kAffine) return (d * a) + b;
+  if constexpr (kOp == VecBatchNorm::kGradD) {
+    const V q = b * d;
+    *gd = ((g * a) + q) + q;
+    return -*gd;
+  }
+}
+/// o[i] = BatchNormStep<op>(x[i], g[i], m, a, b, &gd[i]) for i in [0, n) (g: kProduct and kGradD only; gd:
+/// kGradD only, may be null there). No overlap but `o` == `x`.
+void BatchNormRun(VecBatchNorm op, const float* x, const float* g, float m, float a, float b, float* o, float* gd,
+                  int64_t n);
+
 /// log_softmax's output row: o[i] = (x[i] - a) - b, the two float subtractions in that order (what two
 /// BinaryRun kSub passes with a broadcast scalar give), in one pass. `o` may be `x`.
 void SubTwiceRun(const float* x, float a, float b, float* o, int64_t n);

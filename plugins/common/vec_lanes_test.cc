@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -281,6 +282,55 @@ TEST(VecLanes, SubTwiceRunIsTheTwoRoundedSubtractionsBitForBit) {
         std::vector<float> in_place(x);
         SubTwiceRun(in_place.data() + shift, a, b, in_place.data() + shift, n);
         for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(in_place[shift + i], (px[i] - a) - b));
+      }
+    }
+  }
+}
+
+TEST(VecLanes, BatchNormRunIsTheComposedOpsRoundedStepsBitForBit) {
+  // The composed ops' float operations, each rounded, written out (not through BatchNormStep).
+  const auto ref = [](VecBatchNorm op, float x, float g, float m, float a, float b, float* gd) {
+    const float d = x - m;
+    switch (op) {
+      case VecBatchNorm::kSquare: return d * d;
+      case VecBatchNorm::kProduct: return g * d;
+      case VecBatchNorm::kAffine: return (d * a) + b;
+      case VecBatchNorm::kGradD: {
+        const float q = b * d;
+        const float s = g * a;
+        const float t = s + q;
+        *gd = t + q;
+        return -*gd;
+      }
+    }
+    return 0.0f;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  for (VecBatchNorm op : {VecBatchNorm::kSquare, VecBatchNorm::kProduct, VecBatchNorm::kAffine, VecBatchNorm::kGradD}) {
+    for (int64_t n : {0, 1, 7, 8, 15, 16, 17, 33, 64, 255, 1000}) {
+      const std::vector<float> x = Data(n + 3, 43, true), g = SpreadData(n + 3, 44);
+      for (const auto& [m, a, b] : {std::tuple{0.0f, 1.0f, 0.0f}, std::tuple{0.37f, 2.5f, -0.125f},
+                                    std::tuple{-1e3f, 1e-3f, 7.0f}, std::tuple{inf, 0.5f, 1.0f}}) {
+        for (int64_t shift : {0, 3}) {
+          SCOPED_TRACE(::testing::Message() << "op " << static_cast<int>(op) << " n " << n << " m " << m << " shift "
+                                            << shift);
+          const float* px = x.data() + shift;
+          const float* pg = g.data() + shift;
+          std::vector<float> o(n + 3, 7.0f), gd(n + 3, 7.0f);
+          BatchNormRun(op, px, pg, m, a, b, o.data(), gd.data(), n);
+          for (int64_t i = 0; i < n; ++i) {
+            float want_gd = 7.0f;
+            EXPECT_TRUE(Same(o[i], ref(op, px[i], pg[i], m, a, b, &want_gd))) << i;
+            EXPECT_TRUE(Same(gd[i], want_gd)) << i;  // written by kGradD only
+          }
+          for (int64_t i = n; i < n + 3; ++i) EXPECT_EQ(o[i], 7.0f);  // nothing written past the end
+          for (int64_t i = n; i < n + 3; ++i) EXPECT_EQ(gd[i], 7.0f);
+          if (op == VecBatchNorm::kGradD) {  // without d's gradient stored, and in place over x
+            std::vector<float> in_place(x);
+            BatchNormRun(op, in_place.data() + shift, pg, m, a, b, in_place.data() + shift, nullptr, n);
+            for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(Same(in_place[shift + i], o[i])) << i;
+          }
+        }
       }
     }
   }
