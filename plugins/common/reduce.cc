@@ -432,17 +432,26 @@ T RsqrtOf(T t) {
   return T(1) / std::sqrt(t);
 }
 
-// y = ((x - mean) * scale) + bias, scale = rsqrt(var + eps) * weight: batch_norm's training forward.
+// What both kernels check first: six operands of T, x's layout (its plans returned), weight [C]; and eps.
 template <typename T>
-void BatchNormTrain(const KernelCall& call) {
+BatchNormPlans CheckBatchNorm(const KernelCall& call, const TensorRef& x, const TensorRef& w, T* eps) {
   constexpr int32_t t = kDTypeOf<T>;
   CheckArity(call, 3, 3);
   CheckDTypes(call, {t, t, t, t, t, t});
+  BatchNormPlans p = PlanBatchNorm(call, x, sizeof(T));
+  CheckChannelVector<T>(call, w, p.ch.channels, "weight");
+  *eps = Convert<T>(RequireFloat(call, "eps"));
+  return p;
+}
+
+// y = ((x - mean) * scale) + bias, scale = rsqrt(var + eps) * weight: batch_norm's training forward.
+template <typename T>
+void BatchNormTrain(const KernelCall& call) {
   const TensorRef x = call.input(0), w = call.input(1), b = call.input(2);
   const TensorRef y = call.output(0), mean = call.output(1), var = call.output(2);
-  const BatchNormPlans p = PlanBatchNorm(call, x, sizeof(T));
+  T eps;
+  const BatchNormPlans p = CheckBatchNorm<T>(call, x, w, &eps);
   const int64_t channels = p.ch.channels;
-  CheckChannelVector<T>(call, w, channels, "weight");
   CheckChannelVector<T>(call, b, channels, "bias");
   CheckStatistic<T>(call, x, mean, "the mean");
   CheckStatistic<T>(call, x, var, "the variance");
@@ -450,7 +459,6 @@ void BatchNormTrain(const KernelCall& call) {
     Invalid(call, "y must have x's shape");
   }
   CheckContiguous(call, y, "y");
-  const T eps = Convert<T>(RequireFloat(call, "eps"));
   const T* xp = x.data<const T>();
   T* m = mean.data<T>();
   T* v = var.data<T>();
@@ -470,14 +478,11 @@ void BatchNormTrain(const KernelCall& call) {
 // (core/ops/vjp.cc, BatchNormTrainComposed), the statistics recomputed from x.
 template <typename T>
 void BatchNormTrainGrad(const KernelCall& call) {
-  constexpr int32_t t = kDTypeOf<T>;
-  CheckArity(call, 3, 3);
-  CheckDTypes(call, {t, t, t, t, t, t});
   const TensorRef g = call.input(0), x = call.input(1), w = call.input(2);
   const TensorRef gx = call.output(0), gw = call.output(1), gb = call.output(2);
-  const BatchNormPlans p = PlanBatchNorm(call, x, sizeof(T));
+  T eps;
+  const BatchNormPlans p = CheckBatchNorm<T>(call, x, w, &eps);
   const int64_t channels = p.ch.channels;
-  CheckChannelVector<T>(call, w, channels, "weight");
   CheckChannelVector<T>(call, gw, channels, "grad_weight");
   CheckChannelVector<T>(call, gb, channels, "grad_bias");
   for (const TensorRef* o : {&g, &gx}) {
@@ -487,7 +492,6 @@ void BatchNormTrainGrad(const KernelCall& call) {
   }
   CheckContiguous(call, g, "grad");
   CheckContiguous(call, gx, "grad_x");
-  const T eps = Convert<T>(RequireFloat(call, "eps"));
   const T* xp = x.data<const T>();
   const T* gp = g.data<const T>();
   const T* wp = w.data<const T>();
