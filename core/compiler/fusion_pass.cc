@@ -1,9 +1,11 @@
 // The cinn dialect and the `cinn` pass: fusion groups formed greedily along the data flow.
 //
+// Matmuls with one row (matrix-vector products) first become mul + sum reductions (RewriteVectorMatmuls).
 // Ops are visited in program order; each fusible op (group.h's classes) starts a group and tries to join
 // the group of each operand's producer. A merge is kept when it creates no cycle (no path between the two
 // groups through an op outside them) and when the merged ops still analyse as one kernel. Then sibling
-// groups that read a common value merge under the same two conditions (horizontal fusion). Groups with at
+// groups that read a common value merge under the same two conditions (horizontal fusion), and every op tries
+// its producers' groups once more (their operands may now share one). Groups with at
 // least two computing ops become `cinn.group` ops: operands are the group's inputs, results its outputs,
 // the body a copy of the ops (one-element constants copied in) ending in `cinn.yield`.
 #include <algorithm>
@@ -402,7 +404,8 @@ void RegisterCinn() {
     ir::RegisterDialectLoader(LoadCinnDialect);
     passes::RegisterPass("cinn",
                          "CINN fusion: group elementwise chains and row reductions with their prologue and epilogue "
-                         "(RMSNorm, softmax, layer_norm) into cinn.group ops, compiled per device when run",
+                         "(RMSNorm, softmax, layer_norm) and matrix-vector products into cinn.group ops, compiled per device "
+                         "when run",
                          [](const passes::PassOptions& o) {
                            passes::CheckPassOptions("cinn", o, {});
                            return std::make_unique<CinnPass>();
