@@ -379,6 +379,134 @@ TEST_F(CinnTest, SiblingGroupsReadingOneInputBecomeOneKernel) {
   }
 }
 
+// Matrix-vector products (matmul with one row: a decoding step's projections and attention at batch 1) are
+// reductions CINN runs: b = permute(w) swapping w's last two dims is a row reduce along w's rows, a plain b
+// a column reduce down its columns; gate and up projections of one vector fuse horizontally with their
+// silu(gate) * up epilogue. No matmul is left; eager's results on every device, for odd extents and a
+// symbolic batch and key length, with one kernel per group whatever the batch or length.
+TEST_F(CinnTest, MatrixVectorProductsAreReductions) {
+  const auto count_matmuls = [](const ir::Program& p) {
+    return CountOps(p, "op.matmul") + CountOps(p, "kernel.matmul");
+  };
+  for (const auto& [h, n] : {std::pair<int64_t, int64_t>{1, 5}, {7, 1}, {33, 67}}) {
+    ir::IrContext ctx;
+    Generator g(static_cast<uint64_t>(h * 100 + n));
+    Tensor wg = randn({n, h}, g), wu = randn({n, h}, g), wd = randn({n, h}, g);
+    const auto body = [&](const Tensor& x) {
+      const Tensor a = x * sigmoid(x);
+      const Tensor gate = matmul(a, wg.permute({1, 0})), up = matmul(a, wu.permute({1, 0}));
+      const Tensor y = gate * sigmoid(gate) * up;
+      return std::vector<Tensor>{y, matmul(y, wd) + x};  // wd: [N, H] as b, down its columns
+    };
+    const std::vector<jit::InputSpec> specs = {
+        {"x", DType::kFloat32, {jit::DimSpec::Symbol("B"), jit::DimSpec::Static(1), jit::DimSpec::Static(h)}}};
+    jit::CaptureOptions o;
+    o.state = {{"wg", &wg}, {"wu", &wu}, {"wd", &wd}};
+    jit::Captured c = jit::Capture(
+        ctx, [&](std::span<const Tensor> in) { return body(in[0]); }, specs, {}, kCpu, o);
+    ASSERT_EQ(count_matmuls(*c.program), 3u);
+    const FusionReport r = Fuse(*c.program);
+    ir::Verify(*c.program->module());
+    EXPECT_EQ(count_matmuls(*c.program), 0u) << ir::Print(*c.program);
+    // x * sigmoid(x); gate and up with their epilogue (one row reduce); the column reduce with its + x.
+    EXPECT_EQ(r.groups, 3u) << ir::Print(*c.program);
+    EXPECT_EQ(r.row_reduce, 1u) << ir::Print(*c.program);
+    EXPECT_EQ(r.column_reduce, 1u) << ir::Print(*c.program);
+    for (const Device& d : kDevices) {
+      const uint64_t before = Stats().kernels_compiled;
+      for (int64_t b : {1, 3}) {
+        const Tensor x = randn({b, 1, h}, g);
+        const std::vector<Tensor> in = {x.to(d)};
+        const std::vector<Tensor> got = jit::Interpret(*c.program, in, d), want = body(x);
+        for (size_t i = 0; i < want.size(); ++i) {
+          ExpectClose(got[i], want[i], 2e-5,
+                      fmt::format("projections h={} n={} b={} output {} on {}", h, n, b, i, d.str()));
+        }
+      }
+      EXPECT_LE(Stats().kernels_compiled - before, 3u) << "recompiled for another batch on " << d.str();
+    }
+  }
+  // Attention at one query: scores against the keys (a row reduce over the head dimension), softmax, and the
+  // values weighted by it (a column reduce over the symbolic key length L).
+  for (int64_t dh : {5, 16}) {
+    ir::IrContext ctx;
+    Generator g(static_cast<uint64_t>(dh));
+    const auto body = [&](std::span<const Tensor> in) {
+      const Tensor scores = matmul(in[0], in[1].permute({0, 1, 3, 2})) * 0.25;
+      return std::vector<Tensor>{matmul(softmax(scores, -1), in[2])};
+    };
+    const auto spec = [&](const char* name, jit::DimSpec rows) {
+      return jit::InputSpec{
+          name, DType::kFloat32, {jit::DimSpec::Symbol("B"), jit::DimSpec::Static(3), rows, jit::DimSpec::Static(dh)}};
+    };
+    const std::vector<jit::InputSpec> specs = {spec("q", jit::DimSpec::Static(1)), spec("k", jit::DimSpec::Symbol("L")),
+                                               spec("v", jit::DimSpec::Symbol("L"))};
+    jit::Captured c = jit::Capture(ctx, body, specs, {}, kCpu, {});
+    const FusionReport r = Fuse(*c.program);
+    ir::Verify(*c.program->module());
+    EXPECT_EQ(count_matmuls(*c.program), 0u) << ir::Print(*c.program);
+    EXPECT_EQ(r.column_reduce, 1u) << ir::Print(*c.program);
+    for (const Device& d : kDevices) {
+      for (const auto& [b, l] : {std::pair<int64_t, int64_t>{1, 1}, {2, 9}, {1, 33}}) {
+        const std::vector<Tensor> in = {randn({b, 3, 1, dh}, g), randn({b, 3, l, dh}, g), randn({b, 3, l, dh}, g)};
+        const std::vector<Tensor> on = {in[0].to(d), in[1].to(d), in[2].to(d)};
+        ExpectClose(jit::Interpret(*c.program, on, d)[0], body(in)[0], 2e-5,
+                    fmt::format("attention dh={} b={} l={} on {}", dh, b, l, d.str()));
+      }
+    }
+  }
+}
+
+// The generated C of a matrix-vector product against the loop interpreter, both forms, randomised odd extents
+// and batches: x: [B, 1, K] (B symbolic) times w^T (w: [N, K]) or w ([K, N]), times w2 ([N]) (an epilogue
+// of the column form; the row form's domain [B, 1, N, K] does not map an input [N] yet, so it runs apart).
+TEST_F(CinnTest, MatrixVectorKernelsMatchTheLoopInterpreter) {
+  if (runtime::CompilerLanguages(kCpu).empty()) GTEST_SKIP() << "cpu has no usable C compiler here";
+  Generator g(19);
+  for (const bool transposed : {true, false}) {
+    for (int trial = 0; trial < 3; ++trial) {
+      const int64_t k = 1 + static_cast<int64_t>(g.NextU64() % 150), n = 1 + static_cast<int64_t>(g.NextU64() % 90);
+      ir::IrContext ctx;
+      Tensor w = transposed ? randn({n, k}, g) : randn({k, n}, g), w2 = randn({n}, g);
+      const auto body = [&](const Tensor& x) { return matmul(x, transposed ? w.permute({1, 0}) : w) * w2; };
+      const std::vector<jit::InputSpec> specs = {
+          {"x", DType::kFloat32, {jit::DimSpec::Symbol("B"), jit::DimSpec::Static(1), jit::DimSpec::Static(k)}}};
+      jit::CaptureOptions o;
+      o.state = {{"w", &w}, {"w2", &w2}};
+      jit::Captured c = jit::Capture(
+          ctx, [&](std::span<const Tensor> in) { return std::vector<Tensor>{body(in[0])}; }, specs, {}, kCpu, o);
+      const FusionReport r = Fuse(*c.program);
+      ASSERT_EQ(r.groups, 1u) << ir::Print(*c.program);
+      EXPECT_EQ(CountOps(*c.program, "op.mul"), transposed ? 1u : 0u) << ir::Print(*c.program);
+      ir::Operation* group = LastGroup(*c.program);
+      const GroupPlan plan = PlanGroup(*group, kCpu);
+      EXPECT_EQ(plan.lowered.analysis.kind, transposed ? GroupTemplate::kRowReduce : GroupTemplate::kColumnReduce);
+      std::shared_ptr<const scheduler::CompiledOp> compiled = CompileGroupOp(*group, kCpu);
+      for (const int64_t b : {int64_t{1}, 1 + static_cast<int64_t>(g.NextU64() % 6)}) {
+        const Tensor x = randn({b, 1, k}, g);
+        // The group's operands: x unsqueezed outside it (a view), w and w2 (parameters, by name).
+        std::vector<Tensor> operands;
+        for (uint32_t i = 0; i < group->num_operands(); ++i) {
+          const ir::Operation* def = group->operand(i).defining_op();
+          if (def->name() == "builtin.parameter") {
+            operands.push_back(def->attr("name").AsString() == "w" ? w : w2);
+          } else {
+            ASSERT_EQ(def->name(), "op.unsqueeze") << ir::Print(*c.program);
+            operands.push_back(x.unsqueeze(def->attr("dim").AsInt()));
+          }
+        }
+        const std::vector<Tensor> got = compiled->Run(operands);
+        const Dims domain = transposed ? Dims{b, 1, n, k} : Dims{b, 1, k, n};
+        const std::vector<Tensor> want = Interpreted(plan.lowered, operands, got, domain);
+        ExpectClose(got[0], want[0], 1e-5, fmt::format("transposed={} k={} n={} b={}", transposed, k, n, b));
+        const std::vector<Tensor> in = {x};
+        ExpectClose(jit::Interpret(*c.program, in, kCpu)[0], body(x), 2e-5,
+                    fmt::format("eager transposed={} k={} n={} b={}", transposed, k, n, b));
+      }
+    }
+  }
+}
+
 // The Predictor's path: cinn before kernel selection, then the scheduler's Executor on each device.
 TEST_F(CinnTest, ExecutorRunsFusedKernelPrograms) {
   for (const Device& d : kDevices) {

@@ -1,9 +1,11 @@
 // The cinn dialect and the `cinn` pass: fusion groups formed greedily along the data flow.
 //
+// Matmuls with one row (matrix-vector products) first become mul + sum reductions (RewriteVectorMatmuls).
 // Ops are visited in program order; each fusible op (group.h's classes) starts a group and tries to join
 // the group of each operand's producer. A merge is kept when it creates no cycle (no path between the two
 // groups through an op outside them) and when the merged ops still analyse as one kernel. Then sibling
-// groups that read a common value merge under the same two conditions (horizontal fusion). Groups with at
+// groups that read a common value merge under the same two conditions (horizontal fusion), and every op tries
+// its producers' groups once more (their operands may now share one). Groups with at
 // least two computing ops become `cinn.group` ops: operands are the group's inputs, results its outputs,
 // the body a copy of the ops (one-element constants copied in) ending in `cinn.yield`.
 #include <algorithm>
@@ -19,6 +21,10 @@
 #include "core/compiler/group.h"
 #include "core/compiler/kernel.h"
 #include "core/ir/dialect.h"
+#include "core/ir/op_dialect.h"
+#include "core/ir/text.h"
+#include "core/ir/verifier.h"
+#include "core/ops/schema.h"
 #include "core/passes/pass.h"
 #include "core/scheduler/op_runner.h"
 
@@ -63,6 +69,85 @@ void LoadCinnDialect(ir::IrContext& ctx) {
   ctx.AddDialect(std::move(d));
 }
 
+// A matrix-vector product (a matmul whose rows, M, are one: a decoding step's projections and attention at
+// batch 1) is a reduction CINN can run, so it becomes one: out[..., 0, n] = sum_k a[..., 0, k] * b[..., k, n].
+// Where b is a permute of w that swaps its last two dimensions (a weight [N, K] used as w^T, attention's
+// keys), the product runs along w's rows, a row reduce over K:
+//   sum(mul(unsqueeze(a, -2), unsqueeze(w, -3)), axes = [-1])      [..., 1, N, K] -> [..., 1, N]
+// otherwise down b's columns, a column reduce over K:
+//   sum(mul(unsqueeze(a, -1), unsqueeze(b, -3)), axes = [-2])      [..., 1, K, N] -> [..., 1, N]
+// The mul and the sum always form a group (two computing ops that analyse as one kernel), and the
+// epilogue and prologue ops the analysis accepts join it. Only float32 / float64 operands of rank >= 2
+// whose extents are all known (symbolic ones included); other matmuls stay library kernels.
+bool VectorMatmul(const ir::Operation& op) {
+  const ops::OpSchema* s = op.info().schema;
+  if (s == nullptr || s->op != ops::Op::kMatmul || op.info().dialect->name() != "op") return false;
+  for (uint32_t i = 0; i < 2; ++i) {
+    const ir::Type t = op.operand(i).type();
+    if (!t.IsTensor() || t.rank() < 2 || (t.dtype() != DType::kFloat32 && t.dtype() != DType::kFloat64)) return false;
+    for (int64_t e : t.dims()) {
+      if (ir::SymDim::IsDynamic(e)) return false;
+    }
+  }
+  const Dims& a = op.operand(0).type().dims();
+  return a[a.size() - 2] == 1;
+}
+
+// The w of b = permute(w) when the permute swaps b's last two dimensions and keeps the others; null otherwise.
+ir::Value TransposedOperand(ir::Value b) {
+  const ir::Operation* p = b.defining_op();
+  if (p == nullptr || p->info().schema == nullptr || p->info().schema->op != ops::Op::kPermute) return {};
+  const ops::AttrValues attrs = ir::SchemaAttrValues(*p->info().schema, p->attributes());
+  const auto& dims = std::get<std::vector<int64_t>>(attrs[p->info().schema->AttrIndex("dims")]);
+  const int64_t r = static_cast<int64_t>(dims.size());
+  if (r < 2 || r != b.type().rank()) return {};
+  for (int64_t j = 0; j < r; ++j) {
+    const int64_t want = j < r - 2 ? j : (j == r - 2 ? r - 1 : r - 2);
+    if (dims[static_cast<size_t>(j)] != want && dims[static_cast<size_t>(j)] != want - r) return {};
+  }
+  return p->operand(0);
+}
+
+void RewriteVectorMatmuls(ir::Program& program) {
+  ir::IrContext& ctx = program.context();
+  std::vector<ir::Operation*> matmuls;
+  for (ir::Operation* op : program.block()) {
+    if (VectorMatmul(*op)) matmuls.push_back(op);
+  }
+  const auto create = [&](ir::Builder& b, ops::Op o, std::vector<ir::Value> operands, ops::AttrValues attrs) {
+    const ops::OpSchema& s = ops::Schema(o);
+    return b.Create1("op." + std::string(s.name), operands, ir::SchemaAttributes(ctx, s, attrs));
+  };
+  // One unsqueeze per (value, dim): products of one vector (a layer's gate and up projections) then read
+  // one value, and horizontal fusion makes them one kernel.
+  std::map<std::pair<ir::Operation*, int64_t>, ir::Value> unsqueezed;
+  const auto unsqueeze = [&](ir::Builder& b, ir::Value v, int64_t dim) {
+    ir::Operation* def = v.defining_op();
+    const std::pair<ir::Operation*, int64_t> key{def, dim};
+    if (def != nullptr && def->num_results() == 1) {
+      auto it = unsqueezed.find(key);
+      if (it != unsqueezed.end()) return it->second;
+    }
+    const ir::Value u = create(b, ops::Op::kUnsqueeze, {v}, {dim});
+    if (def != nullptr && def->num_results() == 1) unsqueezed.emplace(key, u);
+    return u;
+  };
+  for (ir::Operation* op : matmuls) {
+    ir::Builder b(ctx);
+    b.SetInsertionPoint(op);
+    const ir::Value w = TransposedOperand(op->operand(1));
+    const bool rows = static_cast<bool>(w);
+    const ir::Value a = unsqueeze(b, op->operand(0), rows ? -2 : -1);
+    const ir::Value m = unsqueeze(b, rows ? w : op->operand(1), -3);
+    const ir::Value product = create(b, ops::Op::kMul, {a, m}, {});
+    const ir::Value sum = create(b, ops::Op::kSum, {product}, {std::vector<int64_t>{rows ? -1 : -2}, false});
+    OAR_CHECK(sum.type() == op->result(0).type(), kInternal, "cinn: {} as a reduction has type {}", ir::DescribeOp(*op),
+              ir::PrintType(ctx, sum.type()));
+    op->result(0).ReplaceAllUsesWith(sum);
+    op->Erase();
+  }
+}
+
 bool Computes(OpClass c) { return c == OpClass::kElementwise || c == OpClass::kReduce; }
 bool Fusible(OpClass c) { return c == OpClass::kElementwise || c == OpClass::kReduce || c == OpClass::kUnitView; }
 
@@ -72,6 +157,7 @@ class Fuser {
 
   FusionReport Run() {
     LoadCinnDialect(program_.context());
+    RewriteVectorMatmuls(program_);
     for (ir::Operation* op : program_.block()) {
       pos_[op] = static_cast<int>(order_.size());
       order_.push_back(op);
@@ -81,18 +167,14 @@ class Fuser {
       class_[op] = c;
       if (!Fusible(c)) continue;
       group_[op] = NewGroup(op);
-      for (uint32_t i = 0; i < op->num_operands(); ++i) {
-        ir::Operation* p = op->operand(i).defining_op();
-        if (p == nullptr || !group_.count(p)) continue;
-        const int a = Find(group_[p]), b = Find(group_[op]);
-        if (a == b || CreatesCycle(a, b)) continue;
-        std::set<ir::Operation*, ByPos> merged = members_[a];
-        merged.insert(members_[b].begin(), members_[b].end());
-        std::string why;
-        if (Analyze(View(merged), &why)) Union(a, b);
-      }
+      JoinProducers(op);
     }
     FuseSiblings();
+    // Horizontal fusion can put an op's operands into one group where they were in two (a gate and an up
+    // projection, then their product): such ops try their producers' groups once more.
+    for (ir::Operation* op : order_) {
+      if (group_.count(op)) JoinProducers(op);
+    }
     FusionReport report;
     std::vector<int> roots;
     for (const auto& [op, g] : group_) {
@@ -122,6 +204,19 @@ class Fuser {
     bool operator()(const ir::Operation* a, const ir::Operation* b) const { return pos->at(a) < pos->at(b); }
   };
   using Members = std::set<ir::Operation*, ByPos>;
+
+  // `op`'s group joins each operand's producer group where the merge creates no cycle and analyses as one kernel.
+  void JoinProducers(ir::Operation* op) {
+    for (uint32_t i = 0; i < op->num_operands(); ++i) {
+      ir::Operation* p = op->operand(i).defining_op();
+      if (p == nullptr || !group_.count(p)) continue;
+      const int a = Find(group_[p]), b = Find(group_[op]);
+      if (a == b || CreatesCycle(a, b)) continue;
+      Members merged = members_[static_cast<size_t>(a)];
+      merged.insert(members_[static_cast<size_t>(b)].begin(), members_[static_cast<size_t>(b)].end());
+      if (Analyze(View(merged), nullptr)) Union(a, b);
+    }
+  }
 
   // Horizontal fusion: groups that read a common value and do not depend on each other through an op
   // outside them become one kernel when their ops still analyse as one (the same domain; for reductions
@@ -320,7 +415,8 @@ void RegisterCinn() {
     ir::RegisterDialectLoader(LoadCinnDialect);
     passes::RegisterPass("cinn",
                          "CINN fusion: group elementwise chains and row reductions with their prologue and epilogue "
-                         "(RMSNorm, softmax, layer_norm) into cinn.group ops, compiled per device when run",
+                         "(RMSNorm, softmax, layer_norm) and matrix-vector products into cinn.group ops, compiled per device "
+                         "when run",
                          [](const passes::PassOptions& o) {
                            passes::CheckPassOptions("cinn", o, {});
                            return std::make_unique<CinnPass>();
