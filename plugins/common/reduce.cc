@@ -158,36 +158,12 @@ class Reducer {
   bool column_like_ = false;
 };
 
+/// dst[k] = the sum (kMean: the mean) of output k's `count` reduced elements (count >= 2), for k in
+/// [0, outputs): one thread per range of outputs when there are enough of them, else the reduced elements
+/// split over threads with per-thread partial sums.
 template <typename T, bool kMean>
-void Reduce(const KernelCall& call) {
+void ReduceOutputs(const Reducer<T>& reducer, int64_t outputs, int64_t count, T* dst) {
   using Acc = AccT<T>;
-  constexpr int64_t kSize = sizeof(T);
-  CheckArity(call, 1, 1);
-  CheckDTypes(call, {kDTypeOf<T>, kDTypeOf<T>});
-  const TensorRef x = call.input(0);
-  const TensorRef out = call.output(0);
-  const ReductionPlan plan = PlanReduction(call, x, out, call.GetInts("axes"), kSize);
-  const int64_t outputs = plan.outputs;
-  const int64_t count = plan.count;
-  if (outputs == 0) return;
-  CheckContiguous(call, out, "the output");
-  T* dst = out.data<T>();
-
-  if (count == 0) {  // reducing an empty set: the sum's identity, and 0/0 for the mean
-    const T value = kMean ? Convert<T>(std::numeric_limits<double>::quiet_NaN()) : T(0);
-    std::fill(dst, dst + outputs, value);
-    return;
-  }
-  if (count == 1) {  // nothing to add up: a strided copy (x / 1 is exact for the mean too)
-    const auto l = Collapse<2>(out.shape(), {out.strides(), x.strides()}, {kSize, kSize});
-    ForEach<2>(l, {out.data<char>(), x.data<char>()},
-               [](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
-                 for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * s[0], p[1] + i * s[1], kSize);
-               });
-    return;
-  }
-
-  const Reducer<T> reducer(plan.kept, plan.reduced, x.data<const char>());
   auto finish = [count](Acc a) -> T {
     if constexpr (kMean) {
       return T(static_cast<ComputeT<T>>(static_cast<double>(a) / static_cast<double>(count)));
@@ -228,6 +204,37 @@ void Reduce(const KernelCall& call) {
   }
 }
 
+template <typename T, bool kMean>
+void Reduce(const KernelCall& call) {
+  constexpr int64_t kSize = sizeof(T);
+  CheckArity(call, 1, 1);
+  CheckDTypes(call, {kDTypeOf<T>, kDTypeOf<T>});
+  const TensorRef x = call.input(0);
+  const TensorRef out = call.output(0);
+  const ReductionPlan plan = PlanReduction(call, x, out, call.GetInts("axes"), kSize);
+  const int64_t outputs = plan.outputs;
+  const int64_t count = plan.count;
+  if (outputs == 0) return;
+  CheckContiguous(call, out, "the output");
+  T* dst = out.data<T>();
+
+  if (count == 0) {  // reducing an empty set: the sum's identity, and 0/0 for the mean
+    const T value = kMean ? Convert<T>(std::numeric_limits<double>::quiet_NaN()) : T(0);
+    std::fill(dst, dst + outputs, value);
+    return;
+  }
+  if (count == 1) {  // nothing to add up: a strided copy (x / 1 is exact for the mean too)
+    const auto l = Collapse<2>(out.shape(), {out.strides(), x.strides()}, {kSize, kSize});
+    ForEach<2>(l, {out.data<char>(), x.data<char>()},
+               [](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
+                 for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * s[0], p[1] + i * s[1], kSize);
+               });
+    return;
+  }
+
+  ReduceOutputs<T, kMean>(Reducer<T>(plan.kept, plan.reduced, x.data<const char>()), outputs, count, dst);
+}
+
 template <typename... Ts>
 void AddSums(std::vector<HostKernel>* kernels, TypeList<Ts...>) {
   (kernels->push_back({"sum", {kDTypeOf<Ts>, kDTypeOf<Ts>, 0}, 2, &GuardedKernel<&Reduce<Ts, false>>}), ...);
@@ -239,6 +246,47 @@ void AddMeans(std::vector<HostKernel>* kernels, TypeList<Ts...>) {
 }
 
 }  // namespace
+
+template <typename T>
+T SumKernelRow(const T* p, int64_t n) {
+  if (n == 1) return p[0];  // the kernel's copy
+  AccT<T> sum = 0;
+  sum += SumRun<T, AccT<T>>(p, n, 1);
+  return T(static_cast<ComputeT<T>>(sum));
+}
+template float SumKernelRow(const float*, int64_t);
+template double SumKernelRow(const double*, int64_t);
+
+bool SumKernelByOutputs(int64_t outputs, int64_t count) {
+  const int threads = ThreadsFor(outputs * count);
+  return threads <= 1 || outputs >= 8 * threads;
+}
+
+template <typename T>
+void SumKernelLastAxis(std::span<const int64_t> shape, const T* x, T* out) {
+  constexpr int64_t kSize = sizeof(T);
+  const int rank = static_cast<int>(shape.size());
+  const int64_t count = shape[static_cast<size_t>(rank - 1)];
+  int64_t outputs = 1;
+  int64_t strides[OAR_MAX_RANK];
+  for (int d = rank - 1; d >= 0; --d) {
+    strides[d] = d == rank - 1 ? 1 : strides[d + 1] * shape[static_cast<size_t>(d + 1)];
+    if (d < rank - 1) outputs *= shape[static_cast<size_t>(d)];
+  }
+  if (outputs == 0 || count == 0) return;
+  if (count == 1) {
+    std::copy(x, x + outputs, out);
+    return;
+  }
+  // PlanReduction's split of a contiguous x reduced over its last dimension.
+  const StridedLayout<1> kept =
+      Collapse<1>(shape.first(static_cast<size_t>(rank - 1)), {std::span<const int64_t>(strides, rank - 1)}, {kSize});
+  const StridedLayout<1> reduced =
+      Collapse<1>(shape.last(1), {std::span<const int64_t>(strides + rank - 1, 1)}, {kSize});
+  ReduceOutputs<T, false>(Reducer<T>(kept, reduced, reinterpret_cast<const char*>(x)), outputs, count, out);
+}
+template void SumKernelLastAxis(std::span<const int64_t>, const float*, float*);
+template void SumKernelLastAxis(std::span<const int64_t>, const double*, double*);
 
 void AppendReduceKernels(std::vector<HostKernel>* kernels) {
   AddSums(kernels, TypeList<float, double, Half, BFloat16, int32_t, int64_t>{});
