@@ -1,10 +1,12 @@
 // fused_rotary's numbers against the ops examples/models.cc's RotateWith runs, fused_rms_scale's against
 // rms_norm's, fused_adam's against the
 // elementwise ops Adam::ApplyStep runs (core/optim), and fused_tanh_grad's and fused_sigmoid_grad's against the ops
-// their VJPs record, fused_log_softmax's against log_softmax and softmax, on cpu and both simulators; static training
-// steps (StaticFunction, whose pipeline runs fuse-adam, fuse-linear, fuse-act-grad and fuse-log-softmax) against the
-// same steps run eagerly — bitwise, as `oar train --static` promises; where the rewrite must fire and where it must
-// not. (Here rather than in core/jit or core/passes, whose tests may not use core/optim.)
+// their VJPs record, fused_log_softmax's against log_softmax and softmax, fused_masked_softmax's and its gradient's
+// against attention's mul, where and softmax and their VJPs, on cpu and both simulators; static training steps
+// (StaticFunction, whose pipeline runs fuse-adam, fuse-linear, fuse-act-grad, fuse-log-softmax and the masked
+// softmax fusions) against the same steps run eagerly — bitwise, as `oar train --static` promises; where the
+// rewrite must fire and where it must not. (Here rather than in core/jit or core/passes, whose tests may not use
+// core/optim.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -413,6 +415,180 @@ TEST(FuseLogSoftmaxRun, StaticStepsAreEagerBitwiseWithTheLossSoftmaxFused) {
       EXPECT_EQ(Count(text, "kernel.fused_log_softmax("), 1u) << text;
       EXPECT_EQ(Count(text, "kernel.log_softmax("), 0u) << text;
       EXPECT_EQ(Count(text, "kernel.softmax("), column_softmax ? 1u : 0u) << text;
+    }
+  }
+}
+
+// fused_rotary_grad against the gradient eager autograd computes through the rotation's ops (the VJPs of concat,
+// sub, add and mul: slices, products, a negation, sums and slice_scatter + add), bit for bit: grad with NaN,
+// +-inf, signed zeros and huge values, a permuted (strided) grad, cos and sin of one position; on cpu and both
+// simulators. A static step over rotary_embedding then fuses both directions (fused_rotary and
+// fused_rotary_grad) and stays eager's bitwise.
+TEST(FuseRotaryRun, GradKernelIsTheVjpOpsBitwiseOnCpuAndBothSimulators) {
+  Generator gen(31);
+  std::vector<float> gv = randn({2, 3, 5, 8}, gen, 0, 1, DType::kFloat32, kCpu).ToVector<float>();
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float special[] = {nan, 1.0f, inf, -inf, 0.0f, -0.0f, 3e38f, -3e38f, -0.0f, -0.0f, nan, nan, 2.0f, -0.0f};
+  std::copy(std::begin(special), std::end(special), gv.begin());
+  const Tensor g = FromVector<float>(gv, {2, 3, 5, 8}, kCpu);
+  const Tensor gt = randn({2, 5, 3, 8}, gen, 0, 1, DType::kFloat32, kCpu).permute({0, 2, 1, 3});
+  const Tensor x = randn({2, 3, 5, 8}, gen, 0, 1, DType::kFloat32, kCpu);
+  const Tensor c = randn({5, 4}, gen, 0, 1, DType::kFloat32, kCpu), s = randn({5, 4}, gen, 0, 1, DType::kFloat32, kCpu);
+  const Tensor c1 = randn({4}, gen, 0, 1, DType::kFloat32, kCpu), s1 = randn({4}, gen, 0, 1, DType::kFloat32, kCpu);
+  for (const char* name : kDevices) {
+    SCOPED_TRACE(name);
+    const Device d(name);
+    for (const auto& [gg, cc, ss] : {std::tuple{g, c, s}, std::tuple{gt, c, s}, std::tuple{g, c1, s1}}) {
+      const Tensor G = gg.to(d), C = cc.to(d), S = ss.to(d);
+      Tensor X = FromVector<float>(x.ToVector<float>(), x.shape(), kCpu).to(d);  // a fresh leaf per case
+      X.set_requires_grad(true);
+      const Tensor x1 = X.slice(-1, 0, 4), x2 = X.slice(-1, 4, 8);
+      const Tensor parts[] = {x1 * C - x2 * S, x2 * C + x1 * S};
+      sum(concat(parts, -1) * G).backward();
+      const std::vector<Tensor> in = {G, C, S};
+      const std::vector<Tensor> got = ops::Run(ops::Op::kFusedRotaryGrad, in);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_EQ(Bits(got[0]), Bits(X.grad()));
+    }
+  }
+  for (const char* name : kDevices) {
+    SCOPED_TRACE(name);
+    const Device d(name);
+    Tensor w = randn({2, 3, 5, 8}, gen, 0, 1, DType::kFloat32, kCpu).to(d);
+    w.set_requires_grad(true);
+    auto step = [&](std::span<const Tensor>) {
+      const Tensor loss = sum(square(rotary_embedding(w)));
+      w.zero_grad();
+      loss.backward();
+      return std::vector<Tensor>{loss, w.grad()};
+    };
+    const std::vector<StateSlot> state = {{"w", &w}};
+    const std::string text = CapturedStepsAreEagerBitwise(step, state, d);
+    EXPECT_EQ(Count(text, "kernel.fused_rotary("), 1u) << text;
+    EXPECT_EQ(Count(text, "kernel.fused_rotary_grad("), 1u) << text;
+    EXPECT_EQ(Count(text, "kernel.slice_scatter("), 0u) << text;
+  }
+}
+
+// fused_masked_softmax and fused_masked_softmax_grad against the ops they replace (mul by a 0-d scale, where with
+// a bool mask and a 0-d fill, softmax over the last axis; and the backward mul, sum, sub, mul, where, mul), bit for
+// bit: attention's [2, 3, 8, 8] scores under a causal mask broadcast from [8, 8], with a fully masked row and
+// special values (NaN, +-inf, signed zeros, huge values) in x and in the gradient; a transposed (strided) x and
+// gradient; rows of 300 (past the sum kernel's 256-element leaf) with a mask broadcast along the rows; two rows of
+// 40000 (the sum kernel splits such rows over threads when it has several); on cpu and both simulators, and
+// float64 on the cpu.
+TEST(FuseMaskedSoftmaxRun, KernelsAreTheOpsBitwiseOnCpuAndBothSimulators) {
+  Generator gen(23);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> xv = randn({2, 3, 8, 8}, gen, 0, 3, DType::kFloat32, kCpu).ToVector<float>();
+  const float special[] = {nan, 1.0f, inf, -inf, 0.0f, -0.0f, 3e38f, -3e38f, 88.0f, -104.0f, 1e-40f, 2.0f};
+  std::copy(std::begin(special), std::end(special), xv.begin() + 8);  // row 1: its first 2 entries stay visible
+  std::copy(std::begin(special), std::end(special), xv.begin() + 120);
+  std::vector<float> gv = randn({2, 3, 8, 8}, gen, 0, 1, DType::kFloat32, kCpu).ToVector<float>();
+  std::copy(std::begin(special), std::end(special), gv.begin() + 60);
+  const Tensor pos = arange(0, 8, 1, DType::kInt64, kCpu);
+  Tensor causal = le(pos.unsqueeze(0), pos.unsqueeze(1));  // [query, key]
+  std::vector<float> mv = randn({8, 8}, gen, 0, 1, DType::kFloat32, kCpu).ToVector<float>();
+  for (int i = 0; i < 8; ++i) mv[static_cast<size_t>(3 * 8 + i)] = -1.0f;  // row 3: nothing visible
+  const Tensor random_mask = gt(FromVector<float>(mv, {8, 8}, kCpu), 0.0);
+  struct Case {
+    Tensor x, g, mask;
+    double scale, fill;
+  };
+  const Case cases[] = {
+      {FromVector<float>(xv, {2, 3, 8, 8}, kCpu), FromVector<float>(gv, {2, 3, 8, 8}, kCpu), causal, 0.25, -inf},
+      {FromVector<float>(xv, {2, 3, 8, 8}, kCpu), FromVector<float>(gv, {2, 3, 8, 8}, kCpu), random_mask, 0.5, -1e4},
+      {randn({2, 3, 8, 8}, gen, 0, 2, DType::kFloat32, kCpu).transpose(-1, -2),
+       randn({8, 3, 8, 2}, gen, 0, 2, DType::kFloat32, kCpu).transpose(0, 3), causal, 0.25, -inf},
+      {randn({5, 300}, gen, 0, 2, DType::kFloat32, kCpu), randn({5, 300}, gen, 0, 2, DType::kFloat32, kCpu),
+       gt(randn({300}, gen, 0, 1, DType::kFloat32, kCpu), -1.0), 0.125, -inf},
+      {randn({2, 40000}, gen, 0, 2, DType::kFloat32, kCpu), randn({2, 40000}, gen, 0, 2, DType::kFloat32, kCpu),
+       gt(randn({2, 1}, gen, 0, 1, DType::kFloat32, kCpu), -100.0), 0.5, 0.0},
+  };
+  for (const char* name : kDevices) {
+    SCOPED_TRACE(name);
+    const Device d(name);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.x.shape().ToString() + " mask " + c.mask.shape().ToString());
+      const Tensor x = c.x.to(d), g = c.g.to(d), mask = c.mask.to(d);
+      const Tensor scale = full({}, c.scale, DType::kFloat32, d), fill = full({}, c.fill, DType::kFloat32, d);
+      const Tensor zero = full({}, 0.0, DType::kFloat32, d);
+      const std::vector<Tensor> in = {x, scale, mask, fill};
+      const std::vector<Tensor> y = ops::Run(ops::Op::kFusedMaskedSoftmax, in);
+      ASSERT_EQ(y.size(), 1u);
+      EXPECT_EQ(Bits(y[0]), Bits(softmax(where(mask, x * scale, fill), -1)));
+      const std::vector<Tensor> gin = {g, y[0], mask, zero, scale};
+      const std::vector<Tensor> gx = ops::Run(ops::Op::kFusedMaskedSoftmaxGrad, gin);
+      ASSERT_EQ(gx.size(), 1u);
+      const Tensor want = where(mask, y[0] * (g - sum(g * y[0], {x.rank() - 1}, true)), zero) * scale;
+      EXPECT_EQ(Bits(gx[0]), Bits(want));
+    }
+  }
+  auto bits64 = [](const Tensor& t) {
+    const std::vector<double> v = t.contiguous().ToVector<double>();
+    std::vector<uint64_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * sizeof(double));
+    return b;
+  };
+  const Tensor x64 = randn({3, 4, 6}, gen, 0, 2, DType::kFloat64, kCpu);
+  const Tensor g64 = randn({3, 4, 6}, gen, 0, 2, DType::kFloat64, kCpu);
+  const Tensor m64 =
+      le(arange(0, 6, 1, DType::kInt64, kCpu).unsqueeze(0), arange(0, 4, 1, DType::kInt64, kCpu).unsqueeze(1));
+  const Tensor s64 = full({}, 0.25, DType::kFloat64, kCpu), f64 = full({}, -1e300, DType::kFloat64, kCpu);
+  const Tensor z64 = full({}, 0.0, DType::kFloat64, kCpu);
+  const std::vector<Tensor> in64 = {x64, s64, m64, f64};
+  const Tensor y64 = ops::Run(ops::Op::kFusedMaskedSoftmax, in64)[0];
+  EXPECT_EQ(bits64(y64), bits64(softmax(where(m64, x64 * s64, f64), -1)));
+  const std::vector<Tensor> gin64 = {g64, y64, m64, z64, s64};
+  EXPECT_EQ(bits64(ops::Run(ops::Op::kFusedMaskedSoftmaxGrad, gin64)[0]),
+            bits64(where(m64, y64 * (g64 - sum(g64 * y64, {2}, true)), z64) * s64));
+  // Bad operands are refused, naming what was expected.
+  const std::vector<Tensor> bad_mask = {x64, s64, full({4, 6}, 1.0, DType::kFloat64, kCpu), f64};
+  try {
+    ops::Run(ops::Op::kFusedMaskedSoftmax, bad_mask);
+    FAIL() << "a float64 mask was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("argument 'mask' must be bool"), std::string::npos) << e.what();
+  }
+  const std::vector<Tensor> bad_scale = {g64, y64, m64, z64, full({1}, 0.25, DType::kFloat64, kCpu)};
+  try {
+    ops::Run(ops::Op::kFusedMaskedSoftmaxGrad, bad_scale);
+    FAIL() << "a scale of shape [1] was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("argument 'scale' must be a 0-d scalar, got shape [1]"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Causal attention's step (scaled_dot_product_attention: matmul, * 1/sqrt(d), where with the causal mask, softmax,
+// matmul), captured (fuse-masked-softmax and fuse-masked-softmax-grad) against the same step run eagerly: bitwise,
+// with one fused kernel each way and no softmax or where kernel left. With `probs_out` the step also returns the
+// attention's scaled scores, so the scale's mul has a second use and the forward chain must stay unfused.
+TEST(FuseMaskedSoftmaxRun, StaticStepsAreEagerBitwiseWithTheAttentionSoftmaxFused) {
+  for (const char* name : kDevices) {
+    for (const bool scores_out : {false, true}) {
+      SCOPED_TRACE(std::string(name) + (scores_out ? ", scaled scores returned" : ""));
+      const Device d(name);
+      Generator gen(29);
+      Tensor q = randn({2, 2, 5, 4}, gen, 0, 1, DType::kFloat32, kCpu).to(d);
+      Tensor k = randn({2, 2, 5, 4}, gen, 0, 1, DType::kFloat32, kCpu).to(d);
+      Tensor v = randn({2, 2, 5, 4}, gen, 0, 1, DType::kFloat32, kCpu).to(d);
+      for (Tensor* p : {&q, &k, &v}) p->set_requires_grad(true);
+      auto step = [&](std::span<const Tensor>) {
+        const Tensor y = scaled_dot_product_attention(q, k, v, /*causal=*/true);
+        Tensor loss = sum(y * y);
+        for (Tensor* p : {&q, &k, &v}) p->zero_grad();
+        loss.backward();
+        std::vector<Tensor> out = {loss, q.grad(), k.grad(), v.grad()};
+        if (scores_out) out.push_back(matmul(q, k.transpose(-1, -2)) * 0.5);
+        return out;
+      };
+      const std::vector<StateSlot> state = {{"q", &q}, {"k", &k}, {"v", &v}};
+      const std::string text = CapturedStepsAreEagerBitwise(step, state, d);
+      EXPECT_EQ(Count(text, "kernel.fused_masked_softmax("), scores_out ? 0u : 1u) << text;
+      EXPECT_EQ(Count(text, "kernel.fused_masked_softmax_grad("), 1u) << text;
+      EXPECT_EQ(Count(text, "kernel.softmax("), scores_out ? 1u : 0u) << text;
+      EXPECT_EQ(Count(text, "kernel.where("), scores_out ? 1u : 0u) << text;
     }
   }
 }

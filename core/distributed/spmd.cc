@@ -553,7 +553,8 @@ SpmdRule SpmdRuleFor(ops::Op op, std::span<const ops::TensorMeta> in, const ops:
       r.outputs = {out};
       return r;
     }
-    case Op::kFusedRotary: {
+    case Op::kFusedRotary:
+    case Op::kFusedRotaryGrad: {
       // out[..., i] and out[..., i + h] mix x[..., i] and x[..., i + h]: the last dim stays whole; the leading
       // dims shard freely, with cos and sin (right-aligned) sharing a dim's factor where they do not broadcast.
       r.family = "elementwise";
@@ -597,6 +598,27 @@ SpmdRule SpmdRuleFor(ops::Op op, std::span<const ops::TensorMeta> in, const ops:
       const std::vector<int> f = Identity(r, shape(0));
       r.inputs = {f, f, {}};
       r.outputs = {f};
+      return r;
+    }
+    case Op::kFusedMaskedSoftmax:
+    case Op::kFusedMaskedSoftmaxGrad: {
+      // A softmax over the last dim (it stays whole); the leading dims shard freely, the mask (right-aligned)
+      // sharing a dim's factor where it does not broadcast; the 0-d scalars are replicated. Not linear.
+      r.family = "axiswise";
+      const bool grad = op == Op::kFusedMaskedSoftmaxGrad;
+      const Dims x = shape(0);
+      std::vector<int> fx;
+      for (int d = 0; d + 1 < x.size(); ++d) fx.push_back(r.AddFactor(x[d]));
+      fx.push_back(-1);
+      const Dims m = shape(2);
+      std::vector<int> fm(static_cast<size_t>(m.size()), -1);
+      for (int d = 0; d + 1 < m.size(); ++d) {
+        const int dx = d + x.size() - m.size();
+        if (m[d] == x[dx]) fm[static_cast<size_t>(d)] = fx[static_cast<size_t>(dx)];
+      }
+      r.inputs =
+          grad ? std::vector<std::vector<int>>{fx, fx, fm, {}, {}} : std::vector<std::vector<int>>{fx, {}, fm, {}};
+      r.outputs = {fx};
       return r;
     }
     case Op::kCount_:

@@ -91,6 +91,7 @@ Sample SampleFor(const ops::OpSchema& s) {
       {"pad", {{{4, 6}}, {{"pads", V{0, 0, 1, 1}}}}},
       {"fused_linear", {{{4, 6}, {6, 8}, {8}}, {{"activation", int64_t{1}}}}},
       {"fused_rotary", {{{4, 6}, {4, 3}, {4, 3}}, {}}},
+      {"fused_rotary_grad", {{{4, 6}, {4, 3}, {4, 3}}, {}}},
       {"fused_rms_scale", {{{4, 6}, {4, 1}, {}, {6}}, {}}},
       {"relu_grad", {{{4, 6}, {4, 6}}, {}}},
       {"fused_adam",
@@ -100,6 +101,8 @@ Sample SampleFor(const ops::OpSchema& s) {
       {"fused_log_softmax", {{{4, 6}}, {{"axis", int64_t{1}}}}},
       {"batch_norm_train", {{{2, 3, 4, 4}, {3}, {3}}, {}}},
       {"batch_norm_train_grad", {{{2, 3, 4, 4}, {2, 3, 4, 4}, {3}}, {}}},
+      {"fused_masked_softmax", {{{2, 4, 6}, {}, {4, 6}, {}}, {}}},
+      {"fused_masked_softmax_grad", {{{2, 4, 6}, {2, 4, 6}, {4, 6}, {}, {}}, {}}},
       {"where", {{{4, 6}, {4, 6}, {6}}, {}}},
   };
   auto it = special.find(std::string(s.name));
@@ -123,6 +126,7 @@ TEST(SpmdRules, EveryOpOfTheTableHasARuleThatFitsItsSchema) {
       if ((s.name == "gather" || s.name == "scatter_add") && metas.size() == 1) t = DType::kInt64;
       if (s.name == "index_select" && metas.size() == 1) t = DType::kInt64;
       if (s.name == "where" && metas.empty()) t = DType::kBool;
+      if (s.name.starts_with("fused_masked_softmax") && metas.size() == 2) t = DType::kBool;
       if ((s.name == "logical_and" || s.name == "logical_or" || s.name == "logical_not")) t = DType::kBool;
       metas.push_back({t, d});
     }

@@ -269,12 +269,16 @@ std::vector<Tensor> StaticFunction::operator()(std::span<const Tensor> inputs) {
     // Unless CINN fuses (its groups take these chains, and hold their ops in regions a rewrite must not touch),
     // kernels that compute the same operations bit for bit replace chains of them: Adam's update per parameter
     // (fused_adam), the forward's matmul + bias + tanh / relu (fused_linear, where the backward does not read the
-    // matmul's or the sum's own result), tanh's and sigmoid's backward (fused_tanh_grad, fused_sigmoid_grad), and
-    // cross_entropy's log_softmax with the softmax its backward recomputes (fused_log_softmax).
+    // matmul's or the sum's own result), tanh's and sigmoid's backward (fused_tanh_grad, fused_sigmoid_grad),
+    // cross_entropy's log_softmax with the softmax its backward recomputes (fused_log_softmax), and attention's
+    // scaled, masked softmax and its backward (fused_masked_softmax, fused_masked_softmax_grad), and the rotary
+    // rotation of the forward (fused_rotary: its products are used once, its backward reads only cos and sin)
+    // and its backward (fused_rotary_grad).
     if (fusion_passes_.empty()) {
       pm.AddPipeline(
           fmt::format("fuse-adam{{device={0}}},fuse-linear{{device={0}}},fuse-act-grad{{device={0}}},fuse-log-softmax{{"
-                      "device={0}}},dce",
+                      "device={0}}},fuse-masked-softmax{{device={0}}},fuse-masked-softmax-grad{{device={0}}},"
+                      "fuse-rotary{{device={0}}},fuse-rotary-grad{{device={0}}},dce",
                       device_.str()));
     }
     pm.AddPipeline(fmt::format("kernel-select{{device={}}}", device_.str()));

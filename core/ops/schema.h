@@ -100,6 +100,11 @@ enum class Op : int {
   // log_softmax and softmax of one tensor along one axis in one pass (fuse-log-softmax makes it in static
   // training programs, where cross_entropy's backward recomputes the softmax of the logits)
   kFusedLogSoftmax,
+  // attention's masked, scaled softmax over the last axis and its backward (fuse-masked-softmax makes them in
+  // static training programs)
+  kFusedMaskedSoftmax, kFusedMaskedSoftmaxGrad,
+  // the rotary rotation's backward as rotary_embedding's VJP records it (fuse-rotary-grad, static training)
+  kFusedRotaryGrad,
   kCount_
 };
 // clang-format on

@@ -381,6 +381,38 @@ Metas InferFusedLogSoftmax(const OpSchema& s, std::span<const TensorMeta> in, co
   return {in[0], in[0]};
 }
 
+// fused_masked_softmax: x (rank >= 1, floating), scale and fill 0-d of x's dtype, a bool mask broadcasting
+// against x -> x's type. fused_masked_softmax_grad: grad and y of one floating type, a bool mask broadcasting
+// against them, zero and scale 0-d of their dtype -> grad's type.
+Metas InferFusedMaskedSoftmax(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
+  const bool grad = s.inputs.size() == 5;
+  const int mask = 2;
+  CheckFloating(s, 0, in[0].dtype);
+  OAR_CHECK_ARG(in[0].shape.size() >= 1,
+                "{}: argument '{}' must have rank >= 1 (softmax over its last axis), got "
+                "a 0-d tensor",
+                s.name, s.inputs[0]);
+  const std::vector<int> scalars = grad ? std::vector<int>{3, 4} : std::vector<int>{1, 3};
+  if (grad) {
+    CheckSameDType(s, in, 0, 1);
+    bool same = in[1].shape.size() == in[0].shape.size();
+    for (int d = 0; same && d < in[0].shape.size(); ++d) {
+      same = in[1].shape[d] == in[0].shape[d] || in[1].shape[d] < 0 || in[0].shape[d] < 0;
+    }
+    OAR_CHECK_ARG(same, "{}: argument 'y' has shape {}, expected the gradient's {}", s.name, in[1].shape.ToString(),
+                  in[0].shape.ToString());
+  }
+  for (int i : scalars) {
+    CheckSameDType(s, in, 0, i);
+    OAR_CHECK_ARG(in[i].shape.size() == 0, "{}: argument '{}' must be a 0-d scalar, got shape {}", s.name, s.inputs[i],
+                  in[i].shape.ToString());
+  }
+  OAR_CHECK_ARG(in[mask].dtype == DType::kBool, "{}: argument 'mask' must be bool, got {}", s.name,
+                DTypeName(in[mask].dtype));
+  CheckBroadcastsAgainst(s, mask, in[mask].shape, in[0].shape, s.inputs[0] == "x" ? "x" : "grad");
+  return {in[0]};
+}
+
 AttrSpec Ints2(std::string_view name, int64_t v) { return {name, OAR_ATTR_INTS, std::vector<int64_t>{v, v}, ""}; }
 AttrSpec IntsEmpty(std::string_view name) { return {name, OAR_ATTR_INTS, std::vector<int64_t>{}, ""}; }
 AttrSpec IntA(std::string_view name, int64_t v) { return {name, OAR_ATTR_INT, v, ""}; }
@@ -512,6 +544,28 @@ void AppendNnSchemas(std::vector<OpSchema>& t) {
          InferFusedLogSoftmax,
          "log_softmax(x, axis) and softmax(x, axis), bitwise those two ops' results: the maximum, the exponentials "
          "of the differences and their sum computed once where the two kernels compute them alike",
+         nullptr);
+  // attention's softmax(where(mask, x * scale, fill)) over the last axis and its backward in one pass each
+  // (fuse-masked-softmax in static training programs); not differentiated again.
+  direct(Op::kFusedMaskedSoftmax, "fused_masked_softmax", {"x", "scale", "mask", "fill"}, {"out"}, {},
+         Bit(DType::kFloat32) | Bit(DType::kFloat64), InferFusedMaskedSoftmax,
+         "softmax(where(mask, x * scale, fill)) over x's last axis, mask (bool) broadcasting against x, scale and "
+         "fill 0-d: bitwise the mul, where and softmax kernels",
+         nullptr);
+  direct(Op::kFusedMaskedSoftmaxGrad, "fused_masked_softmax_grad", {"grad", "y", "mask", "zero", "scale"}, {"grad_x"},
+         {}, Bit(DType::kFloat32) | Bit(DType::kFloat64), InferFusedMaskedSoftmax,
+         "fused_masked_softmax's backward as the VJPs record it, y its result: where(mask, y * (grad - sum(grad * y, "
+         "last axis, keepdim)), zero) * scale; bitwise the mul, sum, sub, mul, where and mul kernels",
+         nullptr);
+  // rotary_embedding's backward with the rows given (fuse-rotary-grad in static training programs): the
+  // products, negation and sums its VJP records and the slice_scatter + add that join the halves; not
+  // differentiated again.
+  direct(Op::kFusedRotaryGrad, "fused_rotary_grad", {"grad", "cos", "sin"}, {"grad_x"}, {},
+         Bit(DType::kFloat32) | Bit(DType::kFloat64), InferFusedRotary,
+         "the rotary rotation's backward: grad [..., 2h], cos and sin broadcasting against [..., h]; grad_x = "
+         "concat(0 + (g2 * sin + g1 * cos), (g2 * cos + (-g1) * sin) + 0) (g1, g2 the halves of grad), each "
+         "operation rounded to the dtype in this order (the ops the VJP records: slice, mul, neg, add, "
+         "slice_scatter, add)",
          nullptr);
 }
 

@@ -43,6 +43,27 @@
 // forward and the softmax its VJP recomputes, core/ops/vjp.cc) become one op.fused_log_softmax(x) at the
 // log_softmax's place, with both results: one maximum and one sum of exponentials per row instead of two
 // (plugins/common/softmax_norm.cc computes both results as the two kernels do, bit for bit).
+//
+// fuse-masked-softmax{device=NAME}, fuse-masked-softmax-grad{device=NAME}: attention's scores scaled, masked and
+// normalised (scaled_dot_product_attention with a mask or causal, core/ops/nn.cc) and their backward as the VJPs
+// of softmax, where and mul record it (y the softmax's result):
+//
+//   softmax(where(mask, mul(x, scale), fill), last axis)            -> op.fused_masked_softmax(x, scale, mask, fill)
+//   mul(where(mask, mul(y, sub(grad, sum(mul(grad, y), [last], keepdim))), zero), scale)
+//                                                                   -> op.fused_masked_softmax_grad(grad, y, mask,
+//                                                                                                   zero, scale)
+//
+// scale, fill and zero 0-d scalars of the dtype, mask bool broadcasting against x, every inner op used once and
+// every operand in the order written (the kernels compute in that order: a NaN operand's payload depends on it).
+// Three and six kernels become one each (plugins/common/softmax_norm.cc, bitwise).
+//
+// fuse-rotary-grad{device=NAME}: the rotary rotation's backward as rotary_embedding's VJP records it (static
+// training programs), eleven kernels, becomes one op.fused_rotary_grad(g, c, s):
+//
+//   add(slice_scatter(add(mul(g2, c), mul(neg(g1), s)), [h, 2h)), slice_scatter(add(mul(g2, s), mul(g1, c)), [0, h)))
+//
+// g1, g2 the halves of g's last axis (slices), the scatters over the last axis into zeros of g's type, the add's
+// operands either way round (x + 0 and 0 + x are the same number), every other operand in the order written.
 #include <functional>
 #include <memory>
 #include <string>
@@ -415,6 +436,169 @@ class FuseLogSoftmaxPattern : public RewritePattern {
   Device device_;
 };
 
+// `v` = slice_scatter(src) into [start, end) of the last axis of v's shape, used once: src, else null.
+ir::Value LastAxisScatterSource(ir::Value v, int64_t start, int64_t end) {
+  ir::Operation* d = OneUseDef(v, "op.slice_scatter");
+  if (d == nullptr) return ir::Value();
+  const int rank = v.type().rank();
+  auto int_attr = [&](std::string_view name, int64_t otherwise) {
+    const ir::Attribute a = d->attr(name);
+    return a && a.kind() == ir::AttrKind::kInt ? a.AsInt() : otherwise;
+  };
+  int64_t dim = int_attr("dim", 0);
+  if (dim < 0) dim += rank;
+  if (dim != rank - 1 || int_attr("start", 0) != start || int_attr("end", -1) != end || int_attr("step", 1) != 1) {
+    return ir::Value();
+  }
+  return d->operand(0);
+}
+
+// `v` = mul(a, b) used once with these operands in this order.
+bool IsMulOf(ir::Value v, ir::Value a, ir::Value b) {
+  ir::Operation* m = OneUseDef(v, "op.mul");
+  return m != nullptr && m->operand(0) == a && m->operand(1) == b;
+}
+
+class FuseRotaryGradPattern : public RewritePattern {
+ public:
+  explicit FuseRotaryGradPattern(Device device) : RewritePattern("op.add", 1, "fuse_rotary_grad"), device_(device) {}
+
+  // root = add(slice_scatter(d2, [h, 2h)), slice_scatter(d1, [0, h))) (either way round) over the last axis, with
+  // d1 = add(mul(g2, s), mul(g1, c)), d2 = add(mul(g2, c), mul(neg(g1), s)), g1, g2 the halves of one grad:
+  // rotary_embedding's VJP (core/ops/nn.cc's concat of x1 * cos - x2 * sin, x2 * cos + x1 * sin, through the
+  // VJPs of concat, sub, add and mul).
+  bool MatchAndRewrite(ir::Operation* root, PatternRewriter& rewriter) const override {
+    const ir::Type t = root->result(0).type();
+    if (!t.IsTensor() || t.rank() < 1 || root->operand(0).type() != t || root->operand(1).type() != t) return false;
+    const int64_t last = t.dims()[t.rank() - 1];
+    if (last <= 0 || last % 2 != 0) return false;
+    const int64_t h = last / 2;
+    for (uint32_t side = 0; side < 2; ++side) {
+      const ir::Value d2 = LastAxisScatterSource(root->operand(side), h, last);
+      const ir::Value d1 = LastAxisScatterSource(root->operand(1 - side), 0, h);
+      if (!d1 || !d2) continue;
+      ir::Operation* a1 = OneUseDef(d1, "op.add");
+      ir::Operation* a2 = OneUseDef(d2, "op.add");
+      if (a1 == nullptr || a2 == nullptr) continue;
+      // d1's second product is mul(g1, c): it names g1 and c; g is the tensor g1 slices.
+      ir::Operation* p = OneUseDef(a1->operand(1), "op.mul");
+      if (p == nullptr) continue;
+      const ir::Value g1 = p->operand(0), c = p->operand(1);
+      const ir::Value g = LastAxisSlice(g1, 0, h);
+      if (!g || g.type() != t) continue;
+      ir::Value g2;
+      for (ir::OpOperand* u = g.first_use(); u != nullptr && !g2; u = u->next_use()) {
+        const ir::Value r = u->owner()->num_results() == 1 ? u->owner()->result(0) : ir::Value();
+        if (r && LastAxisSlice(r, h, last) == g) g2 = r;
+      }
+      if (!g2) continue;
+      ir::Operation* sm = OneUseDef(a1->operand(0), "op.mul");  // mul(g2, s)
+      if (sm == nullptr || sm->operand(0) != g2) continue;
+      const ir::Value s = sm->operand(1);
+      ir::Operation* nm = OneUseDef(a2->operand(1), "op.mul");  // mul(neg(g1), s)
+      ir::Operation* neg = nm == nullptr ? nullptr : OneUseDef(nm->operand(0), "op.neg");
+      if (!IsMulOf(a2->operand(0), g2, c) || neg == nullptr || neg->operand(0) != g1 || nm->operand(1) != s) continue;
+      if (c.type().dtype() != t.dtype() || s.type().dtype() != t.dtype() || g1.type() != d1.type() ||
+          d1.type() != d2.type()) {
+        continue;
+      }
+      if (!FusedKernelOn(ops::Op::kFusedRotaryGrad, device_, t.dtype())) return false;
+      rewriter.SetInsertionPoint(root);
+      const std::vector<ir::Value> operands = {g, c, s};
+      rewriter.ReplaceOp(root, rewriter.Create1("op.fused_rotary_grad", operands));
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  Device device_;
+};
+
+// The device has a kernel for a masked softmax op `op` of dtype `t` (every operand and result of t but the bool
+// mask, input 2).
+bool MaskedSoftmaxKernelOn(ops::Op op, Device device, DType t) {
+  const ops::OpSchema& s = ops::Schema(op);
+  if (!s.Accepts(t)) return false;
+  std::vector<int32_t> key(s.inputs.size() + s.outputs.size(), static_cast<int32_t>(t));
+  key[2] = static_cast<int32_t>(DType::kBool);
+  return runtime::Runtime::Get().Context(device).plugin().kernels().Find(s.kernel_id, key, OAR_FORMAT_PLAIN) != nullptr;
+}
+
+// `w` = where(mask, a, v) used once, with a of type `t`, v a 0-d scalar of t's dtype and a bool mask that
+// broadcasts against t without widening it (the where's result has type t): the where, else null.
+ir::Operation* MaskedSelect(ir::Value w, ir::Type t) {
+  ir::Operation* where = OneUseDef(w, "op.where");
+  if (where == nullptr || where->result(0).type() != t || where->operand(1).type() != t ||
+      !IsScalarOf(where->operand(2), t.dtype()) || where->operand(0).type().dtype() != DType::kBool) {
+    return nullptr;
+  }
+  return where;
+}
+
+class FuseMaskedSoftmaxPattern : public RewritePattern {
+ public:
+  explicit FuseMaskedSoftmaxPattern(Device device)
+      : RewritePattern("op.softmax", 1, "fuse_masked_softmax"), device_(device) {}
+
+  bool MatchAndRewrite(ir::Operation* root, PatternRewriter& rewriter) const override {
+    const ir::Type t = root->result(0).type();
+    if (!t.IsTensor() || t.rank() < 1 || NormalAxis(root, t.rank()) != t.rank() - 1) return false;
+    ir::Operation* where = MaskedSelect(root->operand(0), t);
+    if (where == nullptr) return false;
+    // x * scale: x first (the kernel multiplies in this order).
+    ir::Operation* mul = OneUseDef(where->operand(1), "op.mul");
+    if (mul == nullptr || mul->operand(0).type() != t || !IsScalarOf(mul->operand(1), t.dtype())) return false;
+    if (!MaskedSoftmaxKernelOn(ops::Op::kFusedMaskedSoftmax, device_, t.dtype())) return false;
+    rewriter.SetInsertionPoint(root);
+    const std::vector<ir::Value> operands = {mul->operand(0), mul->operand(1), where->operand(0), where->operand(2)};
+    rewriter.ReplaceOp(root, rewriter.Create1("op.fused_masked_softmax", operands));
+    return true;
+  }
+
+ private:
+  Device device_;
+};
+
+class FuseMaskedSoftmaxGradPattern : public RewritePattern {
+ public:
+  explicit FuseMaskedSoftmaxGradPattern(Device device)
+      : RewritePattern("op.mul", 1, "fuse_masked_softmax_grad"), device_(device) {}
+
+  // root = mul(where(mask, mul(y, sub(grad, sum(mul(grad, y), [last], keepdim))), zero), scale), each inner op
+  // used once, every operand order as written (softmax's VJP, where's and mul's record them so).
+  bool MatchAndRewrite(ir::Operation* root, PatternRewriter& rewriter) const override {
+    const ir::Type t = root->result(0).type();
+    if (!t.IsTensor() || t.rank() < 1 || !IsScalarOf(root->operand(1), t.dtype())) return false;
+    ir::Operation* where = MaskedSelect(root->operand(0), t);
+    if (where == nullptr) return false;
+    ir::Operation* q = OneUseDef(where->operand(1), "op.mul");
+    if (q == nullptr) return false;
+    const ir::Value y = q->operand(0);
+    ir::Operation* d = OneUseDef(q->operand(1), "op.sub");
+    if (d == nullptr || y.type() != t || d->result(0).type() != t) return false;
+    const ir::Value grad = d->operand(0);
+    ir::Operation* sum = OneUseDef(d->operand(1), "op.sum");
+    if (sum == nullptr || grad.type() != t) return false;
+    const ir::Attribute axes = sum->attr("axes"), keep = sum->attr("keepdim");
+    if (!axes || axes.kind() != ir::AttrKind::kArray || !keep || keep.kind() != ir::AttrKind::kBool || !keep.AsBool()) {
+      return false;
+    }
+    const std::vector<int64_t> a = axes.AsInts("axes");
+    if (a.size() != 1 || (a[0] != t.rank() - 1 && a[0] != -1)) return false;
+    ir::Operation* p = OneUseDef(sum->operand(0), "op.mul");
+    if (p == nullptr || p->operand(0) != grad || p->operand(1) != y || p->result(0).type() != t) return false;
+    if (!MaskedSoftmaxKernelOn(ops::Op::kFusedMaskedSoftmaxGrad, device_, t.dtype())) return false;
+    rewriter.SetInsertionPoint(root);
+    const std::vector<ir::Value> operands = {grad, y, where->operand(0), where->operand(2), root->operand(1)};
+    rewriter.ReplaceOp(root, rewriter.Create1("op.fused_masked_softmax_grad", operands));
+    return true;
+  }
+
+ private:
+  Device device_;
+};
+
 // One pass per pattern, all alike: the device is checked first, then the rewrite runs to a fixed point.
 template <typename PatternT>
 class FusePass : public Pass {
@@ -463,6 +647,18 @@ void RegisterFuseElementwisePasses() {
                                           "log_softmax(x) and a later softmax(x) along one axis into one "
                                           "op.fused_log_softmax where {device=NAME} has its kernel (bitwise the "
                                           "two ops' results)");
+  RegisterFusePass<FuseRotaryGradPattern>("fuse-rotary-grad",
+                                          "the rotary rotation's backward (its VJP's products, negation and sums and "
+                                          "the slice_scatter + add joining the halves) into op.fused_rotary_grad "
+                                          "where {device=NAME} has its kernel (bitwise the same operations)");
+  RegisterFusePass<FuseMaskedSoftmaxPattern>("fuse-masked-softmax",
+                                             "attention's softmax(where(mask, x * scale, fill)) over the last axis "
+                                             "into op.fused_masked_softmax where {device=NAME} has its kernel "
+                                             "(bitwise the three ops)");
+  RegisterFusePass<FuseMaskedSoftmaxGradPattern>(
+      "fuse-masked-softmax-grad",
+      "its backward where(mask, y * (grad - sum(grad * y, last, keepdim)), 0) * scale into "
+      "op.fused_masked_softmax_grad where {device=NAME} has its kernel (bitwise the six ops)");
   RegisterFusePass<FuseRmsScalePattern>("fuse-rms-scale",
                                         "rms_norm's x * rsqrt(ms + eps) * w into op.fused_rms_scale where "
                                         "{device=NAME} has its kernel (bitwise the same operations)");

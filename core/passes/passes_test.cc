@@ -200,7 +200,8 @@ TEST(Passes, PipelineErrorsNameThePassAndPosition) {
     EXPECT_NE(msg.find("position 9"), std::string::npos) << msg;
     EXPECT_NE(msg.find("unknown pass 'frobnicate'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("canonicalize, constant-fold, cse, dce, decompose, fuse-act-grad, fuse-adam, fuse-linear, "
-                       "fuse-log-softmax, fuse-rms-scale, fuse-rotary, inplace, kernel-select"),
+                       "fuse-log-softmax, fuse-masked-softmax, fuse-masked-softmax-grad, fuse-rms-scale, fuse-rotary, "
+                       "fuse-rotary-grad, inplace, kernel-select"),
               std::string::npos)
         << msg;
   }

@@ -20,6 +20,7 @@
 // fused_rotary: the rotation of rotary position embeddings with the rows given, x [..., 2h] with cos, sin
 // broadcasting against [..., h]: out[..., :h] = x1 * cos - x2 * sin, out[..., h:] = x2 * cos + x1 * sin (x1, x2
 // the halves of x), as examples/models.cc's RotateWith computes it with mul, sub, add and concat.
+// fused_rotary_grad: its backward as rotary_embedding's VJP records it (RotaryGradRun).
 //
 // fused_tanh_grad and fused_sigmoid_grad: the backward of tanh and sigmoid as core/ops/schema.cc's VJPs record it
 // (y = tanh(x), s = sigmoid(x), the forward's results; `one` the 0-d scalar 1.0 - t becomes add(neg(t), 1)):
@@ -167,22 +168,15 @@ void FusedAdam(const KernelCall& call) {
 // out1 = x1 * c - x2 * s, out2 = x2 * c + x1 * s over one run (byte strides: x1, x2, c, s, out1, out2). Every
 // input element is read before the outputs at its index are written.
 template <typename T>
-void RotaryRun(const std::array<char*, 6>& ptr, int64_t n, const std::array<int64_t, 6>& st) {
-  for (int64_t j = 0; j < n; ++j) {
-    const T x1 = *reinterpret_cast<const T*>(ptr[0] + j * st[0]);
-    const T x2 = *reinterpret_cast<const T*>(ptr[1] + j * st[1]);
-    const T c = *reinterpret_cast<const T*>(ptr[2] + j * st[2]);
-    const T s = *reinterpret_cast<const T*>(ptr[3] + j * st[3]);
-    const T a = x1 * c;
-    const T b = x2 * s;
-    const T d = x2 * c;
-    const T e = x1 * s;
-    *reinterpret_cast<T*>(ptr[4] + j * st[4]) = a - b;
-    *reinterpret_cast<T*>(ptr[5] + j * st[5]) = d + e;
-  }
-}
+void RotaryRun(const std::array<char*, 6>& ptr, int64_t n, const std::array<int64_t, 6>& st);
 
+// fused_rotary_grad's run, defined with the NaN-aware helpers below.
 template <typename T>
+void RotaryGradRun(const std::array<char*, 6>& ptr, int64_t n, const std::array<int64_t, 6>& st);
+
+// fused_rotary (kGrad false) and fused_rotary_grad (kGrad true): x (grad) [..., 2h] and cos, sin broadcasting
+// against its halves [..., h]; one run at a time over the halves' shape.
+template <typename T, bool kGrad = false>
 void FusedRotary(const KernelCall& call) {
   CheckArity(call, 3, 1);
   constexpr int32_t t = kDTypeOf<T>;
@@ -226,7 +220,11 @@ void FusedRotary(const KernelCall& call) {
                                      out.data<char>(),
                                      out.data<char>() + h * os * static_cast<int64_t>(sizeof(T))};
   ForEach<6>(l, base, [](const std::array<char*, 6>& ptr, int64_t n, const std::array<int64_t, 6>& st) {
-    RotaryRun<T>(ptr, n, st);
+    if constexpr (kGrad) {
+      RotaryGradRun<T>(ptr, n, st);
+    } else {
+      RotaryRun<T>(ptr, n, st);
+    }
   });
 }
 
@@ -297,6 +295,103 @@ template <typename T>
 inline T MulFirstNaN(T a, T b) {
   const T r = a * b;
   return std::isnan(a) ? a + a : r;  // a + a: a's NaN, quieted
+}
+
+// a + b as the add kernel returns it when both are NaN (the first operand's), as MulFirstNaN.
+template <typename T>
+inline T AddFirstNaN(T a, T b) {
+  const T r = a + b;
+  return std::isnan(a) ? a + a : r;
+}
+
+#if defined(__x86_64__)
+// The rotary runs whose six operands are all unit-stride float32, eight lanes at a time where the CPU has AVX2:
+// the same IEEE operations per lane in the same order, a product or sum of two NaNs the first operand's as the
+// mul and add kernels give it (the instructions' own rule), the negation a flip of the sign bit; the tail as the
+// scalar loop. Returns the elements done.
+[[gnu::target("avx2")]] int64_t RotaryAvx2(const std::array<char*, 6>& ptr, int64_t n) {
+  const float *p1 = reinterpret_cast<const float*>(ptr[0]), *p2 = reinterpret_cast<const float*>(ptr[1]);
+  const float *pc = reinterpret_cast<const float*>(ptr[2]), *ps = reinterpret_cast<const float*>(ptr[3]);
+  float *o1 = reinterpret_cast<float*>(ptr[4]), *o2 = reinterpret_cast<float*>(ptr[5]);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 x1 = _mm256_loadu_ps(p1 + j), x2 = _mm256_loadu_ps(p2 + j);
+    const __m256 c = _mm256_loadu_ps(pc + j), s = _mm256_loadu_ps(ps + j);
+    const __m256 a = _mm256_mul_ps(x1, c), b = _mm256_mul_ps(x2, s);
+    const __m256 d = _mm256_mul_ps(x2, c), e = _mm256_mul_ps(x1, s);
+    _mm256_storeu_ps(o1 + j, _mm256_sub_ps(a, b));
+    _mm256_storeu_ps(o2 + j, _mm256_add_ps(d, e));
+  }
+  return j;
+}
+[[gnu::target("avx2")]] int64_t RotaryGradAvx2(const std::array<char*, 6>& ptr, int64_t n) {
+  const float *p1 = reinterpret_cast<const float*>(ptr[0]), *p2 = reinterpret_cast<const float*>(ptr[1]);
+  const float *pc = reinterpret_cast<const float*>(ptr[2]), *ps = reinterpret_cast<const float*>(ptr[3]);
+  float *o1 = reinterpret_cast<float*>(ptr[4]), *o2 = reinterpret_cast<float*>(ptr[5]);
+  const __m256 sign = _mm256_set1_ps(-0.0f), zero = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 g1 = _mm256_loadu_ps(p1 + j), g2 = _mm256_loadu_ps(p2 + j);
+    const __m256 c = _mm256_loadu_ps(pc + j), s = _mm256_loadu_ps(ps + j);
+    const __m256 d1 = _mm256_add_ps(_mm256_mul_ps(g2, s), _mm256_mul_ps(g1, c));
+    const __m256 d2 = _mm256_add_ps(_mm256_mul_ps(g2, c), _mm256_mul_ps(_mm256_xor_ps(g1, sign), s));
+    _mm256_storeu_ps(o1 + j, _mm256_add_ps(zero, d1));
+    _mm256_storeu_ps(o2 + j, _mm256_add_ps(d2, zero));
+  }
+  return j;
+}
+#endif
+
+// The elements a run may hand to RotaryAvx2 / RotaryGradAvx2: all of them for unit-stride float32 on AVX2, else 0.
+template <typename T, bool kGrad>
+int64_t RotaryVector(const std::array<char*, 6>& ptr, int64_t n, const std::array<int64_t, 6>& st) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, float>) {
+    static const bool avx2 = __builtin_cpu_supports("avx2");
+    bool unit = avx2;
+    for (int64_t x : st) unit = unit && x == static_cast<int64_t>(sizeof(float));
+    if (unit) return kGrad ? RotaryGradAvx2(ptr, n) : RotaryAvx2(ptr, n);
+  }
+#endif
+  (void)ptr, (void)n, (void)st;
+  return 0;
+}
+
+// out1 = x1 * c - x2 * s, out2 = x2 * c + x1 * s over one run (byte strides: x1, x2, c, s, out1, out2), as the
+// mul, sub and add kernels compute them (a product or sum of two NaNs the first operand's). Every input element
+// is read before the outputs at its index are written.
+template <typename T>
+void RotaryRun(const std::array<char*, 6>& ptr, int64_t n, const std::array<int64_t, 6>& st) {
+  for (int64_t j = RotaryVector<T, false>(ptr, n, st); j < n; ++j) {
+    const T x1 = *reinterpret_cast<const T*>(ptr[0] + j * st[0]);
+    const T x2 = *reinterpret_cast<const T*>(ptr[1] + j * st[1]);
+    const T c = *reinterpret_cast<const T*>(ptr[2] + j * st[2]);
+    const T s = *reinterpret_cast<const T*>(ptr[3] + j * st[3]);
+    const T a = MulFirstNaN(x1, c);
+    const T b = MulFirstNaN(x2, s);
+    const T d = MulFirstNaN(x2, c);
+    const T e = MulFirstNaN(x1, s);
+    *reinterpret_cast<T*>(ptr[4] + j * st[4]) = a - b;
+    *reinterpret_cast<T*>(ptr[5] + j * st[5]) = AddFirstNaN(d, e);
+  }
+}
+
+// fused_rotary_grad over one run (byte strides: g1, g2, c, s, out1, out2), in the order rotary_embedding's VJP
+// records the ops: d1 = g2 * s + g1 * c, d2 = g2 * c + (-g1) * s (mul, neg, add), then each half joined as
+// slice_scatter into zeros and add give it: 0 + d1, d2 + 0 (one addition of +0: -0 becomes +0, a NaN stays the
+// same NaN, quieted). Every input element is read before the outputs at its index are written.
+template <typename T>
+void RotaryGradRun(const std::array<char*, 6>& ptr, int64_t n, const std::array<int64_t, 6>& st) {
+  for (int64_t j = RotaryVector<T, true>(ptr, n, st); j < n; ++j) {
+    const T g1 = *reinterpret_cast<const T*>(ptr[0] + j * st[0]);
+    const T g2 = *reinterpret_cast<const T*>(ptr[1] + j * st[1]);
+    const T c = *reinterpret_cast<const T*>(ptr[2] + j * st[2]);
+    const T s = *reinterpret_cast<const T*>(ptr[3] + j * st[3]);
+    const T d1 = AddFirstNaN(MulFirstNaN(g2, s), MulFirstNaN(g1, c));
+    const T d2 = AddFirstNaN(MulFirstNaN(g2, c), MulFirstNaN(FlipSign(g1), s));
+    *reinterpret_cast<T*>(ptr[4] + j * st[4]) = T(0) + d1;
+    *reinterpret_cast<T*>(ptr[5] + j * st[5]) = d2 + T(0);
+  }
 }
 
 // One element of each, in the VJP's order of operations (every step one IEEE operation rounded to T).
@@ -420,6 +515,12 @@ void AppendFusedElementwiseKernels(std::vector<HostKernel>* kernels) {
             &GuardedKernel<&FusedRotary<float>>);
   AddKernel(kernels, OAR_OP_FUSED_ROTARY, {OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64},
             &GuardedKernel<&FusedRotary<double>>);
+  AddKernel(kernels, OAR_OP_FUSED_ROTARY_GRAD,
+            {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32},
+            &GuardedKernel<&FusedRotary<float, true>>);
+  AddKernel(kernels, OAR_OP_FUSED_ROTARY_GRAD,
+            {OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64},
+            &GuardedKernel<&FusedRotary<double, true>>);
   for (const int32_t t : {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT64}) {
     HostKernel k{OAR_OP_FUSED_ADAM,
                  {},

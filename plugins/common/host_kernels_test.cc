@@ -98,6 +98,7 @@ TEST(Registry, RegistersExactlyTheDocumentedKernels) {
   // Fused ops (docs/ops.md).
   for (int32_t t : {F32, F64}) expected.insert({"fused_linear", {t, t, t, t}});
   for (int32_t t : {F32, F64}) expected.insert({"fused_rotary", {t, t, t, t}});
+  for (int32_t t : {F32, F64}) expected.insert({"fused_rotary_grad", {t, t, t, t}});
   for (int32_t t : {F32, F64}) expected.insert({"fused_rms_scale", {t, t, t, t, t}});
   for (int32_t t : {F32, F64}) expected.insert({"fused_adam", std::vector<int32_t>(16, t)});
   for (int32_t t : kFloats) expected.insert({"relu_grad", {t, t, t}});
@@ -106,13 +107,15 @@ TEST(Registry, RegistersExactlyTheDocumentedKernels) {
   for (int32_t t : {F32, F64}) expected.insert({"fused_log_softmax", {t, t, t}});
   for (int32_t t : {F32, F64}) expected.insert({"batch_norm_train", std::vector<int32_t>(6, t)});
   for (int32_t t : {F32, F64}) expected.insert({"batch_norm_train_grad", std::vector<int32_t>(6, t)});
+  for (int32_t t : {F32, F64}) expected.insert({"fused_masked_softmax", {t, t, BOOL, t, t}});
+  for (int32_t t : {F32, F64}) expected.insert({"fused_masked_softmax_grad", {t, t, BOOL, t, t, t}});
 
   std::set<std::pair<std::string, std::vector<int32_t>>> got;
   for (const auto& e : Registrar().entries) {
     got.insert({e.op, e.dtypes});
     EXPECT_EQ(e.format, OAR_FORMAT_PLAIN) << e.op << ": host kernels are for plain tensors only";
   }
-  // Name the first differences (the set comparison below would print all 590 keys).
+  // Name the first differences (the set comparison below would print all 596 keys).
   auto describe = [](const std::pair<std::string, std::vector<int32_t>>& key) {
     std::string s = key.first + " {";
     for (int32_t t : key.second) s += " " + std::string(DTypeName(t));
@@ -126,8 +129,8 @@ TEST(Registry, RegistersExactlyTheDocumentedKernels) {
     if (!expected.count(key) && unexpected++ < 5) ADD_FAILURE() << "unexpected " << describe(key);
   }
   EXPECT_TRUE(got == expected);
-  EXPECT_EQ(got.size(), 590u);
-  EXPECT_EQ(oar::host::HostKernels().size(), 590u);
+  EXPECT_EQ(got.size(), 596u);
+  EXPECT_EQ(oar::host::HostKernels().size(), 596u);
 }
 
 TEST(Registry, FilterSkipsKeysAndDuplicatesAreReported) {

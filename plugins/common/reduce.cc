@@ -558,6 +558,42 @@ void AddMeans(std::vector<HostKernel>* kernels, TypeList<Ts...>) {
 
 }  // namespace
 
+template <typename T>
+T SumKernelRow(const T* p, int64_t n) {
+  if (n == 1) return p[0];  // the kernel's copy
+  AccT<T> sum = 0;
+  sum += SumRun<T, AccT<T>>(p, n, 1);
+  return Finish<T, false>(sum, n);
+}
+template float SumKernelRow(const float*, int64_t);
+template double SumKernelRow(const double*, int64_t);
+
+bool SumKernelByOutputs(int64_t outputs, int64_t count) {
+  const int threads = ThreadsFor(outputs * count);
+  return threads <= 1 || outputs >= 8 * threads;
+}
+
+template <typename T>
+void SumKernelLastAxis(std::span<const int64_t> shape, const T* x, T* out) {
+  const int rank = static_cast<int>(shape.size());
+  int64_t strides[OAR_MAX_RANK];
+  for (int d = rank - 1; d >= 0; --d) {
+    strides[d] = d == rank - 1 ? 1 : strides[d + 1] * shape[static_cast<size_t>(d + 1)];
+  }
+  // PlanReduction's split of a contiguous x reduced over its last dimension.
+  const int64_t last[1] = {rank - 1};
+  const ReductionPlan plan =
+      SplitReduction(shape, std::span<const int64_t>(strides, static_cast<size_t>(rank)), last, sizeof(T));
+  if (plan.outputs == 0 || plan.count == 0) return;
+  if (plan.count == 1) {
+    std::copy(x, x + plan.outputs, out);
+    return;
+  }
+  ReduceInto<T, false>(plan, reinterpret_cast<const char*>(x), out);
+}
+template void SumKernelLastAxis(std::span<const int64_t>, const float*, float*);
+template void SumKernelLastAxis(std::span<const int64_t>, const double*, double*);
+
 void AppendReduceKernels(std::vector<HostKernel>* kernels) {
   AddSums(kernels, TypeList<float, double, Half, BFloat16, int32_t, int64_t>{});
   AddMeans(kernels, FloatTypes{});

@@ -49,6 +49,17 @@ inline ReductionPlan SplitReduction(std::span<const int64_t> shape, std::span<co
                              {std::span<const int64_t>(red_strides, red_rank)}, {elem_size});
   return plan;
 }
+/// The sum kernel's result for one output whose n >= 1 reduced elements lie contiguous at p (float32, float64):
+/// what `sum` over the last axis of a contiguous tensor writes for each row when it sums one output at a time.
+template <typename T>
+T SumKernelRow(const T* p, int64_t n);
+/// Whether the sum kernel sums each of `outputs` outputs of `count` elements whole on one thread (then
+/// SumKernelRow gives its results), rather than splitting the reduced elements over threads.
+bool SumKernelByOutputs(int64_t outputs, int64_t count);
+/// `sum` over the last axis of the contiguous tensor x of `shape` (rank >= 1) into out (one element per row), as
+/// the kernel computes it (the same threads and order).
+template <typename T>
+void SumKernelLastAxis(std::span<const int64_t> shape, const T* x, T* out);
 
 /// Check `axes` (sorted, unique, within [0, rank)) and that `out` is x's keepdim shape, then split x's
 /// dimensions. `elem_size` is x's element size.

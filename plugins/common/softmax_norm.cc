@@ -12,15 +12,22 @@
 // then the mean squared deviation), accumulated in double with 16 partial sums per pairwise block, then
 // applies the weight and bias (in double, rounded once).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "oar/plugin/ops.h"
 #include "plugins/common/kernel_util.h"
 #include "plugins/common/pack.h"
+#include "plugins/common/reduction.h"
 #include "plugins/common/strided.h"
 #include "plugins/common/vec_exp.h"
 #include "plugins/common/vec_lanes.h"
@@ -368,6 +375,220 @@ void FusedLogSoftmax(const KernelCall& call) {
   SoftmaxInto<T, false>(x, so, axis);
 }
 
+// ---- fused_masked_softmax, fused_masked_softmax_grad ------------------------------------------------
+
+/// The rows of a masked softmax's operands: x's (or grad's) leading dims, with the byte strides of up to three
+/// T operands (x; or grad, y) and the bool mask broadcast against them (right-aligned; extent 1 or absent: 0).
+template <int N>
+struct MaskedRows {
+  int64_t rows = 0, n = 0;        // rows of n elements along the last axis
+  std::array<int64_t, N> step{};  // each operand's element stride along the last axis (0: broadcast)
+  StridedLayout<N> outer;         // the leading dims, byte strides (operands, then mask, then out)
+};
+
+template <int N>
+MaskedRows<N> PlanMaskedRows(const KernelCall& call, std::span<const TensorRef> ts, const TensorRef& mask,
+                             const TensorRef& out, std::array<int64_t, N> sizes) {
+  const TensorRef& x = ts[0];
+  const int r = x.rank();
+  if (r < 1) Invalid(call, "the softmax operand must have rank >= 1");
+  if (mask.rank() > r) Invalid(call, "the mask must broadcast against " + x.ShapeString());
+  std::array<std::array<int64_t, OAR_MAX_RANK>, N> st{};
+  for (size_t k = 0; k < ts.size(); ++k) {
+    for (int d = 0; d < r; ++d) st[k][static_cast<size_t>(d)] = ts[k].stride(d);
+  }
+  for (int d = 0; d < r; ++d) {
+    const int dm = d - (r - mask.rank());
+    if (dm < 0 || mask.dim(dm) == 1) continue;  // broadcast: stride 0
+    if (mask.dim(dm) != x.dim(d))
+      Invalid(call, "the mask " + mask.ShapeString() + " must broadcast against " + x.ShapeString());
+    st[ts.size()][static_cast<size_t>(d)] = mask.stride(dm);
+  }
+  for (int d = 0; d < r; ++d) st[N - 1][static_cast<size_t>(d)] = out.stride(d);
+  MaskedRows<N> m;
+  m.n = x.dim(r - 1);
+  m.rows = x.numel() / std::max<int64_t>(m.n, 1);
+  for (int k = 0; k < N; ++k) m.step[static_cast<size_t>(k)] = st[static_cast<size_t>(k)][static_cast<size_t>(r - 1)];
+  std::array<std::span<const int64_t>, N> spans;
+  for (int k = 0; k < N; ++k)
+    spans[static_cast<size_t>(k)] = std::span<const int64_t>(st[static_cast<size_t>(k)].data(), r - 1);
+  m.outer = Collapse<N>(x.shape().first(static_cast<size_t>(r - 1)), spans, sizes);
+  return m;
+}
+
+/// o[i] = src[i * step] (o contiguous, not src).
+template <typename T>
+inline void GatherRow(const T* src, int64_t step, T* o, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = src[i * step];
+}
+
+/// o[i] = a[i] * b (b broadcast) or a[i] * c[i], one IEEE multiplication each, the operands in this order (the
+/// mul kernel's: BinaryRun for float, whose every width gives these bits).
+template <typename T>
+inline void MulRun(const T* a, const T* b, int64_t b_step, T* o, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    BinaryRun(VecBinary::kMul, a, 1, b, b_step, o, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = a[i] * b[i * b_step];
+  }
+}
+
+#if defined(__x86_64__)
+/// SelectRun's unit-stride float loop, eight lanes at a time: a blend moves the bits of either side.
+[[gnu::target("avx2")]] void SelectRunAvx2(const bool* mask, float value, float* o, int64_t n) {
+  const __m256 v = _mm256_set1_ps(value);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i m = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mask + i)));
+    const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(m, _mm256_setzero_si256()));
+    _mm256_storeu_ps(o + i, _mm256_blendv_ps(v, _mm256_loadu_ps(o + i), keep));
+  }
+  for (; i < n; ++i) {
+    if (!mask[i]) o[i] = value;
+  }
+}
+#endif
+
+/// o[i] = mask[i * step] ? o[i] : value (where's selection, moved as bits).
+template <typename T>
+void SelectRun(const bool* mask, int64_t step, T value, T* o, int64_t n) {
+  if (step == 0) {
+    if (!mask[0]) std::fill(o, o + n, value);
+    return;
+  }
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, float>) {
+    static const bool avx2 = __builtin_cpu_supports("avx2");
+    if (step == 1 && avx2) {
+      SelectRunAvx2(mask, value, o, n);
+      return;
+    }
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) {
+    if (!mask[i * step]) o[i] = value;
+  }
+}
+
+/// fused_masked_softmax(x, scale, mask, fill) = softmax(where(mask, x * scale, fill)) over x's last axis, bitwise
+/// the mul, where and softmax kernels: each row is x * scale (mul), the mask's selection (where), then the
+/// softmax kernel's row (SoftmaxRow, as the kernel runs it on a contiguous row of the last axis), computed in
+/// the output row.
+template <typename T>
+void FusedMaskedSoftmax(const KernelCall& call) {
+  CheckArity(call, 4, 1);
+  CheckDTypes(call, {kDTypeOf<T>, kDTypeOf<T>, OAR_DTYPE_BOOL, kDTypeOf<T>, kDTypeOf<T>});
+  const TensorRef x = call.input(0), mask = call.input(2), out = call.output(0);
+  CheckSameShape(call, x, out, "input 0 (x)");
+  if (call.input(1).rank() != 0 || call.input(3).rank() != 0) Invalid(call, "scale and fill must be 0-d");
+  if (x.numel() == 0) return;
+  CheckContiguous(call, out, "the output");
+  if (out.data<char>() == x.data<char>()) Invalid(call, "the output must not be x's memory");
+  const T scale = *call.input(1).data<const T>(), fill = *call.input(3).data<const T>();
+  const TensorRef ts[] = {x};
+  const MaskedRows<3> m = PlanMaskedRows<3>(call, ts, mask, out, {sizeof(T), 1, sizeof(T)});
+  const int64_t n = m.n;
+  ParallelFor(
+      m.rows,
+      [&](int64_t begin, int64_t end) {
+        ForRange<3>(m.outer, {x.data<char>(), mask.data<char>(), out.data<char>()}, begin, end,
+                    [&](const std::array<char*, 3>& p, int64_t rows, const std::array<int64_t, 3>& s) {
+                      for (int64_t j = 0; j < rows; ++j) {
+                        const T* xr = reinterpret_cast<const T*>(p[0] + j * s[0]);
+                        const bool* mr = reinterpret_cast<const bool*>(p[1] + j * s[1]);
+                        T* o = reinterpret_cast<T*>(p[2] + j * s[2]);
+                        if (m.step[0] == 1) {
+                          MulRun(xr, &scale, 0, o, n);
+                        } else {
+                          GatherRow(xr, m.step[0], o, n);
+                          MulRun(o, &scale, 0, o, n);
+                        }
+                        SelectRun(mr, m.step[1], fill, o, n);
+                        SoftmaxRow<false>(o, o, n);
+                      }
+                    });
+      },
+      x.numel() * kTranscendentalCost);
+}
+
+/// fused_masked_softmax_grad(grad, y, mask, zero, scale) = where(mask, y * (grad - sum(grad * y)), zero) * scale,
+/// the sum over the last axis: bitwise the mul, sum, sub, mul, where and mul kernels. The products grad * y go
+/// into the output row and are summed there as the sum kernel sums a row (SumKernelRow) where that kernel sums
+/// each output whole on one thread; otherwise the products of all rows are written first and summed by the
+/// kernel's own split (SumKernelLastAxis). Then, per row: grad - s, y * that, the mask's selection, * scale.
+template <typename T>
+void FusedMaskedSoftmaxGrad(const KernelCall& call) {
+  CheckArity(call, 5, 1);
+  CheckDTypes(call, {kDTypeOf<T>, kDTypeOf<T>, OAR_DTYPE_BOOL, kDTypeOf<T>, kDTypeOf<T>, kDTypeOf<T>});
+  const TensorRef g = call.input(0), y = call.input(1), mask = call.input(2), out = call.output(0);
+  CheckSameShape(call, g, out, "input 0 (grad)");
+  CheckSameShape(call, y, out, "input 1 (y)");
+  if (call.input(3).rank() != 0 || call.input(4).rank() != 0) Invalid(call, "zero and scale must be 0-d");
+  if (g.numel() == 0) return;
+  CheckContiguous(call, out, "the output");
+  // The output row holds the products (and then grad - s) while grad and y are still read.
+  if (out.data<char>() == g.data<char>() || out.data<char>() == y.data<char>()) {
+    Invalid(call, "the output must not be grad's or y's memory");
+  }
+  const T zero = *call.input(3).data<const T>(), scale = *call.input(4).data<const T>();
+  const TensorRef ts[] = {g, y};
+  const MaskedRows<4> m = PlanMaskedRows<4>(call, ts, mask, out, {sizeof(T), sizeof(T), 1, sizeof(T)});
+  const int64_t n = m.n;
+  const bool by_rows = SumKernelByOutputs(m.rows, n);
+  std::vector<T> sums(by_rows ? 0 : static_cast<size_t>(m.rows));
+  const std::array<char*, 4> base = {g.data<char>(), y.data<char>(), mask.data<char>(), out.data<char>()};
+  // pass 0 (only when the sum kernel splits rows over threads): every row's products, then their sums;
+  // pass 1: each row's result.
+  for (int pass = by_rows ? 1 : 0; pass < 2; ++pass) {
+    if (pass == 1 && !by_rows) SumKernelLastAxis<T>(out.shape(), out.data<const T>(), sums.data());
+    ParallelFor(
+        m.rows,
+        [&](int64_t begin, int64_t end) {
+          std::vector<T> gt, yt;  // grad's and y's row when not contiguous
+          int64_t row = begin;
+          ForRange<4>(m.outer, base, begin, end,
+                      [&](const std::array<char*, 4>& p, int64_t rows, const std::array<int64_t, 4>& s) {
+                        for (int64_t j = 0; j < rows; ++j, ++row) {
+                          const T* gr = reinterpret_cast<const T*>(p[0] + j * s[0]);
+                          const T* yr = reinterpret_cast<const T*>(p[1] + j * s[1]);
+                          const bool* mr = reinterpret_cast<const bool*>(p[2] + j * s[2]);
+                          T* o = reinterpret_cast<T*>(p[3] + j * s[3]);
+                          if (m.step[0] != 1) {
+                            gt.resize(static_cast<size_t>(n));
+                            GatherRow(gr, m.step[0], gt.data(), n);
+                            gr = gt.data();
+                          }
+                          if (m.step[1] != 1) {
+                            yt.resize(static_cast<size_t>(n));
+                            GatherRow(yr, m.step[1], yt.data(), n);
+                            yr = yt.data();
+                          }
+                          if (pass == 0) {
+                            MulRun(gr, yr, 1, o, n);  // mul(grad, y)
+                            continue;
+                          }
+                          T sum;
+                          if (by_rows) {
+                            MulRun(gr, yr, 1, o, n);
+                            sum = SumKernelRow(o, n);
+                          } else {
+                            sum = sums[static_cast<size_t>(row)];
+                          }
+                          if constexpr (std::is_same_v<T, float>) {  // sub(grad, s)
+                            BinaryRun(VecBinary::kSub, gr, 1, &sum, 0, o, n);
+                          } else {
+                            for (int64_t i = 0; i < n; ++i) o[i] = gr[i] - sum;
+                          }
+                          MulRun(yr, o, 1, o, n);  // mul(y, d)
+                          SelectRun(mr, m.step[2], zero, o, n);
+                          MulRun(o, &scale, 0, o, n);
+                        }
+                      });
+        },
+        g.numel() * 4);
+  }
+}
+
 // ---- layer_norm -------------------------------------------------------------------------------
 
 template <typename T>
@@ -501,6 +722,20 @@ void AppendSoftmaxNormKernels(std::vector<HostKernel>* kernels) {
             &GuardedKernel<&FusedLogSoftmax<float>>);
   AddKernel(kernels, "fused_log_softmax", {OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64},
             &GuardedKernel<&FusedLogSoftmax<double>>);
+  AddKernel(kernels, "fused_masked_softmax",
+            {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_BOOL, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32},
+            &GuardedKernel<&FusedMaskedSoftmax<float>>);
+  AddKernel(kernels, "fused_masked_softmax",
+            {OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64, OAR_DTYPE_BOOL, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64},
+            &GuardedKernel<&FusedMaskedSoftmax<double>>);
+  AddKernel(
+      kernels, "fused_masked_softmax_grad",
+      {OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_BOOL, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32, OAR_DTYPE_FLOAT32},
+      &GuardedKernel<&FusedMaskedSoftmaxGrad<float>>);
+  AddKernel(
+      kernels, "fused_masked_softmax_grad",
+      {OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64, OAR_DTYPE_BOOL, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64, OAR_DTYPE_FLOAT64},
+      &GuardedKernel<&FusedMaskedSoftmaxGrad<double>>);
 }
 
 }  // namespace oar::host

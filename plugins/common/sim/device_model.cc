@@ -39,9 +39,21 @@ Cost Roofline(const DeviceModel& model, double flops, uint64_t bytes, double pea
 double FlopsPerElement(std::string_view op) {
   static constexpr std::string_view kMoves[] = {"copy",   "cast", "fill",   "format_cast", "where",
                                                 "concat", "pad",  "gather", "index_select"};
-  static constexpr std::string_view kTranscendental[] = {
-      "exp",  "log",     "log1p", "sqrt", "rsqrt",   "sin",         "cos",
-      "tanh", "sigmoid", "erf",   "pow",  "softmax", "log_softmax", "fused_log_softmax"};
+  static constexpr std::string_view kTranscendental[] = {"exp",
+                                                         "log",
+                                                         "log1p",
+                                                         "sqrt",
+                                                         "rsqrt",
+                                                         "sin",
+                                                         "cos",
+                                                         "tanh",
+                                                         "sigmoid",
+                                                         "erf",
+                                                         "pow",
+                                                         "softmax",
+                                                         "log_softmax",
+                                                         "fused_log_softmax",
+                                                         "fused_masked_softmax"};
   for (std::string_view m : kMoves) {
     if (op == m) return 0;
   }
@@ -51,6 +63,7 @@ double FlopsPerElement(std::string_view op) {
   if (op == "layer_norm") return 8;
   if (op == "fused_adam") return 16;  // 10 arithmetic operations and a square root per element
   if (op == "fused_tanh_grad" || op == "fused_sigmoid_grad") return 4;  // the four ops each replaces
+  if (op == "fused_masked_softmax_grad") return 5;                      // mul, sum, sub, mul, mul (the where moves)
   return 1;
 }
 

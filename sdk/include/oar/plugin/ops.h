@@ -249,8 +249,14 @@
 /* fused_log_softmax(x) -> log_softmax, softmax: log_softmax(x, axis) and softmax(x, axis), bitwise those two ops' results: the maximum, the exponentials of the differences and their sum computed once where the two kernels compute them alike */
 #define OAR_OP_FUSED_LOG_SOFTMAX "fused_log_softmax"
 #define OAR_OP_FUSED_LOG_SOFTMAX_ATTR_AXIS "axis"
+/* fused_masked_softmax(x, scale, mask, fill) -> out: softmax(where(mask, x * scale, fill)) over x's last axis, mask (bool) broadcasting against x, scale and fill 0-d: bitwise the mul, where and softmax kernels */
+#define OAR_OP_FUSED_MASKED_SOFTMAX "fused_masked_softmax"
+/* fused_masked_softmax_grad(grad, y, mask, zero, scale) -> grad_x: fused_masked_softmax's backward as the VJPs record it, y its result: where(mask, y * (grad - sum(grad * y, last axis, keepdim)), zero) * scale; bitwise the mul, sum, sub, mul, where and mul kernels */
+#define OAR_OP_FUSED_MASKED_SOFTMAX_GRAD "fused_masked_softmax_grad"
+/* fused_rotary_grad(grad, cos, sin) -> grad_x: the rotary rotation's backward: grad [..., 2h], cos and sin broadcasting against [..., h]; grad_x = concat(0 + (g2 * sin + g1 * cos), (g2 * cos + (-g1) * sin) + 0) (g1, g2 the halves of grad), each operation rounded to the dtype in this order (the ops the VJP records: slice, mul, neg, add, slice_scatter, add) */
+#define OAR_OP_FUSED_ROTARY_GRAD "fused_rotary_grad"
 
 /* Number of ops above. */
-#define OAR_OP_COUNT 81
+#define OAR_OP_COUNT 84
 
 #endif /* OAR_PLUGIN_OPS_H_ */
