@@ -100,7 +100,10 @@ TEST(IrText, EveryOpRoundTrips) {
       {{"fused_rms_scale", "eps"}, {}},          {{"fused_rms_scale", "weight"}, {4}},
       {{"fused_tanh_grad", "one"}, {}},          {{"fused_sigmoid_grad", "one"}, {}},
       {{"batch_norm_train", "weight"}, {3}},     {{"batch_norm_train", "bias"}, {3}},
-      {{"batch_norm_train_grad", "weight"}, {3}}};
+      {{"batch_norm_train_grad", "weight"}, {3}}, {{"fused_masked_softmax", "scale"}, {}},
+      {{"fused_masked_softmax", "fill"}, {}},    {{"fused_masked_softmax_grad", "zero"}, {}},
+      {{"fused_masked_softmax_grad", "scale"}, {}}, {{"fused_rotary_grad", "cos"}, {4, 2}},
+      {{"fused_rotary_grad", "sin"}, {4, 2}}};
   // fused_adam's nine scalars are 0-d.
   auto shape_of = [&](const std::string& op, std::string_view input, size_t i) -> std::optional<Dims> {
     if (op == "fused_adam" && i >= 4) return Dims{};
@@ -114,7 +117,7 @@ TEST(IrText, EveryOpRoundTrips) {
     for (size_t i = 0; i < s.inputs.size(); ++i) {
       DType t = s.Accepts(DType::kFloat32) || s.dtypes == 0 ? DType::kFloat32 : DType::kBool;
       if (s.inputs[i] == "index" || s.inputs[i] == "target") t = DType::kInt64;
-      if (s.inputs[i] == "cond") t = DType::kBool;
+      if (s.inputs[i] == "cond" || s.inputs[i] == "mask") t = DType::kBool;
       const std::optional<Dims> shape = shape_of(name, s.inputs[i], i);
       const Type type = ctx.TensorType(t, shape ? *shape : Dims{2, 3, 4, 4});
       operands.push_back(b.Create1("builtin.data", {},
