@@ -395,6 +395,44 @@ TEST(Math, FusedExpSumLeafAndSigmoidAreTheTwoPassLoopsBitForBit) {
   }
 }
 
+// SigmoidN's final select at the values where x's sign bit and x >= 0 disagree (-0, NaNs with a clear sign bit)
+// and around them, bit for bit with NaN payloads (the test above accepts any NaN): against SigmoidOp::Apply's
+// order of operations with ExpN's exponential of -|x|, every value at every position of a vector step and of
+// the padded tail.
+TEST(Math, SigmoidNSelectsBitForBitAtSignedZerosAndNaNs) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float values[] = {-0.0f,
+                          0.0f,
+                          std::bit_cast<float>(0x7fc00003u),
+                          std::bit_cast<float>(0xffc00005u),
+                          std::bit_cast<float>(0x7fa00001u),
+                          std::bit_cast<float>(0xff800007u),
+                          kInf,
+                          -kInf,
+                          1e-40f,
+                          -1e-40f,
+                          -3.5f,
+                          2.25f,
+                          -120.0f,
+                          100.0f};
+  std::vector<float> x;
+  for (int rep = 0; rep < 5; ++rep) {
+    for (float v : values) x.push_back(v);
+  }
+  for (int64_t n = 1; n <= static_cast<int64_t>(x.size()); ++n) {
+    std::vector<float> e(n), got(n);
+    for (int64_t k = 0; k < n; ++k) e[k] = -std::fabs(x[k]);
+    oar::host::ExpN(e.data(), e.data(), n);
+    oar::host::SigmoidN(x.data(), got.data(), n);
+    for (int64_t k = 0; k < n; ++k) {
+      const float r = 1.0f / (1.0f + e[k]);
+      const float want = x[k] >= 0.0f ? r : e[k] * r;
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[k]), std::bit_cast<uint32_t>(want))
+          << "n " << n << " sigmoid of bits " << std::hex << std::bit_cast<uint32_t>(x[k]);
+    }
+  }
+}
+
 TEST(Math, IntegerAbsOfMinimumWraps) {
   Tensor a = Contiguous(I8, {3}), o = Contiguous(I8, {3});
   Set(a, {0}, -128), Set(a, {1}, -127), Set(a, {2}, 0);
