@@ -174,19 +174,6 @@ template <int kLanes>
   PreOp<kLanes, Pre::kNegAbs>(e, 0);
   Exp<kLanes>(e);
   const F r = 1.0f / (1.0f + e);
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  if constexpr (kLanes == 8) {
-    // The select by x's sign bit (vblendvps takes e * r where the mask lane's sign bit is set): the same
-    // bits as x >= 0 ? r : e * r for every x, one instruction instead of a compare and a blend. The two
-    // differ only where the sign bit disagrees with x >= 0: at -0, where e = Exp(-0) = 1 exactly and e * r
-    // = r = 0.5; and at a NaN with a clear sign bit, where e is that NaN quieted (negated, as -|x|), 1 + e
-    // and r = 1 / (1 + e) return it, and e * r returns its first operand's: r and e * r are the same NaN.
-    // (AT&T operand order: mask, source taken where the mask is set, source taken where it is clear, out.)
-    const F er = e * r;
-    asm("vblendvps %[mask], %[set], %[clear], %[out]" : [out] "=x"(x) : [mask] "x"(x), [set] "x"(er), [clear] "x"(r));
-    return;
-  }
-#endif
   x = x >= 0.0f ? r : e * r;
 }
 
