@@ -243,6 +243,66 @@ TEST(Math, Float32TanhWithin4UlpOverItsWholeRangeAndTheSameAtEveryWidth) {
   for (int64_t i = 0; i < 4096; ++i) EXPECT_EQ(static_cast<float>(Get(out, {i})), expect[i]) << i;
 }
 
+// ExpN's documented arithmetic (vec_exp.cc's Exp) written out in scalar float, one rounded operation per
+// line; this file is compiled with -ffp-contract=off (CMakeLists.txt), so no multiply-add is fused here either.
+float ExpOfTheDocumentedArithmetic(float x) {
+  constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+  constexpr float kRound = 12582912.0f;
+  x = x < -104.0f ? -104.0f : x;  // NaN compares false and passes through, payload kept
+  x = x > 89.0f ? 89.0f : x;
+  const float t = x * kLog2e + kRound;
+  const float n = t - kRound;
+  const float r = (x - n * kLn2Hi) - n * kLn2Lo;
+  float p = 1.0f / 5040;
+  for (float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f}) p = p * r + c;
+  const int32_t k = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kRound);
+  const int32_t k1 = k >> 1, k2 = k - k1;
+  return p * std::bit_cast<float>((k1 + 127) << 23) * std::bit_cast<float>((k2 + 127) << 23);
+}
+
+// ExpN at every vector width the CPU has is that arithmetic bit for bit (NaN payloads included): every 1021st
+// float32 bit pattern, and the clamp's edges (-104 and 89, their neighbours, +-inf, NaNs of both signs and
+// several payloads) at every position of a vector step and of the padded tail.
+TEST(Math, ExpNIsItsDocumentedArithmeticBitForBitAtEveryWidth) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  std::vector<float> x;
+  for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 1021) {
+    x.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits)));
+  }
+  const float edges[] = {-104.0f,
+                         std::nextafter(-104.0f, -kInf),
+                         std::nextafter(-104.0f, 0.0f),
+                         89.0f,
+                         std::nextafter(89.0f, kInf),
+                         std::nextafter(89.0f, 0.0f),
+                         kInf,
+                         -kInf,
+                         0.0f,
+                         -0.0f,
+                         std::bit_cast<float>(0x7fc00003u),
+                         std::bit_cast<float>(0xffc00005u),
+                         std::bit_cast<float>(0x7fa00001u),
+                         -150.0f,
+                         128.0f};
+  for (int rep = 0; rep < 37; ++rep) {
+    for (float e : edges) x.push_back(e);
+  }
+  const int64_t n = static_cast<int64_t>(x.size());
+  for (int lanes : {4, 8, 16}) {
+    std::vector<float> y(x.size());
+    oar::host::internal::ExpAtWidth(lanes, x.data(), y.data(), n);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = ExpOfTheDocumentedArithmetic(x[i]);
+      if (std::bit_cast<uint32_t>(y[i]) != std::bit_cast<uint32_t>(want) && differ++ < 5) {
+        ADD_FAILURE() << lanes << " lanes: exp(" << x[i] << ") [bits " << std::hex << std::bit_cast<uint32_t>(x[i])
+                      << "] gave bits " << std::bit_cast<uint32_t>(y[i]) << ", want " << std::bit_cast<uint32_t>(want);
+      }
+    }
+    EXPECT_EQ(differ, 0) << lanes << " lanes";
+  }
+}
+
 // ExpOfDifferenceN (softmax's shifted exponentials) is ExpN of the float difference, bit for bit (NaN
 // payloads included): on every length 0..100 (the paired vector steps, a single step, the padded tail), on
 // ordinary values and on specials.
@@ -331,6 +391,44 @@ TEST(Math, FusedExpSumLeafAndSigmoidAreTheTwoPassLoopsBitForBit) {
         EXPECT_TRUE(same(in_place[k], want)) << "n " << n << " k " << k;
       }
       EXPECT_EQ(got[n], 7.0f);
+    }
+  }
+}
+
+// SigmoidN's final select at the values where x's sign bit and x >= 0 disagree (-0, NaNs with a clear sign bit)
+// and around them, bit for bit with NaN payloads (the test above accepts any NaN): against SigmoidOp::Apply's
+// order of operations with ExpN's exponential of -|x|, every value at every position of a vector step and of
+// the padded tail.
+TEST(Math, SigmoidNSelectsBitForBitAtSignedZerosAndNaNs) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float values[] = {-0.0f,
+                          0.0f,
+                          std::bit_cast<float>(0x7fc00003u),
+                          std::bit_cast<float>(0xffc00005u),
+                          std::bit_cast<float>(0x7fa00001u),
+                          std::bit_cast<float>(0xff800007u),
+                          kInf,
+                          -kInf,
+                          1e-40f,
+                          -1e-40f,
+                          -3.5f,
+                          2.25f,
+                          -120.0f,
+                          100.0f};
+  std::vector<float> x;
+  for (int rep = 0; rep < 5; ++rep) {
+    for (float v : values) x.push_back(v);
+  }
+  for (int64_t n = 1; n <= static_cast<int64_t>(x.size()); ++n) {
+    std::vector<float> e(n), got(n);
+    for (int64_t k = 0; k < n; ++k) e[k] = -std::fabs(x[k]);
+    oar::host::ExpN(e.data(), e.data(), n);
+    oar::host::SigmoidN(x.data(), got.data(), n);
+    for (int64_t k = 0; k < n; ++k) {
+      const float r = 1.0f / (1.0f + e[k]);
+      const float want = x[k] >= 0.0f ? r : e[k] * r;
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[k]), std::bit_cast<uint32_t>(want))
+          << "n " << n << " sigmoid of bits " << std::hex << std::bit_cast<uint32_t>(x[k]);
     }
   }
 }

@@ -49,6 +49,8 @@ namespace internal {
 /// TanhN at a given width (4, 8 or 16 lanes; a width the CPU lacks runs at 4), for the test that all
 /// widths agree bit for bit.
 void TanhAtWidth(int lanes, const float* x, float* y, int64_t n);
+/// ExpN at a given width, likewise (the test of ExpN's documented arithmetic at every width).
+void ExpAtWidth(int lanes, const float* x, float* y, int64_t n);
 }  // namespace internal
 
 }  // namespace oar::host
