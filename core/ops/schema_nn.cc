@@ -257,18 +257,21 @@ void CheckBroadcastsAgainst(const OpSchema& s, int i, const Dims& b, const Dims&
                 b.ToString(), what, to.ToString());
 }
 
-// fused_rotary: x [..., 2h] (rank >= 1), cos and sin broadcasting against [..., h] (right-aligned, each extent
-// equal or 1), one floating dtype -> x's shape. Symbolic extents pass.
+// fused_rotary (and fused_rotary_grad, its first input the gradient): x [..., 2h] (rank >= 1), cos and sin
+// broadcasting against [..., h] (right-aligned, each extent equal or 1), one floating dtype -> x's shape.
+// Symbolic extents pass.
 Metas InferFusedRotary(const OpSchema& s, std::span<const TensorMeta> in, const AttrValues&) {
   CheckFloating(s, 0, in[0].dtype);
   CheckSameDType(s, in, 0, 1);
   CheckSameDType(s, in, 0, 2);
   const Dims& x = in[0].shape;
   OAR_CHECK_ARG(x.size() >= 1 && (x[x.size() - 1] < 0 || x[x.size() - 1] % 2 == 0),
-                "fused_rotary: argument 'x' must be [..., 2h] (an even last extent), got shape {}", x.ToString());
+                "{}: argument '{}' must be [..., 2h] (an even last extent), got shape {}", s.name, s.inputs[0],
+                x.ToString());
   Dims half = x;
   if (half[half.size() - 1] > 0) half[half.size() - 1] /= 2;
-  for (int i = 1; i <= 2; ++i) CheckBroadcastsAgainst(s, i, in[i].shape, half, "x's halves");
+  for (int i = 1; i <= 2; ++i)
+    CheckBroadcastsAgainst(s, i, in[i].shape, half, (std::string(s.inputs[0]) + "'s halves").c_str());
   return {in[0]};
 }
 
