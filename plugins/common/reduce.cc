@@ -455,9 +455,7 @@ void BatchNormTrain(const KernelCall& call) {
   CheckChannelVector<T>(call, b, channels, "bias");
   CheckStatistic<T>(call, x, mean, "the mean");
   CheckStatistic<T>(call, x, var, "the variance");
-  if (!std::equal(x.shape().begin(), x.shape().end(), y.shape().begin(), y.shape().end())) {
-    Invalid(call, "y must have x's shape");
-  }
+  CheckSameShape(call, y, x, "y");
   CheckContiguous(call, y, "y");
   const T* xp = x.data<const T>();
   T* m = mean.data<T>();
@@ -485,11 +483,8 @@ void BatchNormTrainGrad(const KernelCall& call) {
   const int64_t channels = p.ch.channels;
   CheckChannelVector<T>(call, gw, channels, "grad_weight");
   CheckChannelVector<T>(call, gb, channels, "grad_bias");
-  for (const TensorRef* o : {&g, &gx}) {
-    if (!std::equal(x.shape().begin(), x.shape().end(), o->shape().begin(), o->shape().end())) {
-      Invalid(call, std::string(o == &g ? "grad" : "grad_x") + " must have x's shape");
-    }
-  }
+  CheckSameShape(call, g, x, "grad");
+  CheckSameShape(call, gx, x, "grad_x");
   CheckContiguous(call, g, "grad");
   CheckContiguous(call, gx, "grad_x");
   const T* xp = x.data<const T>();
